@@ -1,0 +1,79 @@
+# libwallprof: wall-clock sampling profiler injected with LD_PRELOAD.
+#
+#   make          build build/libwallprof.so
+#   make demo     install missing -dev packages (root), build, profile a sample program, summarize
+#   make test     install missing -dev packages (root), unit tests (plain + ASan/UBSan), end-to-end tests
+#   make clean
+
+CC      ?= cc
+CXX     ?= c++
+PYTHON  ?= python3
+PKGS    := libunwind libdw jansson
+BUILD   := build
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN    := -Wall -Wextra -Werror
+CFLAGS  ?= -O2 -g
+BASE_CFLAGS := -std=gnu11 $(WARN) -fvisibility=hidden -fPIC -D_GNU_SOURCE $(PKG_CFLAGS)
+LIBS    := $(PKG_LIBS) -lz -lpthread -ldl
+
+# Module sources. preload/ holds the injected runtime; the rest are the
+# pure stages that unit tests also build on their own.
+PRELOAD_SRCS := $(wildcard preload/*.c) $(wildcard unwind/*.c)
+CORE_SRCS    := $(wildcard symbolize/*.c) $(wildcard output/*.c) $(wildcard preload/ring.c)
+LIB_SRCS     := $(sort $(PRELOAD_SRCS) $(CORE_SRCS))
+HEADERS      := $(wildcard */*.h)
+
+LIB := $(BUILD)/libwallprof.so
+
+UNIT_SRCS  := $(wildcard test/unit/test_*.c)
+UNIT_PLAIN := $(patsubst test/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
+UNIT_ASAN  := $(patsubst test/unit/%.c,$(BUILD)/asan/%,$(UNIT_SRCS))
+SAN_FLAGS  := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+
+PROG_C   := $(wildcard test/progs/*.c)
+PROG_CXX := $(wildcard test/progs/*.cc)
+PROGS    := $(patsubst test/progs/%.c,$(BUILD)/progs/%,$(PROG_C)) \
+            $(patsubst test/progs/%.cc,$(BUILD)/progs/%,$(PROG_CXX))
+PROG_CFLAGS := -O2 -g -pthread -fno-omit-frame-pointer -Wall -Wextra -Werror
+
+.PHONY: all deps demo test unit integration clean
+all: $(LIB)
+
+deps:
+	@scripts/install-deps.sh
+
+$(LIB): $(LIB_SRCS) $(HEADERS) Makefile
+	@mkdir -p $(BUILD)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -Wl,-z,defs -o $@ $(LIB_SRCS) $(LIBS)
+
+$(BUILD)/unit/%: test/unit/%.c $(CORE_SRCS) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(CORE_SRCS) $(LIBS)
+
+$(BUILD)/asan/%: test/unit/%.c $(CORE_SRCS) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $< $(CORE_SRCS) $(LIBS)
+
+$(BUILD)/progs/%: test/progs/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(PROG_CFLAGS) -std=gnu11 -o $@ $< -lm
+
+$(BUILD)/progs/%: test/progs/%.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(PROG_CFLAGS) -o $@ $<
+
+unit: $(UNIT_PLAIN) $(UNIT_ASAN)
+
+demo: deps
+	@$(MAKE) --no-print-directory $(LIB) $(BUILD)/progs/demo
+	@scripts/demo.sh
+
+test: deps
+	@$(MAKE) --no-print-directory $(LIB) unit $(PROGS)
+	@$(PYTHON) test/run_tests.py
+
+clean:
+	rm -rf $(BUILD)

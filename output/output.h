@@ -1,0 +1,99 @@
+/* output: profile writers. Builds Sentry sample-format v1 JSON with jansson
+ * from a raw profile plus a symbolizer, and writes files atomically. Runs at
+ * dump time only; nothing here is async-signal-safe. */
+#ifndef WP_OUTPUT_H
+#define WP_OUTPUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "profile.h"
+
+#ifndef WP_VERSION
+#define WP_VERSION "0.1.0"
+#endif
+
+struct wp_sym;
+
+/* What a writer reports about the file it wrote (for the one stderr line). */
+struct wp_out_stats {
+	size_t nr_samples;  /* samples written */
+	size_t nr_threads;  /* threads with samples */
+	size_t nr_frames;   /* frames in the frame table */
+	size_t bytes;       /* file size */
+	double duration_s;  /* wall time covered by the samples */
+};
+
+/* Sentry options: platform string ("native" unless configured) and whether
+ * the last sample may lie beyond Sentry's 30 s v1 limit (it is then kept and
+ * a warning is the caller's job). */
+struct wp_out_opts {
+	const char *platform;
+};
+
+/* Writes `p` as a Sentry v1 profile to `path`, atomically: a temporary file
+ * beside it (O_EXCL, O_NOFOLLOW, mode from the umask), fsync, rename. On
+ * failure nothing is left behind at `path` and `err` holds a one-line reason.
+ * Returns 0 or -1. */
+int wp_out_sentry_write(const struct wp_profile *p, struct wp_sym *sym,
+			const struct wp_out_opts *opts, const char *path,
+			struct wp_out_stats *st, char *err, size_t errlen);
+
+/* Formats the Sentry/Breakpad debug_id of a GNU build-id: first 16 bytes
+ * (zero-padded), first three UUID fields byte-swapped for little-endian ELF,
+ * lowercase 8-4-4-4-12. `out` gets 37 bytes. Returns 0, or -1 when len is 0. */
+int wp_out_debug_id(const uint8_t *build_id, size_t len, int little_endian, char out[37]);
+
+/* Expands an output template: %p -> pid, %n -> snapshot number, %% -> %.
+ * For a snapshot (n >= 1) without %n, ".<n>" is inserted before a trailing
+ * ".json" (or appended). Returns 0, or -1 if it does not fit in `out`. */
+int wp_out_expand_path(const char *tmpl, unsigned pid, int n, char *out, size_t outlen);
+
+/* Writes `len` bytes to `path` atomically (see wp_out_sentry_write).
+ * Returns 0, or -1 with a one-line reason in `err`. */
+int wp_out_write_atomic(const char *path, const char *data, size_t len, char *err, size_t errlen);
+
+/* wp_out_sentry_write() with the lookup passed in: `lookup(ctx, addr, out)`
+ * has wp_sym_lookup's contract, and NULL means no symbolization (frames then
+ * carry address, module and in_app only). Result module indices index
+ * p->modules, so a symbolizer must be opened over that array. Lets tests feed
+ * in inlined frames without DWARF. Same returns as wp_out_sentry_write(). */
+typedef int (*wp_out_lookup_fn)(void *ctx, uint64_t addr, struct wp_sym_result *out);
+int wp_out_sentry_write_with(const struct wp_profile *p, wp_out_lookup_fn lookup, void *ctx,
+			     const struct wp_out_opts *opts, const char *path,
+			     struct wp_out_stats *st, char *err, size_t errlen);
+
+/* A file being written atomically: a temporary beside the target, renamed
+ * over it on commit, so writers can stream without building the whole file. */
+struct wp_out_atomic {
+	int fd;           /* the temporary, open for writing; -1 once closed */
+	char *tmp;        /* its path; malloc'd */
+	const char *path; /* the target, borrowed from the caller until commit/abort */
+	size_t bytes;     /* bytes written so far */
+};
+
+/* Creates the temporary ".<basename>.tmp.<pid>.<random>" in the target's
+ * directory. Returns 0, or -1 with a reason in `err` and nothing to clean up. */
+int wp_out_atomic_open(struct wp_out_atomic *a, const char *path, char *err, size_t errlen);
+
+/* Appends `len` bytes, retrying short writes and EINTR. Returns 0, or -1 with
+ * a reason in `err`; the caller then calls wp_out_atomic_abort(). */
+int wp_out_atomic_write(struct wp_out_atomic *a, const void *data, size_t len,
+			char *err, size_t errlen);
+
+/* fsync, close, rename over the target (a symlink there is replaced, never
+ * followed). Returns 0, or -1 with a reason in `err` and the temporary gone. */
+int wp_out_atomic_commit(struct wp_out_atomic *a, char *err, size_t errlen);
+
+/* Closes and unlinks the temporary; the target is untouched. Idempotent. */
+void wp_out_atomic_abort(struct wp_out_atomic *a);
+
+/* Fills `buf` with random bytes: getrandom without blocking, or a clock and
+ * counter mix when the kernel pool is not ready. Not for secrets. */
+void wp_out_random(void *buf, size_t len);
+
+/* Fault injection for tests: when > 0, the n-th write(2) issued by
+ * wp_out_atomic_write() from now on fails with ENOSPC. 0 disables. */
+extern int wp_out_fail_write_at;
+
+#endif

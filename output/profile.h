@@ -1,0 +1,83 @@
+/* profile: the raw profile handed from capture to the writers. Addresses,
+ * deduplicated stacks, timed samples, thread names, the module map and the
+ * loss counters; no symbols. Built by the ring's snapshot (or read back from a
+ * raw dump) and owned by whoever built it. Not used in signal handlers. */
+#ifndef WP_PROFILE_H
+#define WP_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../symbolize/symbolize.h"
+
+/* One entry of the frame table: a unique address and how it was captured. */
+struct wp_pc {
+	uint64_t addr;  /* raw address as captured (Sentry's instruction_addr) */
+	uint32_t flags; /* WP_PC_* */
+};
+#define WP_PC_EXACT 0x1 /* the interrupted PC itself: look up addr, not addr - 1 */
+
+/* One sample: one thread at one tick. */
+struct wp_sample {
+	uint64_t t_ns;     /* CLOCK_MONOTONIC time of the tick */
+	uint32_t tid;      /* kernel thread id */
+	uint32_t stack_id; /* index into the stack table */
+	uint32_t flags;    /* WP_SAMPLE_* */
+	uint32_t syscall;  /* syscall number when WP_SAMPLE_SYSCALL is set */
+};
+#define WP_SAMPLE_ON_CPU 0x1    /* running (or runnable) at the tick */
+#define WP_SAMPLE_TRUNCATED 0x2 /* stack cut at the depth limit */
+#define WP_SAMPLE_SYSCALL 0x4   /* `syscall` holds the blocking system call */
+#define WP_SAMPLE_PARTIAL 0x8   /* unwinding failed after the first frame(s) */
+
+struct wp_thread {
+	uint32_t tid;
+	char name[16]; /* kernel comm, latest seen */
+};
+
+/* Loss and health counters: reported in every output so that a partial
+ * profile never looks complete. */
+struct wp_counters {
+	uint64_t nr_ticks;           /* sampler ticks run */
+	uint64_t nr_ticks_late;      /* ticks skipped because the sampler overran */
+	uint64_t nr_signals;         /* profiling signals sent */
+	uint64_t nr_samples;         /* samples recorded (before ring overwrite) */
+	uint64_t nr_pending;         /* ticks lost: the previous signal was still undelivered */
+	uint64_t nr_send_failed;     /* ticks lost: the signal could not be sent */
+	uint64_t nr_unwind_failed;   /* samples whose unwinding failed (PC only) */
+	uint64_t nr_truncated;       /* samples whose stack hit WALLPROF_MAX_DEPTH */
+	uint64_t nr_dropped_full;    /* samples dropped: stack tables full */
+	uint64_t nr_overwritten;     /* samples overwritten in the ring (older than the window or no room) */
+	uint64_t nr_threads_untracked; /* thread sightings with no free slot */
+};
+
+struct wp_profile {
+	struct wp_pc *pcs;         /* frame table */
+	size_t nr_pcs;
+	uint32_t *stack_frames;    /* all stacks' frame indices, concatenated, leaf first */
+	uint32_t *stack_off;       /* stack i is stack_frames[stack_off[i] .. stack_off[i+1]) */
+	size_t nr_stacks;          /* stack_off has nr_stacks + 1 entries */
+	struct wp_sample *samples; /* sorted by t_ns */
+	size_t nr_samples;
+	struct wp_thread *threads;
+	size_t nr_threads;
+	struct wp_module *modules;
+	size_t nr_modules;
+
+	uint64_t start_ns;         /* CLOCK_MONOTONIC start of the window (first sample or earlier) */
+	uint64_t end_ns;           /* CLOCK_MONOTONIC end of the window */
+	int64_t realtime_offset_ns;/* CLOCK_REALTIME = CLOCK_MONOTONIC + this */
+	uint32_t pid;
+	uint32_t main_tid;         /* the thread that ran main() */
+	char *cmdline;             /* command line, arguments separated by spaces; malloc'd */
+	uint32_t hz;               /* configured sampling rate */
+	uint32_t ring_seconds;     /* configured window */
+	uint32_t max_depth;        /* configured depth limit */
+	int snapshot;              /* 0 at exit, n >= 1 for the n-th snapshot */
+	struct wp_counters counters;
+};
+
+/* Frees every array and string of `p` (not `p` itself). */
+void wp_profile_free(struct wp_profile *p);
+
+#endif

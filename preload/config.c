@@ -1,0 +1,228 @@
+/* config: WALLPROF_* environment variables and the library's log line.
+ * A bad value never stops the host: it is reported once and replaced. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "wallprof.h"
+
+int wp_log_level = WP_LOG_INFO;
+
+void wp_log(int level, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	int n, saved = errno;
+	size_t len, off = 0;
+
+	if (level > wp_log_level)
+		return;
+	memcpy(buf, "wallprof: ", 10);
+	va_start(ap, fmt);
+	n = vsnprintf(buf + 10, sizeof(buf) - 11, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	len = 10 + ((size_t)n < sizeof(buf) - 11 ? (size_t)n : sizeof(buf) - 12);
+	buf[len++] = '\n';
+	/* write(2), not stdio: the host's stderr buffer stays untouched. */
+	while (off < len) {
+		ssize_t w = write(STDERR_FILENO, buf + off, len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	errno = saved;
+}
+
+static int parse_uint(const char *s, unsigned long min, unsigned long max, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -1;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -1;
+	*out = (unsigned)v;
+	return 0;
+}
+
+static void env_uint(const char *name, unsigned def, unsigned min, unsigned max, unsigned *out)
+{
+	const char *s = getenv(name);
+
+	*out = def;
+	if (!s || !*s)
+		return;
+	if (parse_uint(s, min, max, out) < 0) {
+		*out = def;
+		wp_log(WP_LOG_ERROR, "%s='%.64s' is not a whole number from %u to %u; using %u",
+		       name, s, min, max, def);
+	}
+}
+
+int wp_config_parse_signal(const char *s, int allow_off)
+{
+	unsigned v;
+	int sig, base = 0, off = 0;
+	const char *p = s;
+
+	if (!s || !*s)
+		return -1;
+	if (allow_off && (!strcasecmp(s, "off") || !strcasecmp(s, "none") || !strcmp(s, "0")))
+		return 0;
+	if (parse_uint(s, 1, SIGRTMAX, &v) == 0) {
+		sig = (int)v;
+		goto check;
+	}
+	if (!strncasecmp(p, "SIG", 3))
+		p += 3;
+	if (!strncasecmp(p, "RTMIN", 5) || !strncasecmp(p, "RTMAX", 5)) {
+		base = !strncasecmp(p, "RTMIN", 5) ? SIGRTMIN : SIGRTMAX;
+		p += 5;
+		if (*p == '+' || *p == '-') {
+			if (parse_uint(p + 1, 0, 64, &v) < 0)
+				return -1;
+			off = *p == '+' ? (int)v : -(int)v;
+		} else if (*p) {
+			return -1;
+		}
+		sig = base + off;
+		if (sig < SIGRTMIN || sig > SIGRTMAX)
+			return -1;
+		goto check;
+	}
+	for (sig = 1; sig < SIGRTMIN; sig++) {
+		const char *abbrev = sigabbrev_np(sig);
+
+		if (abbrev && !strcasecmp(abbrev, p))
+			goto check;
+	}
+	return -1;
+check:
+	/* Signals the kernel or the program's own crash handling own. */
+	switch (sig) {
+	case SIGKILL: case SIGSTOP: case SIGSEGV: case SIGBUS: case SIGFPE:
+	case SIGILL: case SIGABRT: case SIGTRAP: case SIGSYS: case SIGCHLD:
+	case SIGCONT: case SIGTSTP: case SIGTTIN: case SIGTTOU: case SIGINT:
+	case SIGQUIT: case SIGTERM: case SIGHUP: case SIGPIPE:
+		return -1;
+	}
+	/* glibc reserves the first two real-time signals for itself. */
+	if (sig < SIGRTMIN && sig > 31)
+		return -1;
+	return sig;
+}
+
+const char *wp_signal_name(int sig, char *buf, size_t len)
+{
+	const char *abbrev = sig > 0 && sig < SIGRTMIN ? sigabbrev_np(sig) : NULL;
+
+	if (abbrev)
+		snprintf(buf, len, "SIG%s", abbrev);
+	else if (sig >= SIGRTMIN && sig <= SIGRTMAX)
+		snprintf(buf, len, "SIGRTMIN+%d", sig - SIGRTMIN);
+	else
+		snprintf(buf, len, "signal %d", sig);
+	return buf;
+}
+
+static void env_signal(const char *name, int def, int allow_off, int *out)
+{
+	const char *s = getenv(name);
+	char a[24];
+	int sig;
+
+	*out = def;
+	if (!s || !*s)
+		return;
+	sig = wp_config_parse_signal(s, allow_off);
+	if (sig < 0) {
+		wp_log(WP_LOG_ERROR, "%s='%.64s' is not a usable signal%s; using %s", name, s,
+		       allow_off ? " or 'off'" : "", def ? wp_signal_name(def, a, sizeof(a)) : "off");
+		return;
+	}
+	*out = sig;
+}
+
+void wp_config_load(struct wp_config *c)
+{
+	const char *s;
+
+	memset(c, 0, sizeof(*c));
+	/* Logging first, so the other variables' messages obey it. */
+	s = getenv("WALLPROF_LOG");
+	wp_log_level = WP_LOG_INFO;
+	if (s && *s) {
+		if (!strcasecmp(s, "quiet") || !strcasecmp(s, "off") || !strcmp(s, "0"))
+			wp_log_level = WP_LOG_QUIET;
+		else if (!strcasecmp(s, "error") || !strcmp(s, "1"))
+			wp_log_level = WP_LOG_ERROR;
+		else if (!strcasecmp(s, "info") || !strcmp(s, "2"))
+			wp_log_level = WP_LOG_INFO;
+		else if (!strcasecmp(s, "debug") || !strcmp(s, "3"))
+			wp_log_level = WP_LOG_DEBUG;
+		else
+			wp_log(WP_LOG_ERROR, "WALLPROF_LOG='%.64s' is not quiet, error, info or debug; using info", s);
+	}
+	c->log_level = wp_log_level;
+
+	s = getenv("WALLPROF_ENABLE");
+	c->enabled = 1;
+	if (s && *s) {
+		if (!strcmp(s, "0") || !strcasecmp(s, "no") || !strcasecmp(s, "off"))
+			c->enabled = 0;
+		else if (strcmp(s, "1") && strcasecmp(s, "yes") && strcasecmp(s, "on"))
+			wp_log(WP_LOG_ERROR, "WALLPROF_ENABLE='%.64s' is not 0 or 1; using 1", s);
+	}
+
+	env_uint("WALLPROF_HZ", WP_DEFAULT_HZ, 1, WP_MAX_HZ, &c->hz);
+	env_uint("WALLPROF_RING_SECONDS", WP_DEFAULT_RING_SECONDS, 1, WP_MAX_RING_SECONDS,
+		 &c->ring_seconds);
+	env_uint("WALLPROF_MAX_DEPTH", WP_DEFAULT_MAX_DEPTH, 4, WP_MAX_MAX_DEPTH, &c->max_depth);
+	env_uint("WALLPROF_MAX_THREADS", WP_DEFAULT_MAX_THREADS, 16, WP_MAX_MAX_THREADS,
+		 &c->max_threads);
+	env_signal("WALLPROF_SIGNAL", SIGPROF, 0, &c->signal);
+	env_signal("WALLPROF_SNAPSHOT_SIGNAL", SIGUSR2, 1, &c->snapshot_signal);
+	if (c->snapshot_signal == c->signal) {
+		char a[24];
+
+		wp_log(WP_LOG_ERROR, "WALLPROF_SNAPSHOT_SIGNAL is the sampling signal %s; snapshots are off",
+		       wp_signal_name(c->signal, a, sizeof(a)));
+		c->snapshot_signal = 0;
+	}
+
+	s = getenv("WALLPROF_OUTPUT");
+	snprintf(c->output, sizeof(c->output), "%s", WP_DEFAULT_OUTPUT);
+	if (s && *s) {
+		if (strlen(s) >= sizeof(c->output) - 32)
+			wp_log(WP_LOG_ERROR, "WALLPROF_OUTPUT is longer than %zu bytes; using %s",
+			       sizeof(c->output) - 32, WP_DEFAULT_OUTPUT);
+		else
+			snprintf(c->output, sizeof(c->output), "%s", s);
+	}
+
+	s = getenv("WALLPROF_SENTRY_PLATFORM");
+	snprintf(c->platform, sizeof(c->platform), "native");
+	if (s && *s) {
+		size_t i, n = strlen(s);
+		int ok = n < sizeof(c->platform);
+
+		for (i = 0; ok && i < n; i++)
+			ok = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_';
+		if (ok)
+			snprintf(c->platform, sizeof(c->platform), "%s", s);
+		else
+			wp_log(WP_LOG_ERROR, "WALLPROF_SENTRY_PLATFORM='%.64s' is not a lowercase word; using native", s);
+	}
+}

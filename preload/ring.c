@@ -1,0 +1,462 @@
+/* ring: circular sample store with deduplicated frame and stack tables
+ * (open addressing, indices into flat arrays), compacted in place when full.
+ * Single-owner by contract (see ring.h), so there is no locking at all. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "ring.h"
+
+#define RING_MAX_FRAMES 4096 /* longest stack accepted; longer ones are cut */
+#define EMPTY 0u             /* hash slots hold index + 1 */
+
+struct rsample {
+	uint64_t t_ns;
+	uint32_t tid;
+	uint32_t stack;
+	uint32_t flags;
+	uint32_t syscall;
+};
+
+struct wp_ring {
+	struct wp_ring_config cfg;
+	struct wp_ring_stats stats;
+
+	struct rsample *samples; /* circular: [head, head + count) mod cap */
+	size_t head, count;
+
+	struct wp_pc *pcs;       /* frame table */
+	size_t nr_pcs;
+	uint32_t *pc_hash;       /* pc_hash_size slots */
+	size_t pc_hash_size;
+
+	uint32_t *words;         /* stack arena */
+	size_t nr_words;
+	uint32_t *stack_off;     /* stack i: words[stack_off[i] .. + stack_len[i]) */
+	uint32_t *stack_len;
+	uint32_t *stack_hashv;   /* full hash of stack i */
+	size_t nr_stacks;
+	uint32_t *stack_hash;    /* stack_hash_size slots */
+	size_t stack_hash_size;
+
+	uint32_t scratch[RING_MAX_FRAMES];
+	void *map;
+	size_t map_len;
+};
+
+static size_t pow2_at_least(size_t n)
+{
+	size_t p = 16;
+
+	while (p < n)
+		p <<= 1;
+	return p;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
+static uint32_t hash_words(const uint32_t *w, unsigned n)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+	unsigned i;
+
+	for (i = 0; i < n; i++)
+		h = mix64(h ^ w[i]) + i;
+	return (uint32_t)h;
+}
+
+/* Layout of the single mapping that holds every table. */
+struct layout {
+	size_t samples, pcs, pc_hash, words, stack_off, stack_len, stack_hashv, stack_hash, total;
+};
+
+static void plan(const struct wp_ring_config *cfg, struct layout *l)
+{
+	size_t off = 0;
+
+#define TAKE(field, bytes) do { l->field = off; off += ((bytes) + 63) & ~(size_t)63; } while (0)
+	TAKE(samples, cfg->nr_samples * sizeof(struct rsample));
+	TAKE(pcs, cfg->nr_pcs * sizeof(struct wp_pc));
+	TAKE(pc_hash, pow2_at_least(cfg->nr_pcs * 2) * sizeof(uint32_t));
+	TAKE(words, cfg->nr_words * sizeof(uint32_t));
+	TAKE(stack_off, cfg->nr_stacks * sizeof(uint32_t));
+	TAKE(stack_len, cfg->nr_stacks * sizeof(uint32_t));
+	TAKE(stack_hashv, cfg->nr_stacks * sizeof(uint32_t));
+	TAKE(stack_hash, pow2_at_least(cfg->nr_stacks * 2) * sizeof(uint32_t));
+#undef TAKE
+	l->total = off;
+}
+
+size_t wp_ring_bytes(const struct wp_ring_config *cfg)
+{
+	struct layout l;
+
+	plan(cfg, &l);
+	return l.total + sizeof(struct wp_ring);
+}
+
+struct wp_ring *wp_ring_create(const struct wp_ring_config *cfg)
+{
+	struct wp_ring *r;
+	struct layout l;
+	char *base;
+
+	if (cfg->nr_samples == 0 || cfg->nr_pcs == 0 || cfg->nr_stacks == 0 ||
+	    cfg->nr_words < RING_MAX_FRAMES || cfg->nr_pcs > UINT32_MAX / 2 ||
+	    cfg->nr_stacks > UINT32_MAX / 2 || cfg->nr_words > UINT32_MAX) {
+		errno = EINVAL;
+		return NULL;
+	}
+	plan(cfg, &l);
+	/* One anonymous mapping: pages cost memory only once touched. */
+	base = mmap(NULL, l.total + sizeof(*r), PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (base == MAP_FAILED)
+		return NULL;
+	r = (struct wp_ring *)(base + l.total);
+	r->cfg = *cfg;
+	r->map = base;
+	r->map_len = l.total + sizeof(*r);
+	r->samples = (struct rsample *)(base + l.samples);
+	r->pcs = (struct wp_pc *)(base + l.pcs);
+	r->pc_hash = (uint32_t *)(base + l.pc_hash);
+	r->pc_hash_size = pow2_at_least(cfg->nr_pcs * 2);
+	r->words = (uint32_t *)(base + l.words);
+	r->stack_off = (uint32_t *)(base + l.stack_off);
+	r->stack_len = (uint32_t *)(base + l.stack_len);
+	r->stack_hashv = (uint32_t *)(base + l.stack_hashv);
+	r->stack_hash = (uint32_t *)(base + l.stack_hash);
+	r->stack_hash_size = pow2_at_least(cfg->nr_stacks * 2);
+	return r;
+}
+
+void wp_ring_destroy(struct wp_ring *r)
+{
+	if (r)
+		munmap(r->map, r->map_len);
+}
+
+static uint32_t pc_slot(const struct wp_ring *r, uint64_t addr, uint32_t flags)
+{
+	return (uint32_t)mix64(addr * 2 + flags) & (r->pc_hash_size - 1);
+}
+
+/* Index of (addr, flags) in the frame table, inserting it; -1 when full. */
+static int64_t pc_intern(struct wp_ring *r, uint64_t addr, uint32_t flags)
+{
+	size_t mask = r->pc_hash_size - 1;
+	size_t i = pc_slot(r, addr, flags);
+	uint32_t v;
+
+	while ((v = r->pc_hash[i]) != EMPTY) {
+		const struct wp_pc *p = &r->pcs[v - 1];
+
+		if (p->addr == addr && p->flags == flags)
+			return v - 1;
+		i = (i + 1) & mask;
+	}
+	if (r->nr_pcs == r->cfg.nr_pcs)
+		return -1;
+	r->pcs[r->nr_pcs].addr = addr;
+	r->pcs[r->nr_pcs].flags = flags;
+	r->pc_hash[i] = (uint32_t)++r->nr_pcs;
+	return (int64_t)r->nr_pcs - 1;
+}
+
+/* Index of the stack w[0..n) in the stack table, inserting it; -1 when full. */
+static int64_t stack_intern(struct wp_ring *r, const uint32_t *w, unsigned n)
+{
+	size_t mask = r->stack_hash_size - 1;
+	uint32_t h = hash_words(w, n);
+	size_t i = h & mask;
+	uint32_t v;
+
+	while ((v = r->stack_hash[i]) != EMPTY) {
+		uint32_t s = v - 1;
+
+		if (r->stack_hashv[s] == h && r->stack_len[s] == n &&
+		    memcmp(&r->words[r->stack_off[s]], w, n * sizeof(*w)) == 0)
+			return s;
+		i = (i + 1) & mask;
+	}
+	if (r->nr_stacks == r->cfg.nr_stacks || r->cfg.nr_words - r->nr_words < n)
+		return -1;
+	memcpy(&r->words[r->nr_words], w, n * sizeof(*w));
+	r->stack_off[r->nr_stacks] = (uint32_t)r->nr_words;
+	r->stack_len[r->nr_stacks] = n;
+	r->stack_hashv[r->nr_stacks] = h;
+	r->nr_words += n;
+	r->stack_hash[i] = (uint32_t)++r->nr_stacks;
+	return (int64_t)r->nr_stacks - 1;
+}
+
+static struct rsample *sample_at(const struct wp_ring *r, size_t k)
+{
+	return &r->samples[(r->head + k) % r->cfg.nr_samples];
+}
+
+/* Garbage-collects frames and stacks no live sample uses. Stacks and frames
+ * keep their relative order, so both tables compact in place. */
+static int compact(struct wp_ring *r)
+{
+	uint32_t *smap = calloc(r->nr_stacks ? r->nr_stacks : 1, sizeof(*smap));
+	uint32_t *pmap = calloc(r->nr_pcs ? r->nr_pcs : 1, sizeof(*pmap));
+	size_t k, s, nw = 0, ns = 0, np = 0;
+
+	if (!smap || !pmap) {
+		free(smap);
+		free(pmap);
+		return -1;
+	}
+	r->stats.nr_compactions++;
+	for (k = 0; k < r->count; k++)
+		smap[sample_at(r, k)->stack] = 1;
+	for (s = 0; s < r->nr_stacks; s++) {
+		uint32_t off = r->stack_off[s], len = r->stack_len[s], j;
+
+		if (!smap[s])
+			continue;
+		for (j = 0; j < len; j++)
+			pmap[r->words[off + j]] = 1;
+	}
+	/* New frame indices, frames moved down. */
+	for (k = 0; k < r->nr_pcs; k++) {
+		if (!pmap[k])
+			continue;
+		r->pcs[np] = r->pcs[k];
+		pmap[k] = (uint32_t)np++;
+	}
+	/* New stack indices, stack words moved down and renumbered. */
+	for (s = 0; s < r->nr_stacks; s++) {
+		uint32_t off = r->stack_off[s], len = r->stack_len[s], j;
+
+		if (!smap[s])
+			continue;
+		for (j = 0; j < len; j++)
+			r->words[nw + j] = pmap[r->words[off + j]];
+		r->stack_off[ns] = (uint32_t)nw;
+		r->stack_len[ns] = len;
+		r->stack_hashv[ns] = hash_words(&r->words[nw], len);
+		nw += len;
+		smap[s] = (uint32_t)ns++;
+	}
+	for (k = 0; k < r->count; k++) {
+		struct rsample *x = sample_at(r, k);
+
+		x->stack = smap[x->stack];
+	}
+	r->nr_pcs = np;
+	r->nr_stacks = ns;
+	r->nr_words = nw;
+	/* Rebuild both hash indexes. */
+	memset(r->pc_hash, 0, r->pc_hash_size * sizeof(uint32_t));
+	for (k = 0; k < np; k++) {
+		size_t i = pc_slot(r, r->pcs[k].addr, r->pcs[k].flags);
+
+		while (r->pc_hash[i] != EMPTY)
+			i = (i + 1) & (r->pc_hash_size - 1);
+		r->pc_hash[i] = (uint32_t)k + 1;
+	}
+	memset(r->stack_hash, 0, r->stack_hash_size * sizeof(uint32_t));
+	for (s = 0; s < ns; s++) {
+		size_t i = r->stack_hashv[s] & (r->stack_hash_size - 1);
+
+		while (r->stack_hash[i] != EMPTY)
+			i = (i + 1) & (r->stack_hash_size - 1);
+		r->stack_hash[i] = (uint32_t)s + 1;
+	}
+	free(smap);
+	free(pmap);
+	return 0;
+}
+
+/* Maps pcs[] to frame indices in r->scratch; -1 when the frame table is full. */
+static int intern_frames(struct wp_ring *r, const uint64_t *pcs, unsigned n, int exact_leaf)
+{
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		int64_t idx = pc_intern(r, pcs[i], (i == 0 && exact_leaf) ? WP_PC_EXACT : 0);
+
+		if (idx < 0)
+			return -1;
+		r->scratch[i] = (uint32_t)idx;
+	}
+	return 0;
+}
+
+int wp_ring_add(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
+		uint32_t syscall, const uint64_t *pcs, unsigned n, int exact_leaf)
+{
+	int64_t stack = -1;
+	int attempt;
+	struct rsample *x;
+
+	if (n > RING_MAX_FRAMES) {
+		n = RING_MAX_FRAMES;
+		flags |= WP_SAMPLE_TRUNCATED;
+	}
+	/* Expire what fell out of the window: it frees table entries too. */
+	while (r->count > 0 && sample_at(r, 0)->t_ns + r->cfg.window_ns < t_ns) {
+		r->head = (r->head + 1) % r->cfg.nr_samples;
+		r->count--;
+	}
+	if (r->count == r->cfg.nr_samples) {
+		r->head = (r->head + 1) % r->cfg.nr_samples;
+		r->count--;
+		r->stats.nr_overwritten++;
+	}
+	for (attempt = 0; attempt < 2; attempt++) {
+		if (intern_frames(r, pcs, n, exact_leaf) == 0 &&
+		    (stack = stack_intern(r, r->scratch, n)) >= 0)
+			break;
+		if (attempt == 0 && compact(r) < 0)
+			break;
+	}
+	if (stack < 0) {
+		r->stats.nr_dropped_full++;
+		return -1;
+	}
+	x = sample_at(r, r->count);
+	x->t_ns = t_ns;
+	x->tid = tid;
+	x->stack = (uint32_t)stack;
+	x->flags = flags;
+	x->syscall = syscall;
+	r->count++;
+	r->stats.nr_added++;
+	return 0;
+}
+
+static int cmp_sample(const void *a, const void *b)
+{
+	const struct wp_sample *x = a, *y = b;
+
+	if (x->t_ns != y->t_ns)
+		return x->t_ns < y->t_ns ? -1 : 1;
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+int wp_ring_snapshot(const struct wp_ring *r, struct wp_profile *out)
+{
+	uint32_t *smap = NULL, *pmap = NULL, *byid = NULL;
+	size_t first = 0, k, s, ns = 0, np = 0, nw = 0;
+	uint64_t newest;
+
+	out->pcs = NULL;
+	out->stack_frames = NULL;
+	out->stack_off = NULL;
+	out->samples = NULL;
+	out->nr_pcs = out->nr_stacks = out->nr_samples = 0;
+	if (r->count > 0) {
+		newest = sample_at(r, r->count - 1)->t_ns;
+		while (first < r->count && sample_at(r, first)->t_ns + r->cfg.window_ns < newest)
+			first++;
+	}
+	/* index + 1 of each used stack / frame in the copy */
+	smap = calloc(r->nr_stacks + 1, sizeof(*smap));
+	pmap = calloc(r->nr_pcs + 1, sizeof(*pmap));
+	out->samples = malloc((r->count - first + 1) * sizeof(*out->samples));
+	if (!smap || !pmap || !out->samples)
+		goto fail;
+	for (k = first; k < r->count; k++) {
+		const struct rsample *x = sample_at(r, k);
+
+		if (!smap[x->stack]) {
+			smap[x->stack] = (uint32_t)++ns;
+			nw += r->stack_len[x->stack];
+		}
+	}
+	out->stack_off = malloc((ns + 1) * sizeof(uint32_t));
+	out->stack_frames = malloc((nw + 1) * sizeof(uint32_t));
+	if (!out->stack_off || !out->stack_frames)
+		goto fail;
+	/* Stacks in first-use order; frames in first-use order within them. */
+	nw = 0;
+	byid = malloc((ns + 1) * sizeof(uint32_t));
+	if (!byid)
+		goto fail;
+	for (s = 0; s < r->nr_stacks; s++)
+		if (smap[s])
+			byid[smap[s] - 1] = (uint32_t)s;
+	for (k = 0; k < ns; k++) {
+		uint32_t os = byid[k], j;
+
+		out->stack_off[k] = (uint32_t)nw;
+		for (j = 0; j < r->stack_len[os]; j++) {
+			uint32_t p = r->words[r->stack_off[os] + j];
+
+			if (!pmap[p])
+				pmap[p] = (uint32_t)++np;
+			out->stack_frames[nw++] = pmap[p] - 1;
+		}
+	}
+	out->stack_off[ns] = (uint32_t)nw;
+	out->pcs = malloc((np + 1) * sizeof(*out->pcs));
+	if (!out->pcs)
+		goto fail;
+	for (k = 0; k < r->nr_pcs; k++)
+		if (pmap[k])
+			out->pcs[pmap[k] - 1] = r->pcs[k];
+	for (k = first; k < r->count; k++) {
+		const struct rsample *x = sample_at(r, k);
+		struct wp_sample *y = &out->samples[k - first];
+
+		y->t_ns = x->t_ns;
+		y->tid = x->tid;
+		y->stack_id = smap[x->stack] - 1;
+		y->flags = x->flags;
+		y->syscall = x->syscall;
+	}
+	out->nr_samples = r->count - first;
+	/* A late capture can be collected after a newer one. */
+	qsort(out->samples, out->nr_samples, sizeof(*out->samples), cmp_sample);
+	out->nr_stacks = ns;
+	out->nr_pcs = np;
+	free(smap);
+	free(pmap);
+	free(byid);
+	return 0;
+fail:
+	free(smap);
+	free(pmap);
+	free(byid);
+	free(out->pcs);
+	free(out->stack_frames);
+	free(out->stack_off);
+	free(out->samples);
+	out->pcs = NULL;
+	out->stack_frames = NULL;
+	out->stack_off = NULL;
+	out->samples = NULL;
+	return -1;
+}
+
+const struct wp_ring_stats *wp_ring_stats(const struct wp_ring *r)
+{
+	return &r->stats;
+}
+
+size_t wp_ring_nr_samples(const struct wp_ring *r)
+{
+	return r->count;
+}
+
+size_t wp_ring_nr_stacks(const struct wp_ring *r)
+{
+	return r->nr_stacks;
+}
+
+size_t wp_ring_nr_pcs(const struct wp_ring *r)
+{
+	return r->nr_pcs;
+}

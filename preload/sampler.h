@@ -1,0 +1,26 @@
+/* sampler: lifecycle of the injected runtime (see sampler.c). Called from
+ * the library's constructor, destructor and interposed libc functions. */
+#ifndef WP_SAMPLER_H
+#define WP_SAMPLER_H
+
+#include <signal.h>
+
+/* glibc's real sigaction, exported under this name; our own `sigaction`
+ * interposes the public one. */
+extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+
+/* Reads the configuration, preallocates, installs the signal handlers and
+ * starts the sampler thread. Logs one line and leaves the program alone on
+ * any failure. Not async-signal-safe. */
+void wp_sampler_start(void);
+
+/* Stops the sampler, drains the last captures and writes the exit profile.
+ * Idempotent; does nothing in a forked child. Not async-signal-safe. */
+void wp_sampler_stop_and_dump(void);
+
+/* The program's sigaction() for a signal the library uses. Returns 0/-1 when
+ * handled here, -2 when the call must go to libc unchanged.
+ * async-signal-safe (sigaction is, so its interposer must be) */
+int wp_sampler_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+
+#endif

@@ -1,0 +1,75 @@
+/* preload: internal API of the injected runtime (configuration, logging,
+ * module map). Only the constructor, the sampler thread and the dump path use
+ * these; the signal handlers use none of them unless marked. */
+#ifndef WP_PRELOAD_H
+#define WP_PRELOAD_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../symbolize/symbolize.h"
+
+enum wp_log_level { WP_LOG_QUIET, WP_LOG_ERROR, WP_LOG_INFO, WP_LOG_DEBUG };
+
+#define WP_PATH_MAX 4096
+
+struct wp_config {
+	unsigned hz;             /* WALLPROF_HZ: ticks per second */
+	char output[WP_PATH_MAX];/* WALLPROF_OUTPUT: template with %p, %n */
+	unsigned ring_seconds;   /* WALLPROF_RING_SECONDS: window kept */
+	unsigned max_depth;      /* WALLPROF_MAX_DEPTH: frames per stack */
+	unsigned max_threads;    /* WALLPROF_MAX_THREADS: threads tracked at once */
+	int signal;              /* WALLPROF_SIGNAL: sampling signal */
+	int snapshot_signal;     /* WALLPROF_SNAPSHOT_SIGNAL: 0 = off */
+	int log_level;           /* WALLPROF_LOG */
+	char platform[32];       /* WALLPROF_SENTRY_PLATFORM */
+	int enabled;             /* WALLPROF_ENABLE=0 turns the library into a no-op */
+};
+
+#define WP_DEFAULT_HZ 101
+#define WP_DEFAULT_OUTPUT "wallprof.%p.json"
+#define WP_DEFAULT_RING_SECONDS 30
+#define WP_DEFAULT_MAX_DEPTH 128
+#define WP_DEFAULT_MAX_THREADS 1024
+#define WP_MAX_HZ 10000
+#define WP_MAX_RING_SECONDS 3600
+#define WP_MAX_MAX_DEPTH 1024
+#define WP_MAX_MAX_THREADS 65536
+#define WP_SENTRY_MAX_SECONDS 30
+
+/* Reads every WALLPROF_* variable from `environ`-style getenv; a bad value
+ * logs one line naming the variable and the value used instead. */
+void wp_config_load(struct wp_config *c);
+
+/* Parses a signal spec: "SIGPROF", "PROF", "27", "SIGRTMIN+3", "RTMAX-1".
+ * Returns the number, 0 for "off"/"none"/"0" when allow_off, -1 if invalid. */
+int wp_config_parse_signal(const char *s, int allow_off);
+
+/* Signal name for messages ("SIGPROF", "SIGRTMIN+3"). */
+const char *wp_signal_name(int sig, char *buf, size_t len);
+
+/* Logging: one line "wallprof: ..." on stderr with write(2), no stdio. */
+extern int wp_log_level;
+void wp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Module map: every ELF object ever loaded, kept after dlclose. */
+struct wp_modmap {
+	struct wp_module *mods;
+	size_t nr, cap;
+	unsigned long long adds, subs; /* dl_iterate_phdr generation last seen */
+};
+
+/* Rescans loaded objects when the loader's add/remove counters moved.
+ * Returns the number of new modules. Not async-signal-safe. */
+int wp_modmap_refresh(struct wp_modmap *m);
+
+/* Deep copy for a profile (the copy is freed by wp_profile_free). */
+int wp_modmap_copy(const struct wp_modmap *m, struct wp_module **out, size_t *nr);
+
+/* Moves `fd` to a high descriptor number (close to the RLIMIT_NOFILE soft
+ * limit) so the host's own descriptors keep the numbers they would have had.
+ * Returns the new fd (close-on-exec), or `fd` if moving failed. */
+int wp_fd_hide(int fd);
+
+#endif

@@ -1,0 +1,33 @@
+#!/bin/sh
+# Installs the Debian packages libwallprof needs to build and test, when
+# missing. As root it runs apt-get; otherwise it prints the exact command.
+set -eu
+
+PKGS="build-essential pkg-config libunwind-dev libdw-dev libelf-dev libjansson-dev zlib1g-dev python3 elfutils"
+
+missing() {
+	command -v cc >/dev/null 2>&1 || return 0
+	command -v c++ >/dev/null 2>&1 || return 0
+	command -v make >/dev/null 2>&1 || return 0
+	command -v python3 >/dev/null 2>&1 || return 0
+	command -v eu-stack >/dev/null 2>&1 || return 0
+	command -v pkg-config >/dev/null 2>&1 || return 0
+	pkg-config --exists libunwind libdw libelf jansson zlib || return 0
+	return 1
+}
+
+missing || exit 0
+
+if [ "$(id -u)" != 0 ]; then
+	echo "wallprof: missing build dependencies; run as root:" >&2
+	echo "  apt-get update && apt-get install -y $PKGS" >&2
+	exit 1
+fi
+echo "wallprof: installing build dependencies: $PKGS" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $PKGS >/dev/null
+if missing; then
+	echo "wallprof: dependencies still missing after apt-get install" >&2
+	exit 1
+fi

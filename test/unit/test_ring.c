@@ -1,0 +1,170 @@
+/* Unit tests of the ring: deduplication, wrap-around, window expiry,
+ * compaction of the frame/stack tables, drops when full, snapshots. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../preload/ring.h"
+
+static int nr_pass, nr_fail;
+
+#define CHECK(cond, ...) do { \
+	if (cond) { nr_pass++; } else { nr_fail++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+		printf(__VA_ARGS__); printf("\n"); } } while (0)
+
+static struct wp_ring *mk(size_t samples, size_t stacks, uint64_t window)
+{
+	struct wp_ring_config c = {
+		.nr_samples = samples, .nr_pcs = stacks * 4, .nr_stacks = stacks,
+		.nr_words = 8192, .window_ns = window,
+	};
+	return wp_ring_create(&c);
+}
+
+static void test_dedup(void)
+{
+	struct wp_ring *r = mk(64, 16, 1000000);
+	uint64_t a[] = { 0x1000, 0x2000, 0x3000 };
+	uint64_t b[] = { 0x2000, 0x2000, 0x3000 }; /* leaf equal to a caller of a */
+	struct wp_profile p = { 0 };
+
+	wp_ring_add(r, 1, 10, WP_SAMPLE_ON_CPU, 0, a, 3, 1);
+	wp_ring_add(r, 2, 11, 0, 0, a, 3, 1);
+	wp_ring_add(r, 3, 10, 0, 0, b, 3, 1);
+	CHECK(wp_ring_nr_samples(r) == 3, "3 samples, got %zu", wp_ring_nr_samples(r));
+	CHECK(wp_ring_nr_stacks(r) == 2, "2 unique stacks, got %zu", wp_ring_nr_stacks(r));
+	/* 0x2000 exact (leaf of b) and 0x2000 as return address are different frames */
+	CHECK(wp_ring_nr_pcs(r) == 4, "4 unique frames, got %zu", wp_ring_nr_pcs(r));
+	CHECK(wp_ring_snapshot(r, &p) == 0, "snapshot");
+	CHECK(p.nr_samples == 3 && p.nr_stacks == 2 && p.nr_pcs == 4, "snapshot sizes");
+	CHECK(p.samples[0].stack_id == p.samples[1].stack_id, "same stack id for same stack");
+	CHECK(p.samples[0].flags == WP_SAMPLE_ON_CPU && p.samples[1].flags == 0, "flags kept");
+	CHECK(p.pcs[p.stack_frames[p.stack_off[0]]].flags == WP_PC_EXACT, "leaf is exact");
+	CHECK(p.pcs[p.stack_frames[p.stack_off[0] + 1]].flags == 0, "caller is a return address");
+	CHECK(p.stack_off[2] == 6, "6 frame refs in 2 stacks, got %u", p.stack_off[2]);
+	wp_profile_free(&p);
+	wp_ring_destroy(r);
+}
+
+static void test_wrap(void)
+{
+	struct wp_ring *r = mk(8, 16, 1000000000);
+	uint64_t s[] = { 0x10, 0x20 };
+	struct wp_profile p = { 0 };
+	int i;
+
+	for (i = 0; i < 20; i++)
+		wp_ring_add(r, (uint64_t)i, 1, 0, 0, s, 2, 1);
+	CHECK(wp_ring_nr_samples(r) == 8, "capacity bound, got %zu", wp_ring_nr_samples(r));
+	CHECK(wp_ring_stats(r)->nr_overwritten == 12, "12 overwritten, got %llu",
+	      (unsigned long long)wp_ring_stats(r)->nr_overwritten);
+	CHECK(wp_ring_snapshot(r, &p) == 0 && p.nr_samples == 8, "snapshot of 8");
+	CHECK(p.samples[0].t_ns == 12 && p.samples[7].t_ns == 19, "the newest 8 in order");
+	wp_profile_free(&p);
+	wp_ring_destroy(r);
+}
+
+static void test_window(void)
+{
+	struct wp_ring *r = mk(1000, 16, 100);
+	uint64_t s[] = { 0x10 };
+	struct wp_profile p = { 0 };
+	int i;
+
+	for (i = 0; i <= 100; i++)
+		wp_ring_add(r, (uint64_t)i * 10, 1, 0, 0, s, 1, 1);
+	CHECK(wp_ring_stats(r)->nr_overwritten == 0, "expiry is not loss");
+	CHECK(wp_ring_snapshot(r, &p) == 0, "snapshot");
+	CHECK(p.nr_samples == 11, "window keeps 11 samples (900..1000), got %zu", p.nr_samples);
+	CHECK(p.samples[0].t_ns == 900, "oldest kept is 900, got %llu",
+	      (unsigned long long)p.samples[0].t_ns);
+	wp_profile_free(&p);
+	wp_ring_destroy(r);
+}
+
+static void test_compaction(void)
+{
+	struct wp_ring *r = mk(2, 4, 1000000000);
+	struct wp_profile p = { 0 };
+	uint64_t s[3];
+	int i;
+
+	/* 100 distinct stacks through a table of 4: old ones must be collected. */
+	for (i = 0; i < 100; i++) {
+		s[0] = 0x1000 + (uint64_t)i;
+		s[1] = 0x5000;
+		s[2] = 0x6000;
+		CHECK(wp_ring_add(r, (uint64_t)i, 1, 0, 0, s, 3, 1) == 0, "add %d", i);
+	}
+	CHECK(wp_ring_stats(r)->nr_dropped_full == 0, "no drops");
+	CHECK(wp_ring_stats(r)->nr_compactions > 0, "compacted");
+	CHECK(wp_ring_nr_stacks(r) <= 4, "stack table bounded");
+	CHECK(wp_ring_snapshot(r, &p) == 0 && p.nr_samples == 2, "snapshot after compaction");
+	CHECK(p.pcs[p.stack_frames[p.stack_off[p.samples[1].stack_id]]].addr == 0x1000 + 99,
+	      "newest sample keeps its own leaf");
+	CHECK(p.pcs[p.stack_frames[p.stack_off[p.samples[0].stack_id]]].addr == 0x1000 + 98,
+	      "older sample keeps its own leaf");
+	wp_profile_free(&p);
+	wp_ring_destroy(r);
+}
+
+static void test_full_drops(void)
+{
+	struct wp_ring *r = mk(64, 4, 1000000000);
+	uint64_t s[1];
+	int i, dropped = 0;
+
+	/* 8 live distinct stacks cannot fit in 4 slots: drop and count. */
+	for (i = 0; i < 8; i++) {
+		s[0] = 0x100 + (uint64_t)i;
+		dropped += wp_ring_add(r, (uint64_t)i, 1, 0, 0, s, 1, 1) < 0;
+	}
+	CHECK(dropped == 4, "4 dropped, got %d", dropped);
+	CHECK(wp_ring_stats(r)->nr_dropped_full == 4, "drops counted");
+	CHECK(wp_ring_nr_samples(r) == 4, "4 kept");
+	wp_ring_destroy(r);
+}
+
+static void test_sorted_snapshot(void)
+{
+	struct wp_ring *r = mk(16, 16, 1000000000);
+	uint64_t s[] = { 0x10 };
+	struct wp_profile p = { 0 };
+	size_t i;
+	int sorted = 1;
+
+	/* A late capture is collected after a newer one. */
+	wp_ring_add(r, 20, 1, 0, 0, s, 1, 1);
+	wp_ring_add(r, 10, 2, 0, 0, s, 1, 1);
+	wp_ring_add(r, 30, 1, 0, 0, s, 1, 1);
+	CHECK(wp_ring_snapshot(r, &p) == 0, "snapshot");
+	for (i = 1; i < p.nr_samples; i++)
+		sorted &= p.samples[i - 1].t_ns <= p.samples[i].t_ns;
+	CHECK(sorted && p.nr_samples == 3, "samples sorted by time");
+	wp_profile_free(&p);
+	wp_ring_destroy(r);
+}
+
+static void test_empty(void)
+{
+	struct wp_ring *r = mk(16, 16, 100);
+	struct wp_profile p = { 0 };
+
+	CHECK(wp_ring_snapshot(r, &p) == 0, "empty snapshot");
+	CHECK(p.nr_samples == 0 && p.nr_stacks == 0 && p.stack_off[0] == 0, "empty sizes");
+	wp_profile_free(&p);
+	wp_ring_destroy(r);
+}
+
+int main(void)
+{
+	test_dedup();
+	test_wrap();
+	test_window();
+	test_compaction();
+	test_full_drops();
+	test_sorted_snapshot();
+	test_empty();
+	printf("ring: %d passed, %d failed\n", nr_pass, nr_fail);
+	return nr_fail != 0;
+}

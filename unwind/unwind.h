@@ -1,0 +1,36 @@
+/* unwind: stack capture inside the profiling signal handler, with libunwind.
+ * Everything reachable from wp_unwind_capture() is async-signal-safe: no
+ * malloc, no locks, no stdio; it only reads the interrupted thread's stack. */
+#ifndef WP_UNWIND_H
+#define WP_UNWIND_H
+
+#include <stdint.h>
+
+/* Result flags of a capture. */
+#define WP_UNW_TRUNCATED 0x1 /* the stack was deeper than the limit */
+#define WP_UNW_FAILED 0x2    /* only the interrupted PC could be recovered */
+#define WP_UNW_BLOCKED 0x4   /* the thread was inside (or restarting) a system call */
+#define WP_UNW_SLOW 0x8      /* the fast path missed; unw_step was used */
+
+/* Extra slots the scratch buffer needs beyond the depth limit: the handler's
+ * own frames and the signal trampoline are walked and then dropped. */
+#define WP_UNW_SCRATCH 24
+
+/* Warms libunwind up (its caches and lazily created state) so that the first
+ * capture in a handler allocates nothing. Call once from the constructor.
+ * Not async-signal-safe. */
+void wp_unwind_init(void);
+
+/* Captures the stack of the thread interrupted by a signal, from inside that
+ * thread's handler. `ucontext` is the handler's third argument. `buf` holds
+ * `max_depth + WP_UNW_SCRATCH` entries; on return buf[0] is the interrupted
+ * PC and buf[1..n-1] the return addresses, leaf first. Returns n (>= 1) and
+ * sets *flags to WP_UNW_* bits. async-signal-safe */
+int wp_unwind_capture(void *ucontext, uint64_t *buf, int max_depth, unsigned *flags);
+
+/* Whether the interrupted context sits at a system call: about to restart one
+ * (PC at a `syscall` instruction) or just returned from one with -EINTR.
+ * async-signal-safe */
+int wp_unwind_in_syscall(const void *ucontext);
+
+#endif
