@@ -26,27 +26,11 @@ static void read_build_id(const struct dl_phdr_info *info, struct wp_module *mod
 
 	for (i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		const char *p, *end;
 
-		if (ph->p_type != PT_NOTE)
-			continue;
-		p = (const char *)(info->dlpi_addr + ph->p_vaddr);
-		end = p + ph->p_memsz;
-		while (p + sizeof(ElfW(Nhdr)) <= end) {
-			const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
-			const char *name = p + sizeof(*nh);
-			const char *desc = name + ((nh->n_namesz + 3) & ~3u);
-
-			if (desc + nh->n_descsz > end)
-				break;
-			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-			    !memcmp(name, "GNU", 4) && nh->n_descsz > 0) {
-				mod->build_id_len = nh->n_descsz < WP_BUILD_ID_MAX ? nh->n_descsz : WP_BUILD_ID_MAX;
-				memcpy(mod->build_id, desc, mod->build_id_len);
-				return;
-			}
-			p = desc + ((nh->n_descsz + 3) & ~3u);
-		}
+		if (ph->p_type == PT_NOTE &&
+		    wp_sym_build_id_note((const void *)(info->dlpi_addr + ph->p_vaddr), ph->p_memsz,
+					 mod->build_id, &mod->build_id_len))
+			return;
 	}
 }
 

@@ -1,7 +1,8 @@
 /* symbolize: turn raw instruction addresses into functions, files, lines and
  * inlined frames with elfutils libdwfl, over a module map recorded at capture
  * time. Runs at dump time only (sampler, dumper or exiting thread, or offline);
- * nothing here is async-signal-safe. */
+ * nothing here is async-signal-safe. One wp_sym is used by one thread at a
+ * time; separate instances may run in parallel. */
 #ifndef WP_SYMBOLIZE_H
 #define WP_SYMBOLIZE_H
 
@@ -58,6 +59,11 @@ int wp_sym_lookup(struct wp_sym *s, uint64_t addr, struct wp_sym_result *out);
 
 /* Frees everything, including all strings handed out. */
 void wp_sym_close(struct wp_sym *s);
+
+/* Finds the GNU build-id in a block of ELF notes (a PT_NOTE segment or
+ * SHT_NOTE section in memory). Copies at most WP_BUILD_ID_MAX bytes to `out`,
+ * sets *len and returns 1; returns 0 when there is none. */
+int wp_sym_build_id_note(const void *notes, size_t size, uint8_t *out, uint32_t *len);
 
 /* Demangles a C++ (Itanium ABI) symbol into a malloc'd string, or returns
  * NULL when `name` is not mangled or cannot be demangled. */

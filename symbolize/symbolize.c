@@ -1,0 +1,1039 @@
+/* symbolize: addresses -> module, function, file:line and inlined frames with
+ * libdwfl, one Dwfl per module reported at its recorded load bias. Lookups go
+ * through our own sorted tables (symbols, CU ranges, subprogram ranges), not
+ * dwfl_module_addrinfo/dwarf_getscopes, which are linear per address. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "symbolize.h"
+#include "symbolize_int.h"
+
+#include <dlfcn.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- small containers ---------------------------------------------------- */
+
+/* Open addressing, uint64 key -> non-NULL pointer; a NULL value marks a free
+ * slot, so every key (address 0 too) is storable. */
+struct map {
+	uint64_t *keys;
+	void **vals;
+	size_t cap; /* power of two, or 0 */
+	size_t nr;
+};
+
+static size_t map_slot(uint64_t k, size_t cap)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdULL;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ULL;
+	k ^= k >> 33;
+	return (size_t)k & (cap - 1);
+}
+
+static void *map_get(const struct map *m, uint64_t key)
+{
+	if (!m->cap)
+		return NULL;
+	for (size_t i = map_slot(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
+		if (!m->vals[i])
+			return NULL;
+		if (m->keys[i] == key)
+			return m->vals[i];
+	}
+}
+
+static void map_insert(struct map *m, uint64_t key, void *val)
+{
+	size_t i = map_slot(key, m->cap);
+	while (m->vals[i] && m->keys[i] != key)
+		i = (i + 1) & (m->cap - 1);
+	if (!m->vals[i])
+		m->nr++;
+	m->keys[i] = key;
+	m->vals[i] = val;
+}
+
+/* Returns 0, or -1 on out of memory (the map is unchanged then). */
+static int map_put(struct map *m, uint64_t key, void *val)
+{
+	if ((m->nr + 1) * 2 > m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 64;
+		struct map n = {calloc(cap, sizeof(*n.keys)), calloc(cap, sizeof(*n.vals)), cap, 0};
+		if (!n.keys || !n.vals) {
+			free(n.keys);
+			free(n.vals);
+			return -1;
+		}
+		for (size_t i = 0; i < m->cap; i++)
+			if (m->vals[i])
+				map_insert(&n, m->keys[i], m->vals[i]);
+		free(m->keys);
+		free(m->vals);
+		*m = n;
+	}
+	map_insert(m, key, val);
+	return 0;
+}
+
+static void map_free(struct map *m)
+{
+	free(m->keys);
+	free(m->vals);
+	memset(m, 0, sizeof(*m));
+}
+
+/* Bump allocator for results and frames: they live until wp_sym_close, so one
+ * free per chunk instead of one per address. */
+struct chunk {
+	struct chunk *next;
+	size_t size, used;
+	_Alignas(16) unsigned char data[];
+};
+
+struct arena {
+	struct chunk *head;
+};
+
+#define ARENA_CHUNK (64 * 1024)
+
+static void *arena_alloc(struct arena *a, size_t n)
+{
+	n = (n + 15) & ~(size_t)15;
+	struct chunk *c = a->head;
+	if (!c || c->size - c->used < n) {
+		size_t size = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+		c = malloc(sizeof(*c) + size);
+		if (!c)
+			return NULL;
+		c->size = size;
+		c->used = 0;
+		/* An oversized one-off goes behind the current chunk so the
+		 * current chunk's free space is not abandoned. */
+		if (a->head && size > ARENA_CHUNK) {
+			c->next = a->head->next;
+			a->head->next = c;
+		} else {
+			c->next = a->head;
+			a->head = c;
+		}
+	}
+	void *p = c->data + c->used;
+	c->used += n;
+	return p;
+}
+
+static void arena_free(struct arena *a)
+{
+	while (a->head) {
+		struct chunk *next = a->head->next;
+		free(a->head);
+		a->head = next;
+	}
+}
+
+/* ---- state ---------------------------------------------------------------- */
+
+/* One function symbol, runtime address. */
+struct fsym {
+	uint64_t start, size;
+	const char *name; /* in the ELF string table, owned by libdwfl */
+	int rank;         /* tie-break among aliases at one address, lower wins */
+};
+
+/* An address range and the DIE it belongs to (a CU or a subprogram). */
+struct range {
+	uint64_t lo, hi; /* DWARF addresses, [lo, hi) */
+	Dwarf_Die die;
+};
+
+/* Per-CU tables, built once on the first lookup that lands in the CU. */
+struct cu {
+	Dwarf_Die cudie;
+	struct range *subs; /* DW_TAG_subprogram ranges, sorted by lo; malloc'd */
+	size_t nr_subs;
+	Dwarf_Files *files; /* for DW_AT_call_file; NULL when absent */
+	size_t nr_files;
+	int version;
+	int files_tried;
+	const char *comp_dir; /* NULL when absent */
+	int comp_dir_tried;
+	struct map paths;  /* file name pointer -> name joined with comp_dir (arena) */
+	struct map scoped; /* DIE offset -> "ns::name" for namespace members lacking a
+	                      linkage name (GCC: static functions) (arena) */
+};
+
+enum { MOD_UNTRIED, MOD_READY, MOD_NONE };
+
+/* Per-module state; everything but `m` is filled lazily on first use, so a
+ * dump that touches 5 of 200 modules opens 5 files. */
+struct mod {
+	struct wp_module m; /* copy; path is ours */
+	int state;          /* MOD_* */
+	Dwfl *dwfl;         /* a session of its own: no overlap rules between modules */
+	Dwfl_Module *dm;
+	Dwarf *dw;
+	Dwarf_Addr dwbias;
+	int dw_tried;
+	struct fsym *syms; /* sorted by start, one per address */
+	size_t nr_syms;
+	int syms_tried;
+	struct range *cus; /* own CU table, only when dwfl_module_addrdie misses */
+	size_t nr_cus;
+	int cus_tried;
+	struct map cu_map; /* CU DIE offset -> struct cu (arena) */
+};
+
+/* A cached lookup. */
+struct res {
+	int module;
+	int nr_frames;
+	uint64_t offset;
+	struct wp_sym_frame *frames;
+};
+
+/* One symbolizer. Single-threaded: the caller serializes all calls. */
+struct wp_sym {
+	struct mod *mods;
+	size_t nr_mods;
+	size_t *order;     /* module indexes sorted by start */
+	uint64_t *max_end; /* max end over order[0..i], to stop overlap scans */
+	struct map cache;  /* address -> struct res (arena) */
+	struct map names;  /* mangled string pointer -> demangled string or &no_name */
+	struct arena arena;
+	Dwarf_Die *chain; /* scratch: subprogram then inlined subroutines, outer first */
+	size_t chain_cap;
+	const Dwfl_Callbacks *callbacks;
+};
+
+/* Marks "not demangleable" in the names cache. */
+static char no_name;
+
+/* ---- demangling ----------------------------------------------------------- */
+
+typedef char *(*cxa_demangle_fn)(const char *, char *, size_t *, int *);
+
+static cxa_demangle_fn demangler;
+static pthread_once_t demangler_once = PTHREAD_ONCE_INIT;
+
+/* libstdc++ is not linked in: take the host's when it has one, else load it.
+ * The dlopen handle is kept on purpose; the function must stay mapped. */
+static void find_demangler(void)
+{
+	void *f = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+	if (!f) {
+		void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+		if (h)
+			f = dlsym(h, "__cxa_demangle");
+	}
+	demangler = (cxa_demangle_fn)f;
+}
+
+char *wp_sym_demangle(const char *name)
+{
+	if (!name || name[0] != '_' || name[1] != 'Z')
+		return NULL;
+	pthread_once(&demangler_once, find_demangler);
+	if (!demangler)
+		return NULL;
+	int status = -1;
+	char *out = demangler(name, NULL, NULL, &status);
+	if (status != 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+/* Demangled form of `name`, cached by the string's address (names come from
+ * ELF/DWARF string tables, so one function keeps one pointer). */
+static const char *pretty_name(struct wp_sym *s, const char *name)
+{
+	if (!name || name[0] != '_' || name[1] != 'Z')
+		return name;
+	char *d = map_get(&s->names, (uintptr_t)name);
+	if (!d) {
+		d = wp_sym_demangle(name);
+		if (map_put(&s->names, (uintptr_t)name, d ? d : &no_name) < 0) {
+			free(d);
+			return name; /* out of memory: the raw name is still correct */
+		}
+		if (!d)
+			d = &no_name;
+	}
+	return d == &no_name ? name : d;
+}
+
+/* ---- modules -------------------------------------------------------------- */
+
+static const char *base_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	return b ? b + 1 : path;
+}
+
+/* Reports `file` (or `fd`, consumed) at the module's recorded bias, in a
+ * fresh session. With add_p_vaddr=true libdwfl takes `base` as the load bias
+ * (runtime = p_vaddr + base) for ET_DYN and ignores it for ET_EXEC, which is
+ * exactly dlpi_addr; with false it would take `base` as the address of the
+ * first PT_LOAD, wrong for objects whose first p_vaddr is not 0. */
+static int report(struct wp_sym *s, struct mod *md, const char *file, int fd)
+{
+	Dwfl *d = dwfl_begin(s->callbacks);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	dwfl_report_begin(d);
+	Dwfl_Module *dm = dwfl_report_elf(d, base_name(md->m.path), file, fd, md->m.bias, true);
+	if (!dm && fd >= 0)
+		close(fd); /* consumed only on success */
+	if (dwfl_report_end(d, NULL, NULL) != 0 || !dm) {
+		dwfl_end(d);
+		return -1;
+	}
+	md->dwfl = d;
+	md->dm = dm;
+	return 0;
+}
+
+static void unreport(struct mod *md)
+{
+	dwfl_end(md->dwfl);
+	md->dwfl = NULL;
+	md->dm = NULL;
+}
+
+/* Is the reported file the one that was mapped? By build-id when one was
+ * recorded; otherwise at least the PT_LOAD extent must match. */
+static int trusted(const struct mod *md)
+{
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	int n = dwfl_module_build_id(md->dm, &bits, &vaddr);
+	if (md->m.build_id_len)
+		return n > 0 && (uint32_t)n == md->m.build_id_len &&
+		       !memcmp(bits, md->m.build_id, n);
+	Dwarf_Addr lo, hi;
+	if (!dwfl_module_info(md->dm, NULL, &lo, &hi, NULL, NULL, NULL, NULL))
+		return 0;
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+	return ((hi + pg - 1) & ~(pg - 1)) == ((md->m.end + pg - 1) & ~(pg - 1));
+}
+
+static void open_module(struct wp_sym *s, struct mod *md)
+{
+	md->state = MOD_NONE;
+	int vdso = !!(md->m.flags & WP_MOD_VDSO);
+	int fd = vdso ? wp_sym_vdso_fd(&md->m) : -1;
+	if (fd >= 0 && report(s, md, md->m.path ? md->m.path : "[vdso]", fd) == 0) {
+		if (trusted(md)) {
+			md->state = MOD_READY;
+			return;
+		}
+		unreport(md);
+	}
+	/* A vDSO's path is no file; never open it. */
+	if (!vdso && md->m.path && md->m.path[0] && report(s, md, md->m.path, -1) == 0) {
+		if (trusted(md)) {
+			md->state = MOD_READY;
+			return;
+		}
+		unreport(md);
+	}
+	/* Missing or replaced: the separate debug file of the recorded build
+	 * has the same program headers, so it stands in for the binary. */
+	char path[WP_BUILD_ID_MAX * 2 + 64];
+	const struct wp_module *m = &md->m;
+	if (wp_sym_build_id_debug_path(m->build_id, m->build_id_len, path, sizeof(path)) < 0 ||
+	    access(path, R_OK) != 0 || report(s, md, path, -1) != 0)
+		return;
+	if (trusted(md))
+		md->state = MOD_READY;
+	else
+		unreport(md);
+}
+
+/* Among aliases, the name people call: fewest leading underscores, so
+ * "getpid" over "__getpid" and "__GI_getpid". */
+static int underscores(const char *name)
+{
+	int u = 0;
+	while (name && name[u] == '_' && u < 3)
+		u++;
+	return name ? u : 9;
+}
+
+/* Aliases at one address: sized first, then underscores, then global over
+ * weak over local. */
+static int sym_rank(const GElf_Sym *sym, const char *name)
+{
+	int u = underscores(name);
+	int bind = GELF_ST_BIND(sym->st_info);
+	int b = bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2;
+	return (sym->st_size ? 0 : 100) + u * 10 + b;
+}
+
+static int fsym_cmp(const void *a, const void *b)
+{
+	const struct fsym *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	if (x->rank != y->rank)
+		return x->rank - y->rank;
+	return strcmp(x->name, y->name); /* qsort is not stable: stay deterministic */
+}
+
+/* Sorted function symbols of the module (symtab, else dynsym, plus
+ * .gnu_debugdata), built once: dwfl_module_addrinfo scans linearly. */
+static void build_syms(struct mod *md)
+{
+	md->syms_tried = 1;
+	int n = dwfl_module_getsymtab(md->dm);
+	if (n <= 1)
+		return;
+	struct fsym *v = malloc((size_t)n * sizeof(*v));
+	if (!v)
+		return;
+	size_t nr = 0;
+	for (int i = 1; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		GElf_Word shndx;
+		const char *name =
+		    dwfl_module_getsym_info(md->dm, i, &sym, &addr, &shndx, NULL, NULL);
+		if (!name || !name[0] || shndx == SHN_UNDEF || shndx == (GElf_Word)-1)
+			continue;
+		int type = GELF_ST_TYPE(sym.st_info);
+		if (type != STT_FUNC && type != STT_GNU_IFUNC)
+			continue;
+		v[nr++] = (struct fsym){addr, sym.st_size, name, sym_rank(&sym, name)};
+	}
+	qsort(v, nr, sizeof(*v), fsym_cmp);
+	size_t out = 0;
+	for (size_t i = 0; i < nr; i++)
+		if (!out || v[out - 1].start != v[i].start)
+			v[out++] = v[i];
+	md->syms = v;
+	md->nr_syms = out;
+}
+
+/* The symbol containing addr, or the nearest sizeless one below it. */
+static const struct fsym *find_sym(struct mod *md, uint64_t addr)
+{
+	if (!md->syms_tried)
+		build_syms(md);
+	size_t lo = 0, hi = md->nr_syms;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (md->syms[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return NULL;
+	/* A few steps back for symbols nested in a larger one. */
+	for (size_t j = lo, k = 0; j-- > 0 && k < 8; k++)
+		if (addr < md->syms[j].start + md->syms[j].size)
+			return &md->syms[j];
+	return md->syms[lo - 1].size ? NULL : &md->syms[lo - 1];
+}
+
+/* The module containing addr; overlaps (a library dlclose'd and another
+ * mapped there) prefer the loaded one, then the lower index. */
+static int find_module(const struct wp_sym *s, uint64_t addr)
+{
+	size_t lo = 0, hi = s->nr_mods;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->mods[s->order[mid]].m.start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	int best = -1;
+	for (size_t j = lo; j-- > 0 && s->max_end[j] > addr;) {
+		size_t i = s->order[j];
+		const struct wp_module *m = &s->mods[i].m;
+		if (addr < m->start || addr >= m->end)
+			continue;
+		if (best < 0) {
+			best = (int)i;
+			continue;
+		}
+		int bu = !!(s->mods[best].m.flags & WP_MOD_UNLOADED);
+		int iu = !!(m->flags & WP_MOD_UNLOADED);
+		if (iu < bu || (iu == bu && (int)i < best))
+			best = (int)i;
+	}
+	return best;
+}
+
+/* ---- DWARF ---------------------------------------------------------------- */
+
+static int range_cmp(const void *a, const void *b)
+{
+	const struct range *x = a, *y = b;
+	if (x->lo != y->lo)
+		return x->lo < y->lo ? -1 : 1;
+	if (x->hi != y->hi)
+		return x->hi < y->hi ? -1 : 1;
+	Dwarf_Off ox = dwarf_dieoffset((Dwarf_Die *)&x->die);
+	Dwarf_Off oy = dwarf_dieoffset((Dwarf_Die *)&y->die);
+	return ox < oy ? -1 : ox > oy;
+}
+
+/* Sorts, then keeps one DIE per identical range: GNU as 2.40 emits a
+ * subprogram per alias (__getpid, __GI___getpid, getpid, __GI_getpid). */
+static size_t sort_ranges(struct range *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), range_cmp);
+	size_t out = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (out && v[out - 1].lo == v[i].lo && v[out - 1].hi == v[i].hi) {
+			if (underscores(dwarf_diename(&v[i].die)) <
+			    underscores(dwarf_diename(&v[out - 1].die)))
+				v[out - 1] = v[i];
+			continue;
+		}
+		v[out++] = v[i];
+	}
+	return out;
+}
+
+static const struct range *find_range(const struct range *v, size_t n, uint64_t pc)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (v[mid].lo <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t j = lo, k = 0; j-- > 0 && k < 8; k++)
+		if (pc < v[j].hi)
+			return &v[j];
+	return NULL;
+}
+
+struct range_vec {
+	struct range *v;
+	size_t nr, cap;
+	int oom;
+};
+
+static void add_ranges(struct range_vec *rv, Dwarf_Die *die)
+{
+	Dwarf_Addr base, lo, hi;
+	ptrdiff_t off = 0;
+	while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
+		if (hi <= lo)
+			continue;
+		if (rv->nr == rv->cap) {
+			size_t cap = rv->cap ? rv->cap * 2 : 64;
+			struct range *v = realloc(rv->v, cap * sizeof(*v));
+			if (!v) {
+				rv->oom = 1;
+				return;
+			}
+			rv->v = v;
+			rv->cap = cap;
+		}
+		rv->v[rv->nr++] = (struct range){lo, hi, *die};
+	}
+}
+
+struct collect {
+	struct wp_sym *s;
+	struct cu *cu;
+	struct range_vec rv;
+};
+
+/* "prefix" + "name" + "::" or the qualified name itself, in the arena. */
+static char *join_scope(struct wp_sym *s, const char *prefix, const char *name, int sep)
+{
+	size_t a = prefix ? strlen(prefix) : 0, b = strlen(name);
+	char *p = arena_alloc(&s->arena, a + b + 3);
+	if (!p)
+		return NULL;
+	if (a)
+		memcpy(p, prefix, a);
+	memcpy(p + a, name, b);
+	memcpy(p + a + b, sep ? "::" : "", sep ? 3 : 1);
+	return p;
+}
+
+/* Concrete subprograms sit at CU or namespace level (GCC, clang); class
+ * bodies only hold declarations, so they are not walked. Functions nested in
+ * functions (GNU C) are not found and fall back to the ELF symbol. Namespace
+ * members without a linkage name get their qualified name recorded, as
+ * libdw cannot walk from a DIE to its parent. */
+static void collect_subs(struct collect *c, Dwarf_Die *parent, const char *prefix)
+{
+	Dwarf_Die child;
+	if (dwarf_child(parent, &child) != 0)
+		return;
+	do {
+		switch (dwarf_tag(&child)) {
+		case DW_TAG_subprogram:
+			add_ranges(&c->rv, &child);
+			if (prefix && !dwarf_hasattr(&child, DW_AT_linkage_name) &&
+			    dwarf_hasattr(&child, DW_AT_name)) {
+				const char *name = dwarf_diename(&child);
+				char *q = name ? join_scope(c->s, prefix, name, 0) : NULL;
+				if (q && map_put(&c->cu->scoped, dwarf_dieoffset(&child), q) < 0)
+					c->rv.oom = 1;
+			}
+			break;
+		case DW_TAG_namespace:
+		case DW_TAG_module: {
+			const char *name = dwarf_diename(&child);
+			char *p =
+			    join_scope(c->s, prefix, name ? name : "(anonymous namespace)", 1);
+			if (!p)
+				c->rv.oom = 1;
+			else
+				collect_subs(c, &child, p);
+			break;
+		}
+		}
+	} while (!c->rv.oom && dwarf_siblingof(&child, &child) == 0);
+}
+
+/* Own CU table for modules whose .debug_aranges misses CUs (clang does not
+ * emit it by default), which dwfl_module_addrdie relies on. */
+static void build_cus(struct mod *md)
+{
+	md->cus_tried = 1;
+	struct range_vec rv = {0};
+	Dwarf_CU *cu = NULL;
+	uint8_t type;
+	Dwarf_Die cudie;
+	while (!rv.oom && dwarf_get_units(md->dw, cu, &cu, NULL, &type, &cudie, NULL) == 0)
+		if (type == DW_UT_compile)
+			add_ranges(&rv, &cudie);
+	if (rv.oom) {
+		free(rv.v);
+		return;
+	}
+	md->cus = rv.v;
+	md->nr_cus = sort_ranges(rv.v, rv.nr);
+}
+
+/* The CU tables for runtime address addr, NULL when no CU covers it.
+ * Returns -1 on out of memory. */
+static int get_cu(struct wp_sym *s, struct mod *md, uint64_t addr, struct cu **out)
+{
+	*out = NULL;
+	Dwarf_Addr bias;
+	Dwarf_Die *cudie = dwfl_module_addrdie(md->dm, addr, &bias);
+	if (!cudie) {
+		if (!md->cus_tried)
+			build_cus(md);
+		const struct range *r = find_range(md->cus, md->nr_cus, addr - md->dwbias);
+		if (!r)
+			return 0;
+		cudie = (Dwarf_Die *)&r->die;
+	}
+	uint64_t key = dwarf_dieoffset(cudie);
+	struct cu *cu = map_get(&md->cu_map, key);
+	if (cu) {
+		*out = cu;
+		return 0;
+	}
+	cu = arena_alloc(&s->arena, sizeof(*cu));
+	if (!cu)
+		return -1;
+	memset(cu, 0, sizeof(*cu));
+	cu->cudie = *cudie;
+	struct collect c = {s, cu, {0}};
+	collect_subs(&c, &cu->cudie, NULL);
+	if (c.rv.oom || map_put(&md->cu_map, key, cu) < 0) {
+		free(c.rv.v);
+		map_free(&cu->scoped);
+		return -1;
+	}
+	cu->subs = c.rv.v;
+	cu->nr_subs = sort_ranges(c.rv.v, c.rv.nr);
+	*out = cu;
+	return 0;
+}
+
+static int push_chain(struct wp_sym *s, size_t *depth, Dwarf_Die *die)
+{
+	if (*depth == s->chain_cap) {
+		size_t cap = s->chain_cap ? s->chain_cap * 2 : 16;
+		Dwarf_Die *c = realloc(s->chain, cap * sizeof(*c));
+		if (!c)
+			return -1;
+		s->chain = c;
+		s->chain_cap = cap;
+	}
+	s->chain[(*depth)++] = *die;
+	return 0;
+}
+
+/* Descends from `parent` towards pc through the scopes that contain it,
+ * pushing each inlined subroutine. Blocks without any pc attribute are looked
+ * through, as their children may still carry ranges. Returns 1 when a child
+ * scope contained pc, 0 if none, -1 on out of memory. */
+static int descend(struct wp_sym *s, Dwarf_Die *parent, Dwarf_Addr pc, size_t *depth)
+{
+	Dwarf_Die child;
+	if (dwarf_child(parent, &child) != 0)
+		return 0;
+	do {
+		int tag = dwarf_tag(&child);
+		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_lexical_block &&
+		    tag != DW_TAG_try_block && tag != DW_TAG_catch_block && tag != DW_TAG_with_stmt)
+			continue;
+		int has = dwarf_haspc(&child, pc);
+		if (has > 0) {
+			if (tag == DW_TAG_inlined_subroutine && push_chain(s, depth, &child) < 0)
+				return -1;
+			return descend(s, &child, pc, depth) < 0 ? -1 : 1;
+		}
+		if (has == 0 && tag != DW_TAG_inlined_subroutine &&
+		    !dwarf_hasattr(&child, DW_AT_low_pc) && !dwarf_hasattr(&child, DW_AT_ranges)) {
+			int r = descend(s, &child, pc, depth);
+			if (r != 0)
+				return r;
+		}
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return 0;
+}
+
+/* Linkage name demangled (qualified, with parameters, for C++), else the
+ * plain name, both through abstract origins and specifications; a namespace
+ * member without linkage name gets the qualified name recorded for it. */
+static const char *die_name(struct wp_sym *s, struct cu *cu, Dwarf_Die *die)
+{
+	Dwarf_Attribute a;
+	const char *linkage = NULL;
+	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a) ||
+	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a))
+		linkage = dwarf_formstring(&a);
+	if (linkage) {
+		const char *p = pretty_name(s, linkage);
+		if (p != linkage)
+			return p;
+	}
+	/* The DIE carrying the name, as dwarf_attr_integrate finds it. */
+	Dwarf_Die d = *die;
+	for (int i = 0; i < 8 && !dwarf_hasattr(&d, DW_AT_name); i++) {
+		Dwarf_Attribute *r = dwarf_attr(&d, DW_AT_abstract_origin, &a);
+		if (!r)
+			r = dwarf_attr(&d, DW_AT_specification, &a);
+		if (!r || !dwarf_formref_die(r, &d))
+			break;
+	}
+	/* Same CU only: offsets of another unit (or the dwz file) differ. */
+	if (cu->scoped.nr && d.cu == cu->cudie.cu) {
+		const char *q = map_get(&cu->scoped, dwarf_dieoffset(&d));
+		if (q)
+			return q;
+	}
+	const char *name = dwarf_diename(&d);
+	return name ? name : linkage;
+}
+
+/* Removes "." and "dir/.." components in place; keeps leading ".." of a
+ * relative path, since nothing above it is known. */
+static void normalize_path(char *p)
+{
+	int abs = p[0] == '/';
+	char *out = p + abs, *in = p + abs;
+	char *base = out; /* start of the part that ".." may remove */
+	/* Writing never passes the read position, but a component's trailing
+	 * '/' may land on the terminator: decide "last" before writing. */
+	for (int last = !*in; !last;) {
+		char *end = strchrnul(in, '/');
+		size_t len = end - in;
+		last = !*end;
+		char *next = end + !last;
+		if (len == 0 || (len == 1 && in[0] == '.')) {
+			/* skip */
+		} else if (len == 2 && in[0] == '.' && in[1] == '.') {
+			if (out > base) {
+				out--; /* the '/' written after the last component */
+				while (out > base && out[-1] != '/')
+					out--;
+			} else if (!abs) {
+				memcpy(out, "../", 3);
+				out += 3;
+				base = out;
+			}
+		} else {
+			memmove(out, in, len);
+			out += len;
+			*out++ = '/';
+		}
+		in = next;
+	}
+	if (out > p + abs && out[-1] == '/')
+		out--;
+	if (out == p)
+		*out++ = '.';
+	*out = 0;
+}
+
+/* `name` from the CU's line table, joined with DW_AT_comp_dir when relative
+ * ("test/unit/x.c" -> "/work/main/test/unit/x.c"), cached per CU. Falls
+ * back to `name` itself when out of memory. */
+static const char *cu_path(struct wp_sym *s, struct cu *cu, const char *name)
+{
+	if (!name || name[0] == '/' || name[0] == '<')
+		return name;
+	if (!cu->comp_dir_tried) {
+		cu->comp_dir_tried = 1;
+		Dwarf_Attribute a;
+		cu->comp_dir = dwarf_formstring(dwarf_attr(&cu->cudie, DW_AT_comp_dir, &a));
+	}
+	if (!cu->comp_dir || !cu->comp_dir[0])
+		return name;
+	char *p = map_get(&cu->paths, (uintptr_t)name);
+	if (p)
+		return p;
+	size_t a = strlen(cu->comp_dir), b = strlen(name);
+	p = arena_alloc(&s->arena, a + b + 2);
+	if (!p)
+		return name;
+	memcpy(p, cu->comp_dir, a);
+	p[a] = '/';
+	memcpy(p + a + 1, name, b + 1);
+	normalize_path(p);
+	if (map_put(&cu->paths, (uintptr_t)name, p) < 0)
+		return name;
+	return p;
+}
+
+static const char *cu_file(struct wp_sym *s, struct cu *cu, Dwarf_Word idx)
+{
+	if (!cu->files_tried) {
+		cu->files_tried = 1;
+		Dwarf_Half version = 0;
+		if (dwarf_getsrcfiles(&cu->cudie, &cu->files, &cu->nr_files) != 0) {
+			cu->files = NULL;
+			cu->nr_files = 0;
+		}
+		if (dwarf_cu_info(cu->cudie.cu, &version, NULL, NULL, NULL, NULL, NULL, NULL) == 0)
+			cu->version = version;
+	}
+	/* Before DWARF 5, file index 0 means "no file". */
+	if (!cu->files || idx >= cu->nr_files || (idx == 0 && cu->version < 5))
+		return NULL;
+	return cu_path(s, cu, dwarf_filesrc(cu->files, idx, NULL, NULL));
+}
+
+static int attr_int(Dwarf_Die *die, unsigned int name)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word w;
+	if (dwarf_formudata(dwarf_attr(die, name, &a), &w) != 0 || w > 0x7fffffff)
+		return 0;
+	return (int)w;
+}
+
+static void line_at(struct wp_sym *s, struct cu *cu, Dwarf_Addr pc, struct wp_sym_frame *f)
+{
+	Dwarf_Line *line = dwarf_getsrc_die(&cu->cudie, pc);
+	if (!line)
+		return;
+	int n;
+	f->file = cu_path(s, cu, dwarf_linesrc(line, NULL, NULL));
+	if (dwarf_lineno(line, &n) == 0 && n > 0)
+		f->line = n;
+	if (dwarf_linecol(line, &n) == 0 && n > 0)
+		f->column = n;
+}
+
+/* Fills r->frames for an address inside a reported module. Returns -1 on out
+ * of memory. */
+static int resolve_frames(struct wp_sym *s, struct mod *md, uint64_t addr, struct res *r)
+{
+	if (!md->dw_tried) {
+		md->dw_tried = 1;
+		md->dw = dwfl_module_getdwarf(md->dm, &md->dwbias);
+	}
+	struct cu *cu = NULL;
+	size_t depth = 0;
+	Dwarf_Addr pc = addr - md->dwbias;
+	if (md->dw) {
+		if (get_cu(s, md, addr, &cu) < 0)
+			return -1;
+		const struct range *sub = cu ? find_range(cu->subs, cu->nr_subs, pc) : NULL;
+		if (sub) {
+			Dwarf_Die die = sub->die;
+			if (push_chain(s, &depth, &die) < 0 || descend(s, &die, pc, &depth) < 0)
+				return -1;
+		}
+	}
+
+	const struct fsym *sym = NULL;
+	if (!depth) {
+		sym = find_sym(md, addr);
+		if (!sym)
+			return 0;
+		depth = 1;
+	}
+	struct wp_sym_frame *f = arena_alloc(&s->arena, depth * sizeof(*f));
+	if (!f)
+		return -1;
+	memset(f, 0, depth * sizeof(*f));
+	if (sym) {
+		f[0].function = pretty_name(s, sym->name);
+		if (cu)
+			line_at(s, cu, pc, &f[0]);
+	} else {
+		/* chain[0] is the subprogram, chain[depth-1] the innermost
+		 * inline; frames go innermost first. */
+		for (size_t i = 0; i < depth; i++) {
+			Dwarf_Die *d = &s->chain[depth - 1 - i];
+			f[i].function = die_name(s, cu, d);
+			f[i].inlined = i + 1 < depth;
+			if (i == 0) {
+				line_at(s, cu, pc, &f[i]);
+			} else {
+				/* Where the next inner frame was inlined into this one. */
+				Dwarf_Die *site = &s->chain[depth - i];
+				Dwarf_Attribute a;
+				Dwarf_Word w;
+				if (dwarf_formudata(dwarf_attr(site, DW_AT_call_file, &a), &w) == 0)
+					f[i].file = cu_file(s, cu, w);
+				f[i].line = attr_int(site, DW_AT_call_line);
+				f[i].column = attr_int(site, DW_AT_call_column);
+			}
+		}
+		if (!f[depth - 1].function && (sym = find_sym(md, addr)))
+			f[depth - 1].function = pretty_name(s, sym->name);
+		if (!f[depth - 1].function)
+			return 0; /* contract: frames only when the function is known */
+	}
+	r->frames = f;
+	r->nr_frames = (int)depth;
+	return 0;
+}
+
+/* ---- API ------------------------------------------------------------------ */
+
+static int order_cmp(const void *a, const void *b, void *arg)
+{
+	const struct mod *mods = arg;
+	uint64_t x = mods[*(const size_t *)a].m.start;
+	uint64_t y = mods[*(const size_t *)b].m.start;
+	return x < y ? -1 : x > y;
+}
+
+struct wp_sym *wp_sym_open(const struct wp_module *mods, size_t nr_mods)
+{
+	struct wp_sym *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->callbacks = wp_sym_callbacks();
+	s->mods = calloc(nr_mods ? nr_mods : 1, sizeof(*s->mods));
+	s->order = calloc(nr_mods ? nr_mods : 1, sizeof(*s->order));
+	s->max_end = calloc(nr_mods ? nr_mods : 1, sizeof(*s->max_end));
+	if (!s->mods || !s->order || !s->max_end)
+		goto oom;
+	s->nr_mods = nr_mods;
+	for (size_t i = 0; i < nr_mods; i++) {
+		struct mod *md = &s->mods[i];
+		md->m = mods[i];
+		md->m.path = NULL;
+		if (md->m.build_id_len > WP_BUILD_ID_MAX)
+			md->m.build_id_len = 0;
+		if (mods[i].path && !(md->m.path = strdup(mods[i].path)))
+			goto oom;
+		s->order[i] = i;
+	}
+	qsort_r(s->order, nr_mods, sizeof(*s->order), order_cmp, s->mods);
+	for (size_t j = 0; j < nr_mods; j++) {
+		uint64_t e = s->mods[s->order[j]].m.end;
+		s->max_end[j] = j && s->max_end[j - 1] > e ? s->max_end[j - 1] : e;
+	}
+	return s;
+oom:
+	wp_sym_close(s);
+	return NULL;
+}
+
+static struct res *resolve(struct wp_sym *s, uint64_t addr)
+{
+	struct res *r = arena_alloc(&s->arena, sizeof(*r));
+	if (!r)
+		return NULL;
+	memset(r, 0, sizeof(*r));
+	r->module = find_module(s, addr);
+	if (r->module < 0) {
+		r->offset = addr; /* no module: keep the absolute address */
+		return r;
+	}
+	struct mod *md = &s->mods[r->module];
+	r->offset = addr - md->m.start;
+	if (md->state == MOD_UNTRIED)
+		open_module(s, md);
+	if (md->state == MOD_READY && resolve_frames(s, md, addr, r) < 0)
+		return NULL;
+	return r;
+}
+
+int wp_sym_lookup(struct wp_sym *s, uint64_t addr, struct wp_sym_result *out)
+{
+	struct res *r = map_get(&s->cache, addr);
+	if (!r) {
+		r = resolve(s, addr);
+		if (!r || map_put(&s->cache, addr, r) < 0)
+			return -1;
+	}
+	out->module = r->module;
+	out->module_offset = r->offset;
+	out->nr_frames = r->nr_frames;
+	out->frames = r->frames;
+	return 0;
+}
+
+void wp_sym_close(struct wp_sym *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; s->mods && i < s->nr_mods; i++) {
+		struct mod *md = &s->mods[i];
+		for (size_t j = 0; j < md->cu_map.cap; j++) {
+			struct cu *cu = md->cu_map.vals[j];
+			if (cu) {
+				free(cu->subs);
+				map_free(&cu->paths);
+				map_free(&cu->scoped);
+			}
+		}
+		map_free(&md->cu_map);
+		free(md->syms);
+		free(md->cus);
+		if (md->dwfl)
+			dwfl_end(md->dwfl);
+		free(md->m.path);
+	}
+	for (size_t j = 0; j < s->names.cap; j++)
+		if (s->names.vals[j] && s->names.vals[j] != &no_name)
+			free(s->names.vals[j]);
+	map_free(&s->names);
+	map_free(&s->cache);
+	arena_free(&s->arena);
+	free(s->chain);
+	free(s->order);
+	free(s->max_end);
+	free(s->mods);
+	free(s);
+}

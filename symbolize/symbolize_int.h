@@ -1,0 +1,25 @@
+/* symbolize internals shared between symbolize.c and debuginfo.c: how debug
+ * files are found (no network by default) and the in-memory vDSO image.
+ * Not part of the module's interface; nothing here is async-signal-safe. */
+#ifndef WP_SYMBOLIZE_INT_H
+#define WP_SYMBOLIZE_INT_H
+
+#include <elfutils/libdwfl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "symbolize.h"
+
+/* The libdwfl callbacks to use (static storage; libdwfl keeps the pointer).
+ * Without WALLPROF_DEBUGINFOD=1 they never reach debuginfod. */
+const Dwfl_Callbacks *wp_sym_callbacks(void);
+
+/* Writes "/usr/lib/debug/.build-id/xx/rest.debug" for a build-id into buf.
+ * Returns 0, or -1 when there is no build-id or buf is too small. */
+int wp_sym_build_id_debug_path(const uint8_t *id, uint32_t len, char *buf, size_t size);
+
+/* A memfd holding this process's vDSO image when `m` describes it (same
+ * address, same build-id), else -1. The caller owns the fd. */
+int wp_sym_vdso_fd(const struct wp_module *m);
+
+#endif
