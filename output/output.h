@@ -24,9 +24,9 @@ struct wp_out_stats {
 	double duration_s;  /* wall time covered by the samples */
 };
 
-/* Sentry options: platform string ("native" unless configured) and whether
- * the last sample may lie beyond Sentry's 30 s v1 limit (it is then kept and
- * a warning is the caller's job). */
+/* Sentry options: the platform string ("native" when NULL). Samples are
+ * written whatever the window's length; warning about Sentry's 30 s v1
+ * limit is the caller's job. */
 struct wp_out_opts {
 	const char *platform;
 };

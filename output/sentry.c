@@ -1,0 +1,738 @@
+/* sentry: writes a raw profile as a Sentry sample-format v1 profile. Streams
+ * the JSON to the file element by element (jansson per frame or image, plain
+ * formatting for samples and stacks) so 200k samples need no 100 MB tree. */
+#include <errno.h>
+#include <gnu/libc-version.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+
+#include "output.h"
+
+#define NONE UINT32_MAX
+#define JW_BUF 65536
+
+/* Buffered writer over the temporary file; the first error sticks. */
+struct jw {
+	struct wp_out_atomic a;
+	char *err;
+	size_t errlen;
+	int failed;
+	size_t len;
+	char buf[JW_BUF];
+};
+
+/* What the raw profile becomes: which stacks, pcs and threads are written. */
+struct plan {
+	const struct wp_profile *p;
+	wp_out_lookup_fn lookup;
+	void *lctx;
+	uint32_t *order;      /* sample indices by time, NULL when already sorted */
+	size_t nr_written;    /* samples with a valid stack id */
+	size_t nr_truncated;  /* ... of which WP_SAMPLE_TRUNCATED */
+	uint32_t *stack_map;  /* raw stack id -> output stack id, or NONE */
+	size_t nr_out_stacks;
+	uint32_t *pc_first;   /* raw pc -> its first output frame, or NONE if unused */
+	uint32_t *pc_count;   /* raw pc -> number of output frames (1 + inlined) */
+	size_t nr_frames;
+	uint8_t *mod_used;    /* module -> some written frame lies in it */
+	uint32_t *tids;       /* distinct sampled tids, ascending */
+	size_t nr_tids;
+	uint32_t *thr_by_tid; /* p->threads indices sorted by (tid, index) */
+	uint64_t base_ns;     /* monotonic time of elapsed 0 (the window start) */
+	uint64_t last_elapsed;
+};
+
+static void set_err(char *err, size_t errlen, const char *path, int e)
+{
+	char buf[128];
+
+	if (err && errlen)
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror_r(e, buf, sizeof(buf)));
+}
+
+static void jw_oom(struct jw *w)
+{
+	if (!w->failed)
+		set_err(w->err, w->errlen, w->a.path, ENOMEM);
+	w->failed = 1;
+}
+
+static int jw_flush(struct jw *w)
+{
+	if (w->failed)
+		return -1;
+	if (w->len && wp_out_atomic_write(&w->a, w->buf, w->len, w->err, w->errlen) < 0)
+		w->failed = 1;
+	w->len = 0;
+	return w->failed ? -1 : 0;
+}
+
+static int jw_put(struct jw *w, const char *s, size_t n)
+{
+	if (w->failed)
+		return -1;
+	if (n > JW_BUF - w->len) {
+		if (jw_flush(w) < 0)
+			return -1;
+		if (n > JW_BUF) {
+			if (wp_out_atomic_write(&w->a, s, n, w->err, w->errlen) < 0)
+				w->failed = 1;
+			return w->failed ? -1 : 0;
+		}
+	}
+	memcpy(w->buf + w->len, s, n);
+	w->len += n;
+	return 0;
+}
+
+static int jw_puts(struct jw *w, const char *s)
+{
+	return jw_put(w, s, strlen(s));
+}
+
+static int jw_printf(struct jw *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int jw_printf(struct jw *w, const char *fmt, ...)
+{
+	char tmp[256];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	/* Only used for numbers and fixed keys; never truncates in practice. */
+	if (n < 0 || (size_t)n >= sizeof(tmp)) {
+		jw_oom(w);
+		return -1;
+	}
+	return jw_put(w, tmp, (size_t)n);
+}
+
+static int dump_cb(const char *buf, size_t size, void *data)
+{
+	return jw_put(data, buf, size);
+}
+
+/* Writes `v` compactly and releases it; a NULL `v` is a failed allocation. */
+static int jw_json(struct jw *w, json_t *v)
+{
+	int r;
+
+	if (!v) {
+		jw_oom(w);
+		return -1;
+	}
+	r = json_dump_callback(v, dump_cb, w, JSON_COMPACT | JSON_ENCODE_ANY);
+	json_decref(v);
+	if (r < 0 && !w->failed)
+		jw_oom(w);
+	return w->failed ? -1 : 0;
+}
+
+/* Writes `"key":value` (with a leading comma unless first). */
+static int jw_member(struct jw *w, const char *key, json_t *v, int first)
+{
+	jw_printf(w, "%s\"%s\":", first ? "" : ",", key);
+	return jw_json(w, v);
+}
+
+/* A JSON string for bytes from the host (paths, comm, symbols): jansson
+ * refuses invalid UTF-8, so such strings are written with '?' for non-ASCII. */
+static json_t *jstr(const char *s)
+{
+	json_t *v;
+	char *c;
+
+	if (!s)
+		s = "";
+	v = json_string(s);
+	if (v)
+		return v;
+	c = strdup(s);
+	if (!c)
+		return NULL;
+	for (char *q = c; *q; q++)
+		if ((unsigned char)*q >= 0x80)
+			*q = '?';
+	v = json_string(c);
+	free(c);
+	return v;
+}
+
+static json_t *jhex(uint64_t x)
+{
+	char b[24];
+
+	snprintf(b, sizeof(b), "0x%llx", (unsigned long long)x);
+	return json_string(b);
+}
+
+static json_t *jdec(uint64_t x)
+{
+	char b[24];
+
+	snprintf(b, sizeof(b), "%llu", (unsigned long long)x);
+	return json_string(b);
+}
+
+static json_t *jint(uint64_t x)
+{
+	return json_integer(x > INT64_MAX ? INT64_MAX : (json_int_t)x);
+}
+
+/* Sets o[key] = v (stolen); returns 1 on failure so callers can OR results. */
+static int set(json_t *o, const char *key, json_t *v)
+{
+	if (!o) {
+		json_decref(v);
+		return 1;
+	}
+	return json_object_set_new(o, key, v) < 0;
+}
+
+/* Random lowercase hex of `nbytes` bytes; uuid = 1 stamps it as a v4 UUID,
+ * which also keeps it non-nil as Relay requires. */
+static json_t *jrandom_hex(size_t nbytes, int uuid)
+{
+	uint8_t r[16];
+	char s[33];
+
+	wp_out_random(r, nbytes);
+	if (uuid) {
+		r[6] = (r[6] & 0x0f) | 0x40;
+		r[8] = (r[8] & 0x3f) | 0x80;
+	} else {
+		r[nbytes - 1] |= 1; /* never all zero */
+	}
+	for (size_t i = 0; i < nbytes; i++)
+		snprintf(s + 2 * i, 3, "%02x", r[i]);
+	return json_string(s);
+}
+
+static const struct wp_sample *sample_at(const struct plan *pl, size_t i)
+{
+	return &pl->p->samples[pl->order ? pl->order[i] : i];
+}
+
+static int cmp_sample_idx(const void *a, const void *b, void *arg)
+{
+	const struct wp_sample *s = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	if (s[x].t_ns != s[y].t_ns)
+		return s[x].t_ns < s[y].t_ns ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_thread_idx(const void *a, const void *b, void *arg)
+{
+	const struct wp_thread *t = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	if (t[x].tid != t[y].tid)
+		return t[x].tid < t[y].tid ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+static int stack_valid(const struct wp_profile *p, uint32_t id)
+{
+	return id < p->nr_stacks && p->stack_off && p->stack_off[id] <= p->stack_off[id + 1];
+}
+
+static void plan_free(struct plan *pl)
+{
+	free(pl->order);
+	free(pl->stack_map);
+	free(pl->pc_first);
+	free(pl->pc_count);
+	free(pl->mod_used);
+	free(pl->tids);
+	free(pl->thr_by_tid);
+}
+
+/* Decides what gets written: sample order, kept stacks and pcs, threads.
+ * Returns 0 or -1 on out of memory. */
+static int plan_build(struct plan *pl)
+{
+	const struct wp_profile *p = pl->p;
+	size_t i, n = p->nr_samples;
+
+	pl->stack_map = malloc((p->nr_stacks + 1) * sizeof(uint32_t));
+	pl->pc_first = malloc((p->nr_pcs + 1) * sizeof(uint32_t));
+	pl->pc_count = calloc(p->nr_pcs + 1, sizeof(uint32_t));
+	pl->mod_used = calloc(p->nr_modules + 1, 1);
+	pl->tids = malloc((n + 1) * sizeof(uint32_t));
+	pl->thr_by_tid = malloc((p->nr_threads + 1) * sizeof(uint32_t));
+	if (!pl->stack_map || !pl->pc_first || !pl->pc_count || !pl->mod_used || !pl->tids ||
+	    !pl->thr_by_tid)
+		return -1;
+	memset(pl->stack_map, 0xff, (p->nr_stacks + 1) * sizeof(uint32_t));
+	memset(pl->pc_first, 0xff, (p->nr_pcs + 1) * sizeof(uint32_t));
+
+	/* profile.h promises time order; do not let a violation reach Relay,
+	 * which only checks the last sample against the 30 s limit. */
+	for (i = 1; i < n; i++)
+		if (p->samples[i].t_ns < p->samples[i - 1].t_ns)
+			break;
+	if (n > 1 && i < n) {
+		pl->order = malloc(n * sizeof(uint32_t));
+		if (!pl->order)
+			return -1;
+		for (i = 0; i < n; i++)
+			pl->order[i] = (uint32_t)i;
+		qsort_r(pl->order, n, sizeof(uint32_t), cmp_sample_idx, p->samples);
+	}
+
+	pl->base_ns = p->start_ns;
+	for (i = 0; i < n; i++) {
+		const struct wp_sample *s = sample_at(pl, i);
+
+		if (!stack_valid(p, s->stack_id))
+			continue;
+		if (pl->nr_written == 0 && s->t_ns < pl->base_ns)
+			pl->base_ns = s->t_ns; /* never a negative elapsed time */
+		pl->stack_map[s->stack_id] = 0;
+		pl->tids[pl->nr_written++] = s->tid;
+		pl->nr_truncated += !!(s->flags & WP_SAMPLE_TRUNCATED);
+		pl->last_elapsed = s->t_ns - pl->base_ns;
+	}
+
+	/* Output stack ids in raw order; only their pcs get symbolized. */
+	for (i = 0; i < p->nr_stacks; i++) {
+		if (pl->stack_map[i] == NONE)
+			continue;
+		pl->stack_map[i] = (uint32_t)pl->nr_out_stacks++;
+		for (uint32_t k = p->stack_off[i]; k < p->stack_off[i + 1]; k++)
+			if (p->stack_frames[k] < p->nr_pcs)
+				pl->pc_first[p->stack_frames[k]] = 0;
+	}
+
+	qsort(pl->tids, pl->nr_written, sizeof(uint32_t), cmp_u32);
+	for (i = 0; i < pl->nr_written; i++)
+		if (pl->nr_tids == 0 || pl->tids[pl->nr_tids - 1] != pl->tids[i])
+			pl->tids[pl->nr_tids++] = pl->tids[i];
+
+	for (i = 0; i < p->nr_threads; i++)
+		pl->thr_by_tid[i] = (uint32_t)i;
+	qsort_r(pl->thr_by_tid, p->nr_threads, sizeof(uint32_t), cmp_thread_idx, p->threads);
+	return 0;
+}
+
+/* The latest wp_thread entry for `tid`, or NULL. */
+static const struct wp_thread *thread_of(const struct plan *pl, uint32_t tid)
+{
+	const struct wp_profile *p = pl->p;
+	size_t lo = 0, hi = p->nr_threads;
+
+	/* Upper bound: first entry with a larger tid; the one before is the latest. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (p->threads[pl->thr_by_tid[mid]].tid <= tid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || p->threads[pl->thr_by_tid[lo - 1]].tid != tid)
+		return NULL;
+	return &p->threads[pl->thr_by_tid[lo - 1]];
+}
+
+static int find_module(const struct wp_profile *p, uint64_t addr)
+{
+	for (size_t i = 0; i < p->nr_modules; i++)
+		if (addr >= p->modules[i].start && addr < p->modules[i].end)
+			return (int)i;
+	return -1;
+}
+
+static json_t *frame_json(const struct wp_profile *p, uint64_t addr, const struct wp_sym_result *r,
+			  const struct wp_sym_frame *f)
+{
+	const struct wp_module *m = r->module >= 0 ? &p->modules[r->module] : NULL;
+	json_t *o = json_object();
+	int bad = 0;
+
+	bad |= set(o, "instruction_addr", jhex(addr));
+	if (f && f->function)
+		bad |= set(o, "function", jstr(f->function));
+	if (f && f->file && *f->file) {
+		const char *slash = strrchr(f->file, '/');
+
+		bad |= set(o, "filename", jstr(slash && slash[1] ? slash + 1 : f->file));
+		if (f->file[0] == '/')
+			bad |= set(o, "abs_path", jstr(f->file));
+	}
+	if (f && f->line > 0)
+		bad |= set(o, "lineno", json_integer(f->line));
+	if (f && f->column > 0)
+		bad |= set(o, "colno", json_integer(f->column));
+	if (m && m->path)
+		bad |= set(o, "module", jstr(m->path));
+	/* An explicit in_app on every frame: Sentry's default for an unknown
+	 * platform is false, which hides the frame from function metrics. */
+	bad |= set(o, "in_app", json_boolean(m && (m->flags & WP_MOD_MAIN)));
+	if (f && f->inlined)
+		bad |= set(o, "inlined", json_true());
+	/* The offset of the looked-up address (return address - 1 for callers):
+	 * what addr2line wants for a frame nobody could name. */
+	if (m && !(f && f->function))
+		bad |= set(o, "module_offset", jhex(r->module_offset));
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* Symbolizes each kept pc once and writes its 1..k frames. */
+static int write_frames(struct jw *w, struct plan *pl)
+{
+	const struct wp_profile *p = pl->p;
+	int first = 1;
+
+	jw_puts(w, "\"frames\":[");
+	for (size_t i = 0; i < p->nr_pcs && !w->failed; i++) {
+		const struct wp_pc *pc = &p->pcs[i];
+		uint64_t la = pc->addr;
+		struct wp_sym_result r = {.module = -1};
+		int k;
+
+		if (pl->pc_first[i] == NONE)
+			continue;
+		/* A return address points after the call: look up the call. */
+		if (!(pc->flags & WP_PC_EXACT) && la > 0)
+			la--;
+		if (!pl->lookup || pl->lookup(pl->lctx, la, &r) < 0) {
+			memset(&r, 0, sizeof(r));
+			r.module = find_module(p, la);
+			if (r.module >= 0)
+				r.module_offset = la - p->modules[r.module].start;
+		}
+		if (r.module < 0 || (size_t)r.module >= p->nr_modules)
+			r.module = -1;
+		else
+			pl->mod_used[r.module] = 1;
+		if (r.nr_frames < 0 || !r.frames)
+			r.nr_frames = 0;
+		k = r.nr_frames > 0 ? r.nr_frames : 1;
+		pl->pc_first[i] = (uint32_t)pl->nr_frames;
+		pl->pc_count[i] = (uint32_t)k;
+		pl->nr_frames += (size_t)k;
+		for (int j = 0; j < k; j++) {
+			if (!first)
+				jw_put(w, ",", 1);
+			first = 0;
+			jw_json(w, frame_json(p, pc->addr, &r, r.nr_frames ? &r.frames[j] : NULL));
+		}
+	}
+	return jw_puts(w, "]");
+}
+
+static int write_stacks(struct jw *w, const struct plan *pl)
+{
+	const struct wp_profile *p = pl->p;
+	int first = 1;
+
+	jw_puts(w, ",\"stacks\":[");
+	for (size_t i = 0; i < p->nr_stacks && !w->failed; i++) {
+		int ffirst = 1;
+
+		if (pl->stack_map[i] == NONE)
+			continue;
+		jw_puts(w, first ? "[" : ",[");
+		first = 0;
+		for (uint32_t k = p->stack_off[i]; k < p->stack_off[i + 1]; k++) {
+			uint32_t pc = p->stack_frames[k];
+
+			if (pc >= p->nr_pcs)
+				continue; /* corrupt index: drop the frame, keep the stack */
+			for (uint32_t d = 0; d < pl->pc_count[pc]; d++) {
+				jw_printf(w, ffirst ? "%u" : ",%u", pl->pc_first[pc] + d);
+				ffirst = 0;
+			}
+		}
+		jw_put(w, "]", 1);
+	}
+	return jw_puts(w, "]");
+}
+
+static int write_samples(struct jw *w, const struct plan *pl)
+{
+	const struct wp_profile *p = pl->p;
+	int first = 1;
+
+	jw_puts(w, ",\"samples\":[");
+	for (size_t i = 0; i < p->nr_samples && !w->failed; i++) {
+		const struct wp_sample *s = sample_at(pl, i);
+
+		if (!stack_valid(p, s->stack_id))
+			continue;
+		jw_printf(w,
+			  "%s{\"stack_id\":%u,\"thread_id\":\"%u\","
+			  "\"elapsed_since_start_ns\":\"%llu\",\"on_cpu\":%s",
+			  first ? "" : ",", pl->stack_map[s->stack_id], s->tid,
+			  (unsigned long long)(s->t_ns - pl->base_ns),
+			  (s->flags & WP_SAMPLE_ON_CPU) ? "true" : "false");
+		if (s->flags & WP_SAMPLE_SYSCALL)
+			jw_printf(w, ",\"syscall\":%u", s->syscall);
+		jw_put(w, "}", 1);
+		first = 0;
+	}
+	return jw_puts(w, "]");
+}
+
+static int write_threads(struct jw *w, const struct plan *pl)
+{
+	jw_puts(w, ",\"thread_metadata\":{");
+	for (size_t i = 0; i < pl->nr_tids && !w->failed; i++) {
+		const struct wp_thread *t = thread_of(pl, pl->tids[i]);
+		json_t *o = json_object();
+		char name[17];
+
+		if (t) {
+			memcpy(name, t->name, 16);
+			name[16] = '\0'; /* comm may fill all 16 bytes */
+			if (name[0] && set(o, "name", jstr(name))) {
+				json_decref(o);
+				o = NULL;
+			}
+		}
+		jw_printf(w, "%s\"%u\":", i ? "," : "", pl->tids[i]);
+		jw_json(w, o);
+	}
+	return jw_puts(w, "}");
+}
+
+static json_t *image_json(const struct wp_module *m)
+{
+	json_t *o = json_object();
+	char id[37], code_id[2 * WP_BUILD_ID_MAX + 1];
+	uint32_t len = m->build_id_len < WP_BUILD_ID_MAX ? m->build_id_len : WP_BUILD_ID_MAX;
+	int bad = 0;
+
+	bad |= set(o, "type", json_string("symbolic"));
+	bad |= set(o, "code_file", jstr(m->path ? m->path : ""));
+	if (len > 0) {
+		wp_out_debug_id(m->build_id, len, __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, id);
+		for (uint32_t i = 0; i < len; i++)
+			snprintf(code_id + 2 * i, 3, "%02x", m->build_id[i]);
+		bad |= set(o, "debug_id", json_string(id));
+		bad |= set(o, "code_id", json_string(code_id));
+	}
+	bad |= set(o, "image_addr", jhex(m->start));
+	bad |= set(o, "image_size", jint(m->end > m->start ? m->end - m->start : 0));
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static int write_images(struct jw *w, const struct plan *pl)
+{
+	const struct wp_profile *p = pl->p;
+	int first = 1;
+
+	jw_puts(w, ",\"debug_meta\":{\"images\":[");
+	for (size_t i = 0; i < p->nr_modules && !w->failed; i++) {
+		if (!pl->mod_used[i])
+			continue;
+		if (!first)
+			jw_put(w, ",", 1);
+		first = 0;
+		jw_json(w, image_json(&p->modules[i]));
+	}
+	return jw_puts(w, "]}");
+}
+
+/* RFC 3339 UTC with microseconds of a CLOCK_REALTIME time. */
+static json_t *jtimestamp(int64_t ns)
+{
+	char b[64];
+	struct tm tm;
+	time_t sec;
+
+	if (ns < 0)
+		ns = 0;
+	sec = (time_t)(ns / 1000000000);
+	gmtime_r(&sec, &tm);
+	strftime(b, sizeof(b), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(b + strlen(b), sizeof(b) - strlen(b), ".%06ldZ", (long)(ns % 1000000000 / 1000));
+	return json_string(b);
+}
+
+static int write_head(struct jw *w, const struct plan *pl, const struct wp_out_opts *opts)
+{
+	const struct wp_profile *p = pl->p;
+	const char *platform = opts && opts->platform ? opts->platform : "native";
+	struct utsname u;
+	json_t *o;
+	int bad = 0;
+	char name[40];
+
+	if (uname(&u) < 0)
+		memset(&u, 0, sizeof(u));
+	jw_put(w, "{", 1);
+	jw_member(w, "version", json_string("1"), 1);
+	jw_member(w, "event_id", jrandom_hex(16, 1), 0);
+	jw_member(w, "platform", jstr(platform), 0);
+	jw_member(w, "timestamp", jtimestamp((int64_t)pl->base_ns + p->realtime_offset_ns), 0);
+
+	o = json_object();
+	bad = set(o, "architecture", jstr(u.machine));
+	jw_member(w, "device", bad ? NULL : o, 0);
+	if (bad)
+		json_decref(o);
+
+	o = json_object();
+	bad = set(o, "name", json_string("Linux"));
+	bad |= set(o, "version", jstr(u.release));
+	bad |= set(o, "build_number", jstr(u.version));
+	jw_member(w, "os", bad ? NULL : o, 0);
+	if (bad)
+		json_decref(o);
+
+	o = json_object();
+	bad = set(o, "name", json_string("glibc"));
+	bad |= set(o, "version", jstr(gnu_get_libc_version()));
+	jw_member(w, "runtime", bad ? NULL : o, 0);
+	if (bad)
+		json_decref(o);
+
+	o = json_object();
+	bad = set(o, "name", json_string("libwallprof"));
+	bad |= set(o, "version", json_string(WP_VERSION));
+	jw_member(w, "client_sdk", bad ? NULL : o, 0);
+	if (bad)
+		json_decref(o);
+
+	snprintf(name, sizeof(name), "process %u", p->pid);
+	o = json_object();
+	bad = set(o, "id", jrandom_hex(16, 1));
+	bad |= set(o, "name", jstr(p->cmdline && *p->cmdline ? p->cmdline : name));
+	bad |= set(o, "trace_id", jrandom_hex(16, 1));
+	bad |= set(o, "segment_id", jrandom_hex(8, 0));
+	bad |= set(o, "active_thread_id", json_integer(p->main_tid ? p->main_tid : p->pid));
+	bad |= set(o, "relative_start_ns", json_string("0"));
+	bad |= set(o, "relative_end_ns", jdec(pl->last_elapsed));
+	jw_member(w, "transaction", bad ? NULL : o, 0);
+	if (bad)
+		json_decref(o);
+	return w->failed ? -1 : 0;
+}
+
+static int write_tail(struct jw *w, const struct plan *pl)
+{
+	const struct wp_profile *p = pl->p;
+	const struct wp_counters *c = &p->counters;
+	json_t *o = json_object();
+	int bad = 0;
+
+	bad |= set(o, "version", json_string(WP_VERSION));
+	bad |= set(o, "pid", jint(p->pid));
+	bad |= set(o, "hz", jint(p->hz));
+	bad |= set(o, "ring_seconds", jint(p->ring_seconds));
+	bad |= set(o, "max_depth", jint(p->max_depth));
+	bad |= set(o, "snapshot", json_integer(p->snapshot));
+	bad |= set(o, "duration_ns", jint(p->end_ns > pl->base_ns ? p->end_ns - pl->base_ns
+								 : pl->last_elapsed));
+	bad |= set(o, "samples", jint(pl->nr_written));
+	bad |= set(o, "truncated_samples", jint(pl->nr_truncated));
+	/* The counters, named after their fields without "nr_". nr_samples would
+	 * clash with "samples" (written ones), hence "samples_recorded". */
+	bad |= set(o, "ticks", jint(c->nr_ticks));
+	bad |= set(o, "ticks_late", jint(c->nr_ticks_late));
+	bad |= set(o, "signals", jint(c->nr_signals));
+	bad |= set(o, "samples_recorded", jint(c->nr_samples));
+	bad |= set(o, "pending", jint(c->nr_pending));
+	bad |= set(o, "send_failed", jint(c->nr_send_failed));
+	bad |= set(o, "unwind_failed", jint(c->nr_unwind_failed));
+	bad |= set(o, "truncated", jint(c->nr_truncated));
+	bad |= set(o, "dropped_full", jint(c->nr_dropped_full));
+	bad |= set(o, "overwritten", jint(c->nr_overwritten));
+	bad |= set(o, "threads_untracked", jint(c->nr_threads_untracked));
+	jw_member(w, "wallprof", bad ? NULL : o, 0);
+	if (bad)
+		json_decref(o);
+	return jw_put(w, "}\n", 2);
+}
+
+int wp_out_sentry_write_with(const struct wp_profile *p, wp_out_lookup_fn lookup, void *ctx,
+			     const struct wp_out_opts *opts, const char *path,
+			     struct wp_out_stats *st, char *err, size_t errlen)
+{
+	struct plan pl = {.p = p, .lookup = lookup, .lctx = ctx};
+	struct jw *w;
+	int ret = -1;
+
+	if (!p || !path) {
+		set_err(err, errlen, path ? path : "(null)", EINVAL);
+		return -1;
+	}
+	w = malloc(sizeof(*w));
+	if (!w || plan_build(&pl) < 0) {
+		set_err(err, errlen, path, ENOMEM);
+		goto out;
+	}
+	w->err = err;
+	w->errlen = errlen;
+	w->failed = 0;
+	w->len = 0;
+	if (wp_out_atomic_open(&w->a, path, err, errlen) < 0)
+		goto out;
+
+	/* Frames come first in "profile": symbolizing them decides the images. */
+	write_head(w, &pl, opts);
+	jw_puts(w, ",\"profile\":{");
+	write_frames(w, &pl);
+	write_stacks(w, &pl);
+	write_samples(w, &pl);
+	write_threads(w, &pl);
+	jw_puts(w, "}");
+	write_images(w, &pl);
+	write_tail(w, &pl);
+	if (jw_flush(w) < 0) {
+		wp_out_atomic_abort(&w->a);
+		goto out;
+	}
+	if (wp_out_atomic_commit(&w->a, err, errlen) < 0)
+		goto out;
+	if (st) {
+		st->nr_samples = pl.nr_written;
+		st->nr_threads = pl.nr_tids;
+		st->nr_frames = pl.nr_frames;
+		st->bytes = w->a.bytes;
+		st->duration_s = (double)pl.last_elapsed / 1e9;
+	}
+	ret = 0;
+out:
+	free(w);
+	plan_free(&pl);
+	return ret;
+}
+
+static int sym_lookup(void *ctx, uint64_t addr, struct wp_sym_result *out)
+{
+	return wp_sym_lookup(ctx, addr, out);
+}
+
+int wp_out_sentry_write(const struct wp_profile *p, struct wp_sym *sym,
+			const struct wp_out_opts *opts, const char *path,
+			struct wp_out_stats *st, char *err, size_t errlen)
+{
+	return wp_out_sentry_write_with(p, sym ? sym_lookup : NULL, sym, opts, path, st, err,
+					errlen);
+}
