@@ -22,7 +22,7 @@ LIBS    := $(PKG_LIBS) -lz -lpthread -ldl
 # Module sources. preload/ holds the injected runtime; the rest are the
 # pure stages that unit tests also build on their own.
 PRELOAD_SRCS := $(wildcard preload/*.c) $(wildcard unwind/*.c)
-CORE_SRCS    := $(wildcard symbolize/*.c) $(wildcard output/*.c) $(wildcard preload/ring.c)
+CORE_SRCS    := $(wildcard symbolize/*.c) $(wildcard output/*.c) preload/ring.c preload/modules.c
 LIB_SRCS     := $(sort $(PRELOAD_SRCS) $(CORE_SRCS))
 HEADERS      := $(wildcard */*.h)
 

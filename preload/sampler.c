@@ -502,9 +502,13 @@ static void write_profile(struct wp_profile *p)
 	if (wp_out_sentry_write(p, sym, &opts, path, &st, err, sizeof(err)) < 0) {
 		wp_log(WP_LOG_ERROR, "profile not written: %s", err);
 	} else {
-		wp_log(WP_LOG_INFO, "wrote %s%s (%zu samples, %zu threads, %.1f s, %llu dropped) in %.0f ms",
-		       p->snapshot ? "snapshot " : "", path, st.nr_samples, st.nr_threads, st.duration_s,
-		       dropped, (double)(mono_ns() - t0) / 1e6);
+		char what[32] = "";
+
+		if (p->snapshot)
+			snprintf(what, sizeof(what), "snapshot %d, ", p->snapshot);
+		wp_log(WP_LOG_INFO, "wrote %s (%s%zu samples, %zu threads, %.1f s, %llu dropped) in %.0f ms",
+		       path, what, st.nr_samples, st.nr_threads, st.duration_s, dropped,
+		       (double)(mono_ns() - t0) / 1e6);
 		if (st.duration_s > WP_SENTRY_MAX_SECONDS)
 			wp_log(WP_LOG_INFO, "%s covers %.1f s; Sentry rejects v1 profiles longer than %d s",
 			       path, st.duration_s, WP_SENTRY_MAX_SECONDS);
