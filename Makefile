@@ -33,10 +33,12 @@ UNIT_PLAIN := $(patsubst test/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 UNIT_ASAN  := $(patsubst test/unit/%.c,$(BUILD)/asan/%,$(UNIT_SRCS))
 SAN_FLAGS  := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
-PROG_C   := $(wildcard test/progs/*.c)
+PROG_LIB := $(wildcard test/progs/lib*.c)
+PROG_C   := $(filter-out $(PROG_LIB),$(wildcard test/progs/*.c))
 PROG_CXX := $(wildcard test/progs/*.cc)
 PROGS    := $(patsubst test/progs/%.c,$(BUILD)/progs/%,$(PROG_C)) \
-            $(patsubst test/progs/%.cc,$(BUILD)/progs/%,$(PROG_CXX))
+            $(patsubst test/progs/%.cc,$(BUILD)/progs/%,$(PROG_CXX)) \
+            $(patsubst test/progs/%.c,$(BUILD)/progs/%.so,$(PROG_LIB))
 PROG_CFLAGS := -O2 -g -pthread -fno-omit-frame-pointer -Wall -Wextra -Werror
 
 .PHONY: all deps demo test unit integration clean
@@ -60,6 +62,10 @@ $(BUILD)/asan/%: test/unit/%.c $(CORE_SRCS) $(HEADERS)
 $(BUILD)/progs/%: test/progs/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(PROG_CFLAGS) -std=gnu11 -o $@ $< -lm
+
+$(BUILD)/progs/lib%.so: test/progs/lib%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(PROG_CFLAGS) -std=gnu11 -fPIC -shared -o $@ $<
 
 $(BUILD)/progs/%: test/progs/%.cc
 	@mkdir -p $(dir $@)

@@ -1,0 +1,22 @@
+/* A plugin the `plugin` program dlopens, runs and dlcloses before it exits:
+ * its frames must still be symbolized in the exit profile. */
+#include <time.h>
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+__attribute__((noinline)) unsigned long wpt_plugin_work(double seconds)
+{
+	volatile unsigned long x = 0;
+	double end = now_s() + seconds;
+
+	while (now_s() < end)
+		for (int i = 0; i < 10000; i++)
+			x += (unsigned long)i * 7;
+	return x != 0;
+}
