@@ -44,6 +44,12 @@ int wp_out_sentry_write(const struct wp_profile *p, struct wp_sym *sym,
  * lowercase 8-4-4-4-12. `out` gets 37 bytes. Returns 0, or -1 when len is 0. */
 int wp_out_debug_id(const uint8_t *build_id, size_t len, int little_endian, char out[37]);
 
+/* The x86-64 Linux name of system call `nr` ("read", "futex", "epoll_wait",
+ * "restart_syscall", ...), from a table generated out of the kernel's
+ * asm/unistd_64.h (scripts/gen-syscall-names.sh); NULL for a number that
+ * names no system call there (gaps, x32 numbers, anything newer). */
+const char *wp_out_syscall_name(unsigned nr);
+
 /* Expands an output template: %p -> pid, %n -> snapshot number, %% -> %.
  * For a snapshot (n >= 1) without %n, ".<n>" is inserted before a trailing
  * ".json" (or appended). Returns 0, or -1 if it does not fit in `out`. */

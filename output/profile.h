@@ -27,12 +27,14 @@ struct wp_sample {
 };
 #define WP_SAMPLE_ON_CPU 0x1    /* running (or runnable) at the tick */
 #define WP_SAMPLE_TRUNCATED 0x2 /* stack cut at the depth limit */
-#define WP_SAMPLE_SYSCALL 0x4   /* `syscall` holds the blocking system call */
+#define WP_SAMPLE_SYSCALL 0x4   /* `syscall` holds the blocking system call (x86-64 number) */
 #define WP_SAMPLE_PARTIAL 0x8   /* unwinding failed after the first frame(s) */
 
 struct wp_thread {
 	uint32_t tid;
-	char name[16]; /* kernel comm, latest seen */
+	char name[16];       /* kernel comm, latest seen */
+	uint64_t nr_signals; /* profiling signals sent to it */
+	uint64_t nr_samples; /* samples taken of it (before the window cut) */
 };
 
 /* Loss and health counters: reported in every output so that a partial
@@ -49,6 +51,11 @@ struct wp_counters {
 	uint64_t nr_dropped_full;    /* samples dropped: stack tables full */
 	uint64_t nr_overwritten;     /* samples overwritten in the ring (older than the window or no room) */
 	uint64_t nr_threads_untracked; /* thread sightings with no free slot */
+	uint64_t nr_signals_blocked; /* signals sent to threads observed blocked (last resort) */
+	uint64_t nr_eintr_retried;   /* blocking calls our signal interrupted, retried */
+	uint64_t nr_from_wrapper;    /* samples unwound from a blocking call's published context */
+	uint64_t nr_reused;          /* samples that reused the thread's previous stack */
+	uint64_t nr_dl_guarded;      /* samples cut to the PC: the thread was inside the loader */
 };
 
 struct wp_profile {

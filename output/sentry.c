@@ -486,8 +486,15 @@ static int write_samples(struct jw *w, const struct plan *pl)
 			  first ? "" : ",", pl->stack_map[s->stack_id], s->tid,
 			  (unsigned long long)(s->t_ns - pl->base_ns),
 			  (s->flags & WP_SAMPLE_ON_CPU) ? "true" : "false");
-		if (s->flags & WP_SAMPLE_SYSCALL)
-			jw_printf(w, ",\"syscall\":%u", s->syscall);
+		if (s->flags & WP_SAMPLE_SYSCALL) {
+			/* Names are [a-z0-9_] (the generator checks): no escaping. */
+			const char *name = wp_out_syscall_name(s->syscall);
+
+			if (name)
+				jw_printf(w, ",\"syscall\":\"%s\"", name);
+			else
+				jw_printf(w, ",\"syscall\":\"syscall_%u\"", s->syscall);
+		}
 		jw_put(w, "}", 1);
 		first = 0;
 	}
@@ -634,39 +641,91 @@ static int write_head(struct jw *w, const struct plan *pl, const struct wp_out_o
 	return w->failed ? -1 : 0;
 }
 
+/* The "threads" member of the wallprof section: every thread the sampler
+ * tracked, with or without samples in the window, keyed by tid. Entries that
+ * share a tid (a tid reused by a later thread) are merged: counts summed,
+ * the latest name kept, so keys stay unique. Streamed, one object each. */
+static int write_thread_stats(struct jw *w, const struct plan *pl)
+{
+	const struct wp_profile *p = pl->p;
+	int first = 1;
+
+	jw_puts(w, ",\"threads\":{");
+	for (size_t i = 0; i < p->nr_threads && !w->failed;) {
+		const struct wp_thread *t = &p->threads[pl->thr_by_tid[i]];
+		uint64_t nsig = 0, nsmp = 0;
+		json_t *o;
+		char name[17];
+		int bad;
+
+		for (; i < p->nr_threads && p->threads[pl->thr_by_tid[i]].tid == t->tid; i++) {
+			const struct wp_thread *u = &p->threads[pl->thr_by_tid[i]];
+
+			nsig += u->nr_signals;
+			nsmp += u->nr_samples;
+			t = u; /* sorted by (tid, index): the last one is the latest */
+		}
+		memcpy(name, t->name, 16);
+		name[16] = '\0'; /* comm may fill all 16 bytes */
+		o = json_object();
+		bad = set(o, "name", jstr(name));
+		bad |= set(o, "signals", jint(nsig));
+		bad |= set(o, "samples", jint(nsmp));
+		if (bad) {
+			json_decref(o);
+			o = NULL;
+		}
+		jw_printf(w, "%s\"%u\":", first ? "" : ",", t->tid);
+		jw_json(w, o);
+		first = 0;
+	}
+	return jw_puts(w, "}");
+}
+
 static int write_tail(struct jw *w, const struct plan *pl)
 {
 	const struct wp_profile *p = pl->p;
 	const struct wp_counters *c = &p->counters;
-	json_t *o = json_object();
-	int bad = 0;
-
-	bad |= set(o, "version", json_string(WP_VERSION));
-	bad |= set(o, "pid", jint(p->pid));
-	bad |= set(o, "hz", jint(p->hz));
-	bad |= set(o, "ring_seconds", jint(p->ring_seconds));
-	bad |= set(o, "max_depth", jint(p->max_depth));
-	bad |= set(o, "snapshot", json_integer(p->snapshot));
-	bad |= set(o, "duration_ns", jint(p->end_ns > pl->base_ns ? p->end_ns - pl->base_ns
-								 : pl->last_elapsed));
-	bad |= set(o, "samples", jint(pl->nr_written));
-	bad |= set(o, "truncated_samples", jint(pl->nr_truncated));
 	/* The counters, named after their fields without "nr_". nr_samples would
 	 * clash with "samples" (written ones), hence "samples_recorded". */
-	bad |= set(o, "ticks", jint(c->nr_ticks));
-	bad |= set(o, "ticks_late", jint(c->nr_ticks_late));
-	bad |= set(o, "signals", jint(c->nr_signals));
-	bad |= set(o, "samples_recorded", jint(c->nr_samples));
-	bad |= set(o, "pending", jint(c->nr_pending));
-	bad |= set(o, "send_failed", jint(c->nr_send_failed));
-	bad |= set(o, "unwind_failed", jint(c->nr_unwind_failed));
-	bad |= set(o, "truncated", jint(c->nr_truncated));
-	bad |= set(o, "dropped_full", jint(c->nr_dropped_full));
-	bad |= set(o, "overwritten", jint(c->nr_overwritten));
-	bad |= set(o, "threads_untracked", jint(c->nr_threads_untracked));
-	jw_member(w, "wallprof", bad ? NULL : o, 0);
-	if (bad)
-		json_decref(o);
+	const struct {
+		const char *key;
+		uint64_t v;
+	} counters[] = {
+		{"ticks", c->nr_ticks},
+		{"ticks_late", c->nr_ticks_late},
+		{"signals", c->nr_signals},
+		{"samples_recorded", c->nr_samples},
+		{"pending", c->nr_pending},
+		{"send_failed", c->nr_send_failed},
+		{"unwind_failed", c->nr_unwind_failed},
+		{"truncated", c->nr_truncated},
+		{"dropped_full", c->nr_dropped_full},
+		{"overwritten", c->nr_overwritten},
+		{"threads_untracked", c->nr_threads_untracked},
+		{"signals_blocked", c->nr_signals_blocked},
+		{"eintr_retried", c->nr_eintr_retried},
+		{"from_wrapper", c->nr_from_wrapper},
+		{"reused", c->nr_reused},
+		{"dl_guarded", c->nr_dl_guarded},
+	};
+
+	/* Streamed member by member: "threads" can have tens of thousands. */
+	jw_puts(w, ",\"wallprof\":{");
+	jw_member(w, "version", json_string(WP_VERSION), 1);
+	jw_member(w, "pid", jint(p->pid), 0);
+	jw_member(w, "hz", jint(p->hz), 0);
+	jw_member(w, "ring_seconds", jint(p->ring_seconds), 0);
+	jw_member(w, "max_depth", jint(p->max_depth), 0);
+	jw_member(w, "snapshot", json_integer(p->snapshot), 0);
+	jw_member(w, "duration_ns", jint(p->end_ns > pl->base_ns ? p->end_ns - pl->base_ns
+								 : pl->last_elapsed), 0);
+	jw_member(w, "samples", jint(pl->nr_written), 0);
+	jw_member(w, "truncated_samples", jint(pl->nr_truncated), 0);
+	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
+		jw_member(w, counters[i].key, jint(counters[i].v), 0);
+	write_thread_stats(w, pl);
+	jw_put(w, "}", 1);
 	return jw_put(w, "}\n", 2);
 }
 

@@ -9,6 +9,11 @@ normalization that can leave nothing behind). Standard library only.
 
 As a module: check(obj) -> list of "path: message" strings (empty when valid);
 check_text(text) also catches what json.loads hides (duplicate keys, NaN).
+
+Keys Relay does not know are ignored, as Relay ignores them: libwallprof's
+"on_cpu" and "syscall" on samples, its top-level "wallprof" section. The one
+rule of our own: a sample's "syscall", when present, is a non-empty string
+(a system call name such as "futex", or "syscall_<nr>").
 """
 
 import datetime
@@ -227,6 +232,10 @@ class Checker:
             el = self.u64_or_str(s.get("elapsed_since_start_ns"), p + ".elapsed_since_start_ns")
             if "queue_address" in s:
                 self.string(s["queue_address"], p + ".queue_address")
+            if "syscall" in s and not (isinstance(s["syscall"], str) and s["syscall"]):
+                # Not a Relay field (Relay drops it); libwallprof's own format.
+                self.bad(p + ".syscall", "expected a non-empty system call name string, got %r"
+                         % (s["syscall"],))
             if sid is not None and sid >= len(stacks):
                 self.bad(p + ".stack_id", "%d >= %d stacks (MalformedSamples)" % (sid, len(stacks)))
             if rows and el is not None and rows[-1][2] is not None and el < rows[-1][2]:
@@ -420,6 +429,20 @@ def self_test():
     P = ("profile",)
     cases = [
         ("valid", good_profile(), None),
+        ("wallprof extras: sample syscall labels, counters, threads", mut(lambda d: (
+            d["profile"]["samples"][1].update(on_cpu=False, syscall="futex"),
+            d["profile"]["samples"][3].update(on_cpu=False, syscall="syscall_4000"),
+            d.__setitem__("wallprof", {
+                "version": "0.1.0", "signals": 9, "signals_blocked": 1, "eintr_retried": 2,
+                "from_wrapper": 3, "reused": 4, "dl_guarded": 5,
+                "threads": {"10": {"name": "main", "signals": 5, "samples": 5},
+                            "12": {"name": "gone", "signals": 1, "samples": 0}}}))), None),
+        ("numeric syscall", mut(lambda d: d["profile"]["samples"][1].__setitem__("syscall", 202)),
+         "syscall"),
+        ("empty syscall", mut(lambda d: d["profile"]["samples"][1].__setitem__("syscall", "")),
+         "syscall"),
+        ("null syscall", mut(lambda d: d["profile"]["samples"][1].__setitem__("syscall", None)),
+         "syscall"),
         ("int thread ids, hyphenated uuid, space timestamp", mut(lambda d: (
             [s.__setitem__("thread_id", int(s["thread_id"])) for s in d["profile"]["samples"]],
             d.__setitem__("event_id", "4247301c-14f1-5421-53a8-a777f6cdb3a2"),

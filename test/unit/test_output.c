@@ -183,6 +183,28 @@ static void test_expand_path(void)
 	report("expand_path: overflow returns -1");
 }
 
+/* ---- system call names ---- */
+
+static void test_syscall_names(void)
+{
+	REQ(streq(wp_out_syscall_name(0), "read"));
+	REQ(streq(wp_out_syscall_name(7), "poll"));
+	REQ(streq(wp_out_syscall_name(202), "futex"));
+	REQ(streq(wp_out_syscall_name(219), "restart_syscall"));
+	REQ(streq(wp_out_syscall_name(230), "clock_nanosleep"));
+	REQ(streq(wp_out_syscall_name(232), "epoll_wait"));
+	REQ(streq(wp_out_syscall_name(281), "epoll_pwait"));
+	REQ(streq(wp_out_syscall_name(435), "clone3"));
+	report("syscall names: known x86-64 numbers");
+
+	REQ(wp_out_syscall_name(335) == NULL); /* the gap before 424 */
+	REQ(wp_out_syscall_name(423) == NULL);
+	REQ(wp_out_syscall_name(4096) == NULL);
+	REQ(wp_out_syscall_name(0x40000000u) == NULL); /* x32 ABI bit */
+	REQ(wp_out_syscall_name(UINT32_MAX) == NULL);
+	report("syscall names: gaps and out-of-range numbers are NULL");
+}
+
 /* ---- atomic writes ---- */
 
 static void test_atomic(void)
@@ -255,9 +277,9 @@ static void build_profile(struct wp_profile *p)
 		uint32_t tid, stack, flags, sc;
 	} s[] = {
 		{100, 0, WP_SAMPLE_ON_CPU, 0},
-		{101, 1, WP_SAMPLE_SYSCALL, 230},
-		{100, 1, 0, 0},
-		{101, 2, 0, 0},
+		{101, 1, WP_SAMPLE_SYSCALL, 202},        /* futex */
+		{100, 1, WP_SAMPLE_SYSCALL, 7},          /* poll */
+		{101, 2, WP_SAMPLE_SYSCALL, UINT32_MAX}, /* no such system call */
 		{100, 0, WP_SAMPLE_ON_CPU | WP_SAMPLE_TRUNCATED, 0},
 		{101, 3, WP_SAMPLE_ON_CPU, 0},
 	};
@@ -288,14 +310,28 @@ static void build_profile(struct wp_profile *p)
 		p->samples[i].syscall = s[i].sc;
 	}
 
-	p->nr_threads = 3;
-	p->threads = calloc(3, sizeof(*p->threads));
+	/* 103 is listed twice (its tid reused): the later entry names it. */
+	p->nr_threads = 5;
+	p->threads = calloc(5, sizeof(*p->threads));
 	p->threads[0].tid = 100;
 	strcpy(p->threads[0].name, "victim");
-	p->threads[1].tid = 101;
-	memcpy(p->threads[1].name, "worker-with-a-lo", 16); /* full 16 bytes, no NUL */
-	p->threads[2].tid = 102;
-	strcpy(p->threads[2].name, "idle-no-samples");
+	p->threads[0].nr_signals = 40;
+	p->threads[0].nr_samples = 38;
+	p->threads[1].tid = 103;
+	strcpy(p->threads[1].name, "old-103");
+	p->threads[1].nr_signals = 5;
+	p->threads[1].nr_samples = 4;
+	p->threads[2].tid = 101;
+	memcpy(p->threads[2].name, "worker-with-a-lo", 16); /* full 16 bytes, no NUL */
+	p->threads[2].nr_signals = 41;
+	p->threads[2].nr_samples = 41;
+	p->threads[3].tid = 102;
+	strcpy(p->threads[3].name, "idle-no-samples");
+	p->threads[3].nr_signals = 3;
+	p->threads[4].tid = 103;
+	strcpy(p->threads[4].name, "new-103");
+	p->threads[4].nr_signals = 2;
+	p->threads[4].nr_samples = 1;
 
 	p->nr_modules = 4;
 	p->modules = calloc(4, sizeof(*p->modules));
@@ -333,6 +369,11 @@ static void build_profile(struct wp_profile *p)
 	p->counters.nr_pending = 3;
 	p->counters.nr_unwind_failed = 1;
 	p->counters.nr_overwritten = 11;
+	p->counters.nr_signals_blocked = 12;
+	p->counters.nr_eintr_retried = 13;
+	p->counters.nr_from_wrapper = 14;
+	p->counters.nr_reused = 15;
+	p->counters.nr_dl_guarded = 16;
 }
 
 /* Inline frames for pc 0 and a relative DWARF path for pc 1. */
@@ -454,8 +495,13 @@ static void test_sentry_nosym(const char *path)
 		REQ(json_is_true(json_object_get(s, "on_cpu")) == !!(fl & WP_SAMPLE_ON_CPU));
 		REQ(!!json_object_get(s, "syscall") == !!(fl & WP_SAMPLE_SYSCALL));
 	}
-	REQ(json_integer_value(json_object_get(json_array_get(samples, 1), "syscall")) == 230);
 	report("sentry: samples typed, sorted, on_cpu and syscall from flags");
+
+	REQ(streq(jget_str(json_array_get(samples, 1), "syscall"), "futex"));
+	REQ(streq(jget_str(json_array_get(samples, 2), "syscall"), "poll"));
+	REQ(streq(jget_str(json_array_get(samples, 3), "syscall"), "syscall_4294967295"));
+	REQ(json_is_false(json_object_get(json_array_get(samples, 1), "on_cpu")));
+	report("sentry: syscall labels: names for known numbers, syscall_<nr> otherwise");
 
 	/* The raw stack 4 has no sample: 4 stacks remain, the idle one empty. */
 	REQ(json_array_size(stacks) == 4);
@@ -537,10 +583,38 @@ static void test_sentry_nosym(const char *path)
 	REQ(json_integer_value(json_object_get(v, "overwritten")) == 11);
 	REQ(json_integer_value(json_object_get(v, "duration_ns")) == 60000000);
 	REQ(json_is_integer(json_object_get(v, "threads_untracked")));
+	REQ(json_integer_value(json_object_get(v, "signals_blocked")) == 12);
+	REQ(json_integer_value(json_object_get(v, "eintr_retried")) == 13);
+	REQ(json_integer_value(json_object_get(v, "from_wrapper")) == 14);
+	REQ(json_integer_value(json_object_get(v, "reused")) == 15);
+	REQ(json_integer_value(json_object_get(v, "dl_guarded")) == 16);
+	REQ(!json_object_get(v, "nr_reused"));
 	REQ(st.nr_samples == 6 && st.nr_threads == 2 && st.nr_frames == 7);
 	REQ(stat(path, &sb) == 0 && (size_t)sb.st_size == st.bytes);
 	REQ(st.duration_s > 0.049 && st.duration_s < 0.051);
 	report("sentry: wallprof counters and writer stats");
+
+	/* Every tracked thread, sampled in the window or not; 103 merged. */
+	tm = json_object_get(v, "threads");
+	REQ(json_is_object(tm) && json_object_size(tm) == 4);
+	v = json_object_get(tm, "100");
+	REQ(streq(jget_str(v, "name"), "victim"));
+	REQ(json_integer_value(json_object_get(v, "signals")) == 40);
+	REQ(json_integer_value(json_object_get(v, "samples")) == 38);
+	v = json_object_get(tm, "101");
+	REQ(streq(jget_str(v, "name"), "worker-with-a-lo"));
+	REQ(json_integer_value(json_object_get(v, "signals")) == 41);
+	REQ(json_integer_value(json_object_get(v, "samples")) == 41);
+	v = json_object_get(tm, "102");
+	REQ(streq(jget_str(v, "name"), "idle-no-samples"));
+	REQ(json_integer_value(json_object_get(v, "signals")) == 3);
+	REQ(json_is_integer(json_object_get(v, "samples")) &&
+	    json_integer_value(json_object_get(v, "samples")) == 0);
+	v = json_object_get(tm, "103");
+	REQ(streq(jget_str(v, "name"), "new-103"));
+	REQ(json_integer_value(json_object_get(v, "signals")) == 7);
+	REQ(json_integer_value(json_object_get(v, "samples")) == 5);
+	report("sentry: wallprof threads: every tracked thread, signals and samples, tid reuse merged");
 
 	json_decref(j);
 	wp_profile_free(&p);
@@ -721,6 +795,7 @@ int main(int argc, char **argv)
 	}
 	test_debug_id();
 	test_expand_path();
+	test_syscall_names();
 	test_atomic();
 	if (keepdir) {
 		snprintf(p1, sizeof(p1), "%s/synthetic.json", keepdir);
