@@ -3,6 +3,7 @@
 #   make          build build/libwallprof.so
 #   make demo     install missing -dev packages (root), build, profile a sample program, summarize
 #   make test     install missing -dev packages (root), unit tests (plain + ASan/UBSan), end-to-end tests
+#   make bench    benchmarks, one table (scripts/bench.py; BENCH_ARGS="--quick -k NAME")
 #   make clean
 
 CC      ?= cc
@@ -16,7 +17,8 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 WARN    := -Wall -Wextra -Werror
 CFLAGS  ?= -O2 -g
-BASE_CFLAGS := -std=gnu11 $(WARN) -fvisibility=hidden -fPIC -D_GNU_SOURCE $(PKG_CFLAGS)
+# -fexceptions: cleanup handlers in the interposed calls run on thread cancellation.
+BASE_CFLAGS := -std=gnu11 $(WARN) -fvisibility=hidden -fPIC -fexceptions -D_GNU_SOURCE $(PKG_CFLAGS)
 LIBS    := $(PKG_LIBS) -lz -lpthread -ldl
 
 # Module sources. preload/ holds the injected runtime; the rest are the
@@ -24,7 +26,7 @@ LIBS    := $(PKG_LIBS) -lz -lpthread -ldl
 PRELOAD_SRCS := $(wildcard preload/*.c) $(wildcard unwind/*.c)
 CORE_SRCS    := $(wildcard symbolize/*.c) $(wildcard output/*.c) preload/ring.c preload/modules.c
 LIB_SRCS     := $(sort $(PRELOAD_SRCS) $(CORE_SRCS))
-HEADERS      := $(wildcard */*.h)
+HEADERS      := $(wildcard */*.h) $(wildcard */*.inc)
 
 LIB := $(BUILD)/libwallprof.so
 
@@ -83,3 +85,17 @@ test: deps
 
 clean:
 	rm -rf $(BUILD)
+
+# Benchmarks: programs under test/bench/, driven by scripts/bench.py.
+BENCH_SRCS   := $(wildcard test/bench/*.c)
+BENCH_PROGS  := $(patsubst test/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+BENCH_CFLAGS := -O2 -g -pthread -std=gnu11 -Wall -Wextra -Werror
+BENCH_ARGS   ?=
+
+.PHONY: bench
+bench: $(LIB) $(BENCH_PROGS)
+	@$(PYTHON) scripts/bench.py $(BENCH_ARGS)
+
+$(BUILD)/bench/%: test/bench/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -o $@ $<

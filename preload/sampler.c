@@ -1,8 +1,14 @@
 /* sampler: the injected runtime. The constructor preallocates everything and
- * starts the sampler thread; every tick the sampler lists the process's
- * threads and sends each one a profiling signal whose handler unwinds into the
- * thread's own slot; the sampler moves finished slots into the ring. Dumps
- * (exit, snapshot signal) symbolize and write off the signal path. */
+ * starts the sampler thread. Every tick, every thread gets one sample:
+ * - inside a wrapped blocking call (block.c): unwound by the sampler from the
+ *   context the call published, no signal;
+ * - has not run since its last sample (its CPU clock did not move): the last
+ *   stack again, no signal;
+ * - running (per /proc/self/task/T/syscall): a profiling signal whose handler
+ *   unwinds into the thread's slot;
+ * - blocked elsewhere: the last stack while its blocking fingerprint holds,
+ *   else one signal as a last resort.
+ * Dumps (exit, snapshot signal) symbolize and write off the signal path. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -21,14 +27,15 @@
 
 #include "../output/output.h"
 #include "../symbolize/symbolize.h"
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <ucontext.h>
+
 #include "../unwind/unwind.h"
 #include "ring.h"
 #include "sampler.h"
+#include "slot.h"
 #include "wallprof.h"
-
-/* Slot states. The sampler moves IDLE->SENT and READY->IDLE; the handler
- * moves SENT->READY. One signal in flight per thread at most. */
-enum { S_FREE, S_IDLE, S_SENT, S_READY };
 
 /* Events for the sampler, in a futex word. */
 #define EV_STOP 0x1
@@ -36,18 +43,6 @@ enum { S_FREE, S_IDLE, S_SENT, S_READY };
 
 /* Cookie in si_value: magic | generation (24 bits) | slot index (24 bits). */
 #define COOKIE_MAGIC 0x57b0ull
-
-struct slot {
-	_Atomic uint32_t state;
-	_Atomic uint32_t gen;  /* bumped when the slot changes owner */
-	uint32_t tid;
-	uint32_t next;         /* hash chain: slot index + 1, 0 ends */
-	uint64_t t_ns;         /* tick of the signal in flight */
-	uint32_t nr;           /* frames in buf, written by the handler */
-	uint32_t uflags;       /* WP_UNW_*, written by the handler */
-	uint64_t scan;         /* last thread scan that listed this thread */
-	uint64_t *buf;         /* max_depth + WP_UNW_SCRATCH entries */
-};
 
 /* Shared state. The constructor writes it before the sampler starts; then
  * the sampler thread owns everything except the slots' handler fields, the
@@ -61,21 +56,23 @@ static struct {
 	pthread_t sampler;
 	pid_t sampler_tid;
 
-	struct slot *slots;
-	uint32_t nr_slots, hiwater;
-	uint32_t *buckets;          /* tid hash: slot index + 1 */
-	uint32_t nr_buckets;
-	uint32_t *free_list;
-	uint32_t nr_free;
+	struct wp_slot *slots;
+	uint32_t nr_slots;
+	_Atomic uint32_t hiwater;   /* slots [0, hiwater) may be in use */
+	_Atomic uint32_t *tid_slot; /* tid -> slot index + 1, 0 = none */
+	uint32_t nr_tids;           /* pid_max */
 	uint64_t scan;
+	unsigned ticks_per_scan;    /* /proc/self/task is listed every this many ticks */
+	uint64_t last_cpu_total;
 	char *dents;
 	size_t dents_len;
 
 	struct wp_ring *ring;
 	struct wp_modmap mods;
 	struct wp_counters ctr;
-	struct wp_thread *names;    /* every thread seen in the window, latest name */
+	struct wp_thread *names;    /* every thread seen: latest name and counters */
 	size_t nr_names, cap_names;
+	_Atomic uint64_t nr_eintr_retried; /* written by wrappers on any thread */
 
 	int signal;                 /* the sampling signal in use */
 	struct sigaction prog_act;  /* the program's view of the sampling signal */
@@ -148,13 +145,20 @@ static void forward_foreign(int sig, siginfo_t *si, void *uc)
 	syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig); /* delivered on return */
 }
 
+/* TLS the preload-safe way: initial-exec, so no access can allocate. */
+static __thread struct wp_slot *tls_slot __attribute__((tls_model("initial-exec")));
+static __thread uint32_t tls_tid __attribute__((tls_model("initial-exec")));
+static __thread int tls_internal __attribute__((tls_model("initial-exec")));
+static __thread int tls_in_loader __attribute__((tls_model("initial-exec")));
+
 /* async-signal-safe */
 static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 {
 	int saved = errno;
 	uint64_t v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
 	uint32_t idx = (uint32_t)(v & 0xffffff), gen = (uint32_t)((v >> 24) & 0xffffff);
-	struct slot *s;
+	struct wp_slot *s;
+	uint32_t seq;
 	unsigned fl;
 
 	if (si->si_code != SI_QUEUE || si->si_pid != g.pid || (v >> 48) != COOKIE_MAGIC) {
@@ -168,8 +172,22 @@ static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 	if ((atomic_load_explicit(&s->gen, memory_order_acquire) & 0xffffff) != gen ||
 	    atomic_load_explicit(&s->state, memory_order_acquire) != S_SENT)
 		goto out; /* stale: the slot was recycled */
-	s->nr = (uint32_t)wp_unwind_capture(uc, s->buf, (int)g.cfg.max_depth, &fl);
-	s->uflags = fl;
+	/* Raced into a wrapped blocking call: tell the wrapper that an EINTR
+	 * it gets now is ours, so that it retries. */
+	seq = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
+	if (seq & 1)
+		atomic_store_explicit(&s->ours_seq, seq, memory_order_release);
+	if (tls_in_loader) {
+		/* Inside the dynamic loader: unwinding could re-enter its lock.
+		 * Keep the PC only. */
+		s->buf[0] = (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
+		s->nr = 1;
+		s->uflags = WP_UNW_FAILED | WP_UNW_DL_GUARD |
+			    (wp_unwind_in_syscall(uc) ? WP_UNW_BLOCKED : 0);
+	} else {
+		s->nr = (uint32_t)wp_unwind_capture(uc, s->buf, (int)g.cfg.max_depth, &fl);
+		s->uflags = fl;
+	}
 	atomic_store_explicit(&s->state, S_READY, memory_order_release);
 out:
 	errno = saved;
@@ -186,6 +204,115 @@ static void on_snapshot_signal(int sig, siginfo_t *si, void *uc)
 	atomic_fetch_or(&g.events, EV_SNAPSHOT);
 	futex_wake(&g.events);
 	errno = saved;
+}
+
+/* ---- slots ------------------------------------------------------------- */
+
+/* Claims a free slot for `tid` and publishes it in the tid table. Used by
+ * the sampler (threads found in /proc) and by threads themselves (first
+ * wrapped call, or our pthread_create trampoline); lock-free, and the tid
+ * table's compare-and-swap makes both agree on one slot.
+ * async-signal-safe */
+static struct wp_slot *slot_claim(uint32_t tid)
+{
+	static _Atomic uint32_t hint;
+	uint32_t start = atomic_fetch_add_explicit(&hint, 1, memory_order_relaxed), n, cur;
+
+	if (!g.tid_slot || tid >= g.nr_tids)
+		return NULL;
+	cur = atomic_load_explicit(&g.tid_slot[tid], memory_order_acquire);
+	if (cur && atomic_load_explicit(&g.slots[cur - 1].tid, memory_order_acquire) == tid)
+		return &g.slots[cur - 1];
+	for (n = 0; n < g.nr_slots; n++) {
+		uint32_t i = (start + n) % g.nr_slots, expect = S_FREE, hw, want;
+		struct wp_slot *s = &g.slots[i];
+
+		if (!atomic_compare_exchange_strong(&s->state, &expect, S_CLAIMED))
+			continue;
+		atomic_store_explicit(&s->tid, tid, memory_order_relaxed);
+		atomic_store_explicit(&s->ours_seq, 0, memory_order_relaxed);
+		s->sampled_seq = 0;
+		s->nr_pend = 0;
+		s->nr_cached_ok = 0;
+		s->cpu_ns = 0;
+		s->name_idx = UINT32_MAX;
+		atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
+		/* One slot per tid: whoever publishes first wins. */
+		want = i + 1;
+		if (!atomic_compare_exchange_strong(&g.tid_slot[tid], &cur, want)) {
+			atomic_store_explicit(&s->state, S_FREE, memory_order_release);
+			return cur ? &g.slots[cur - 1] : NULL;
+		}
+		hw = atomic_load(&g.hiwater);
+		while (hw < i + 1 && !atomic_compare_exchange_weak(&g.hiwater, &hw, i + 1))
+			;
+		atomic_store_explicit(&s->state, S_IDLE, memory_order_release);
+		return s;
+	}
+	return NULL;
+}
+
+/* Sampler only: the thread is gone. */
+static void slot_release(struct wp_slot *s)
+{
+	uint32_t idx = (uint32_t)(s - g.slots) + 1;
+	uint32_t tid = atomic_load(&s->tid);
+
+	if (tid < g.nr_tids)
+		atomic_compare_exchange_strong(&g.tid_slot[tid], &idx, 0);
+	atomic_store(&s->tid, 0);
+	/* A late handler sees the new generation and leaves the slot alone. */
+	atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
+	atomic_store(&s->blk_pin, 0);
+	atomic_store_explicit(&s->state, S_FREE, memory_order_release);
+}
+
+/* async-signal-safe */
+struct wp_slot *wp_slot_self(void)
+{
+	struct wp_slot *s = tls_slot;
+
+	if (s && atomic_load_explicit(&s->tid, memory_order_relaxed) == tls_tid)
+		return s;
+	if (tls_internal || !atomic_load_explicit(&g.sampling, memory_order_relaxed))
+		return NULL;
+	if (!tls_tid)
+		tls_tid = (uint32_t)syscall(SYS_gettid);
+	s = slot_claim(tls_tid);
+	tls_slot = s;
+	return s;
+}
+
+/* async-signal-safe */
+void wp_slot_wait_unpinned(struct wp_slot *s)
+{
+	int saved = errno;
+	uint32_t v;
+
+	while ((v = atomic_load(&s->blk_pin)) != 0) {
+		if (v == 1 && !atomic_compare_exchange_strong(&s->blk_pin, &v, 2))
+			continue;
+		syscall(SYS_futex, &s->blk_pin, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+	}
+	errno = saved;
+}
+
+/* async-signal-safe */
+void wp_sampler_loader_enter(void)
+{
+	tls_in_loader++;
+}
+
+/* async-signal-safe */
+void wp_sampler_loader_leave(void)
+{
+	tls_in_loader--;
+}
+
+/* async-signal-safe */
+void wp_sampler_count_eintr_retry(void)
+{
+	atomic_fetch_add_explicit(&g.nr_eintr_retried, 1, memory_order_relaxed);
 }
 
 /* ---- threads --------------------------------------------------------- */
@@ -209,89 +336,37 @@ static void read_comm(uint32_t tid, char name[16])
 	name[n] = 0;
 }
 
-static void name_thread(uint32_t tid)
+/* A names-table entry for a slot's thread (one per thread lifetime). */
+static struct wp_thread *slot_name(struct wp_slot *s)
 {
-	struct wp_thread *t = NULL;
-	size_t i;
+	struct wp_thread *t;
 
-	for (i = 0; i < g.nr_names; i++) {
-		if (g.names[i].tid == tid) {
-			t = &g.names[i];
-			break;
-		}
+	if (s->name_idx != UINT32_MAX)
+		return &g.names[s->name_idx];
+	if (g.nr_names == g.cap_names) {
+		size_t cap = g.cap_names ? g.cap_names * 2 : 64;
+		struct wp_thread *n = realloc(g.names, cap * sizeof(*n));
+
+		if (!n)
+			return NULL;
+		g.names = n;
+		g.cap_names = cap;
 	}
-	if (!t) {
-		if (g.nr_names == g.cap_names) {
-			size_t cap = g.cap_names ? g.cap_names * 2 : 64;
-			struct wp_thread *n = realloc(g.names, cap * sizeof(*n));
-
-			if (!n)
-				return;
-			g.names = n;
-			g.cap_names = cap;
-		}
-		t = &g.names[g.nr_names++];
-		t->tid = tid;
-		t->name[0] = 0;
-	}
-	read_comm(tid, t->name);
+	t = &g.names[g.nr_names];
+	memset(t, 0, sizeof(*t));
+	t->tid = atomic_load(&s->tid);
+	read_comm(t->tid, t->name);
+	s->name_idx = (uint32_t)g.nr_names++;
+	return t;
 }
 
-static struct slot *slot_find(uint32_t tid)
-{
-	uint32_t v = g.buckets[tid & (g.nr_buckets - 1)];
-
-	while (v) {
-		struct slot *s = &g.slots[v - 1];
-
-		if (s->tid == tid)
-			return s;
-		v = s->next;
-	}
-	return NULL;
-}
-
-static struct slot *slot_alloc(uint32_t tid)
-{
-	uint32_t idx, *b;
-	struct slot *s;
-
-	if (g.nr_free == 0)
-		return NULL;
-	idx = g.free_list[--g.nr_free];
-	s = &g.slots[idx];
-	s->tid = tid;
-	b = &g.buckets[tid & (g.nr_buckets - 1)];
-	s->next = *b;
-	*b = idx + 1;
-	if (idx + 1 > g.hiwater)
-		g.hiwater = idx + 1;
-	atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
-	atomic_store_explicit(&s->state, S_IDLE, memory_order_release);
-	return s;
-}
-
-static void slot_free(struct slot *s)
-{
-	uint32_t idx = (uint32_t)(s - g.slots);
-	uint32_t *p = &g.buckets[s->tid & (g.nr_buckets - 1)];
-
-	while (*p && *p != idx + 1)
-		p = &g.slots[*p - 1].next;
-	if (*p)
-		*p = s->next;
-	/* A late handler sees the new generation and leaves the slot alone. */
-	atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
-	atomic_store_explicit(&s->state, S_FREE, memory_order_release);
-	g.free_list[g.nr_free++] = idx;
-}
-
-/* Lists /proc/self/task: new threads get a slot, vanished ones lose theirs. */
+/* Lists /proc/self/task: finds threads no wrapper or pthread_create hook
+ * registered (raw clone, threads started before us), and confirms exits. */
 static void scan_threads(void)
 {
 	int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	pid_t dumper = atomic_load(&g.dumper_tid);
-	uint32_t i;
+	uint32_t i, hw;
 
 	if (fd < 0)
 		return;
@@ -312,45 +387,47 @@ static void scan_threads(void)
 			} *d = (void *)(g.dents + off);
 			char *end;
 			unsigned long tid = strtoul(d->name, &end, 10);
-			struct slot *s;
+			struct wp_slot *s;
 
 			off += d->reclen;
 			if (*end || tid == 0 || (pid_t)tid == g.sampler_tid || (pid_t)tid == dumper)
 				continue;
-			s = slot_find((uint32_t)tid);
+			s = slot_claim((uint32_t)tid);
 			if (!s) {
-				s = slot_alloc((uint32_t)tid);
-				if (!s) {
-					g.ctr.nr_threads_untracked++;
-					continue;
-				}
-				name_thread((uint32_t)tid);
+				g.ctr.nr_threads_untracked++;
+				continue;
 			}
 			s->scan = g.scan;
 		}
 	}
 	close(fd);
-	for (i = 0; i < g.hiwater; i++) {
-		struct slot *s = &g.slots[i];
+	hw = atomic_load(&g.hiwater);
+	for (i = 0; i < hw; i++) {
+		struct wp_slot *s = &g.slots[i];
+		uint32_t st = atomic_load(&s->state);
 
-		if (atomic_load(&s->state) != S_FREE && s->scan != g.scan)
-			slot_free(s);
+		/* Claimed by its thread after the listing started: keep it. */
+		if (st >= S_IDLE && s->scan != g.scan && s->scan != 0)
+			slot_release(s);
 	}
 }
 
-/* Moves every finished capture into the ring. */
+/* Moves every finished capture into the ring and the slot's cache. */
 static void collect(void)
 {
-	uint32_t i;
+	uint32_t i, hw = atomic_load(&g.hiwater);
 
-	for (i = 0; i < g.hiwater; i++) {
-		struct slot *s = &g.slots[i];
-		uint32_t flags = 0;
+	for (i = 0; i < hw; i++) {
+		struct wp_slot *s = &g.slots[i];
+		struct wp_thread *t;
+		uint32_t flags = 0, n;
 
 		if (atomic_load_explicit(&s->state, memory_order_acquire) != S_READY)
 			continue;
 		if (!(s->uflags & WP_UNW_BLOCKED))
 			flags |= WP_SAMPLE_ON_CPU;
+		else if (s->sig_sysno != UINT32_MAX)
+			flags |= WP_SAMPLE_SYSCALL;
 		if (s->uflags & WP_UNW_TRUNCATED) {
 			flags |= WP_SAMPLE_TRUNCATED;
 			g.ctr.nr_truncated++;
@@ -359,26 +436,155 @@ static void collect(void)
 			flags |= WP_SAMPLE_PARTIAL;
 			g.ctr.nr_unwind_failed++;
 		}
-		if (s->nr > 0)
-			wp_ring_add(g.ring, s->t_ns, s->tid, flags, 0, s->buf, s->nr, 1);
+		if (s->uflags & WP_UNW_DL_GUARD)
+			g.ctr.nr_dl_guarded++;
+		n = s->nr < g.cfg.max_depth ? s->nr : g.cfg.max_depth;
+		t = slot_name(s);
+		if (n > 0) {
+			uint32_t k;
+
+			wp_ring_add(g.ring, s->t_ns, atomic_load(&s->tid), flags, s->sig_sysno,
+				    s->buf, n, 1);
+			/* The thread had not run since the signal was sent, so
+			 * this stack is also where it was at those ticks. */
+			for (k = 0; k < s->nr_pend; k++)
+				wp_ring_add(g.ring, s->pend_ns[k], atomic_load(&s->tid), flags,
+					    s->sig_sysno, s->buf, n, 1);
+			g.ctr.nr_samples += s->nr_pend;
+			if (t)
+				t->nr_samples += s->nr_pend;
+		}
+		s->nr_pend = 0;
+		/* Cache it: reused while the thread does not run. */
+		memcpy(s->stk, s->buf, n * sizeof(*s->stk));
+		s->cached_nr = n;
+		s->cached_flags = flags;
+		s->cached_sysno = s->sig_sysno;
+		s->nr_cached_ok = n > 0;
+		s->sampled_seq = 0;
 		g.ctr.nr_samples++;
+		if (t)
+			t->nr_samples++;
 		atomic_store_explicit(&s->state, S_IDLE, memory_order_release);
 	}
 }
 
-/* One thread, one tick. Today: a signal whose handler captures the stack.
- * This is the seam where a blocked thread can later be sampled without one. */
-static void sample_thread(struct slot *s, uint64_t now)
+/* Records the slot's cached stack for this tick. */
+static void record_cached(struct wp_slot *s, uint64_t now)
+{
+	struct wp_thread *t = slot_name(s);
+
+	wp_ring_add(g.ring, now, atomic_load(&s->tid), s->cached_flags, s->cached_sysno, s->stk,
+		    s->cached_nr, 1);
+	g.ctr.nr_samples++;
+	if (t)
+		t->nr_samples++;
+}
+
+/* Unwinds a thread blocked in a wrapped call from the registers it
+ * published, while it is pinned (it cannot return past the wrapper).
+ * Returns 0 with the stack in the slot's cache, or -1 if the call ended. */
+static int unwind_blocked(struct wp_slot *s, uint32_t seq)
+{
+	ucontext_t uc;
+	unw_cursor_t c;
+	unw_word_t ip;
+	uint32_t n = 0, max = g.cfg.max_depth;
+	int truncated = 0;
+
+	atomic_store_explicit(&s->blk_pin, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&s->blk_seq, memory_order_seq_cst) != seq)
+		goto unpin;
+	memset(&uc, 0, sizeof(uc));
+	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)s->blk_regs.rip;
+	uc.uc_mcontext.gregs[REG_RSP] = (greg_t)s->blk_regs.rsp;
+	uc.uc_mcontext.gregs[REG_RBP] = (greg_t)s->blk_regs.rbp;
+	uc.uc_mcontext.gregs[REG_RBX] = (greg_t)s->blk_regs.rbx;
+	uc.uc_mcontext.gregs[REG_R12] = (greg_t)s->blk_regs.r12;
+	uc.uc_mcontext.gregs[REG_R13] = (greg_t)s->blk_regs.r13;
+	uc.uc_mcontext.gregs[REG_R14] = (greg_t)s->blk_regs.r14;
+	uc.uc_mcontext.gregs[REG_R15] = (greg_t)s->blk_regs.r15;
+	/* Leaf: the libc function the thread is blocked in; then the
+	 * wrapper's callers (the wrapper's own frame is skipped). */
+	s->stk[n++] = s->blk_fn;
+	if (unw_init_local(&c, (unw_context_t *)&uc) == 0) {
+		while (unw_step(&c) > 0) {
+			if (n == max) {
+				truncated = 1;
+				break;
+			}
+			if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
+				break;
+			s->stk[n++] = ip;
+		}
+	}
+	if (atomic_exchange(&s->blk_pin, 0) == 2)
+		futex_wake(&s->blk_pin);
+	s->cached_nr = n;
+	s->cached_flags = WP_SAMPLE_SYSCALL | (truncated ? WP_SAMPLE_TRUNCATED : 0);
+	s->cached_sysno = s->blk_sysno;
+	s->nr_cached_ok = 1;
+	s->sampled_seq = seq;
+	if (truncated)
+		g.ctr.nr_truncated++;
+	return 0;
+unpin:
+	if (atomic_exchange(&s->blk_pin, 0) == 2)
+		futex_wake(&s->blk_pin);
+	return -1;
+}
+
+/* What /proc/self/task/T/syscall says, read without disturbing the thread. */
+enum { PROBE_GONE, PROBE_RUNNING, PROBE_BLOCKED };
+
+static int probe_syscall(uint32_t tid, uint64_t *nr, uint64_t *sp, uint64_t *pc)
+{
+	char path[64], buf[256];
+	int fd;
+	ssize_t n;
+	unsigned long long a[6];
+
+	snprintf(path, sizeof(path), "/proc/self/task/%u/syscall", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return PROBE_GONE;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return PROBE_RUNNING;
+	buf[n] = 0;
+	if (!strncmp(buf, "running", 7))
+		return PROBE_RUNNING;
+	/* "nr a1 a2 a3 a4 a5 a6 sp pc", or "-1 sp pc" outside a system call */
+	if (sscanf(buf, "%llu %llx %llx %llx %llx %llx %llx %llx %llx", (unsigned long long *)nr,
+		   &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], (unsigned long long *)sp,
+		   (unsigned long long *)pc) == 9)
+		return PROBE_BLOCKED;
+	return PROBE_RUNNING;
+}
+
+/* Thread CPU time without a file descriptor: the kernel derives a per-thread
+ * CPU clock id from the tid. Returns -1 once the thread is gone. */
+static int thread_cpu_ns(uint32_t tid, uint64_t *ns)
+{
+	struct timespec ts;
+	clockid_t id = (clockid_t)((~(unsigned)tid << 3) | 6); /* CPUCLOCK_SCHED | PERTHREAD */
+
+	if (clock_gettime(id, &ts) < 0)
+		return -1;
+	*ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return 0;
+}
+
+static void send_signal(struct wp_slot *s, uint64_t now, uint32_t sysno)
 {
 	uint32_t idx = (uint32_t)(s - g.slots);
 	uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed) & 0xffffff;
+	struct wp_thread *t = slot_name(s);
 	siginfo_t si;
 
-	if (atomic_load_explicit(&s->state, memory_order_acquire) != S_IDLE) {
-		g.ctr.nr_pending++; /* the last signal is still undelivered */
-		return;
-	}
 	s->t_ns = now;
+	s->sig_sysno = sysno;
 	atomic_store_explicit(&s->state, S_SENT, memory_order_release);
 	memset(&si, 0, sizeof(si));
 	si.si_signo = g.signal;
@@ -386,36 +592,113 @@ static void sample_thread(struct slot *s, uint64_t now)
 	si.si_pid = g.pid;
 	si.si_uid = getuid();
 	si.si_value.sival_ptr = (void *)(uintptr_t)((COOKIE_MAGIC << 48) | ((uint64_t)gen << 24) | idx);
-	if (syscall(SYS_rt_tgsigqueueinfo, g.pid, s->tid, g.signal, &si) == 0) {
+	if (syscall(SYS_rt_tgsigqueueinfo, g.pid, atomic_load(&s->tid), g.signal, &si) == 0) {
 		g.ctr.nr_signals++;
+		if (t)
+			t->nr_signals++;
 		return;
 	}
 	if (errno == ESRCH) {
-		slot_free(s); /* exited since the scan */
+		slot_release(s); /* exited since we looked */
 		return;
 	}
 	atomic_store_explicit(&s->state, S_IDLE, memory_order_release);
 	g.ctr.nr_send_failed++;
 }
 
+/* One thread, one tick: exactly one sample, with a signal only when the
+ * thread is running or nothing else is known about where it blocks. */
+static void sample_thread(struct wp_slot *s, uint64_t now)
+{
+	uint32_t seq = atomic_load_explicit(&s->blk_seq, memory_order_acquire);
+	uint32_t tid = atomic_load(&s->tid), st;
+	uint64_t cpu, nr, sp, pc;
+	int ran;
+
+	if (seq & 1) {
+		/* In a wrapped blocking call: no signal, ever. */
+		if (seq == s->sampled_seq && s->nr_cached_ok) {
+			g.ctr.nr_reused++;
+			record_cached(s, now);
+			return;
+		}
+		if (unwind_blocked(s, seq) == 0) {
+			g.ctr.nr_from_wrapper++;
+			record_cached(s, now);
+			return;
+		}
+		seq = atomic_load(&s->blk_seq); /* the call ended meanwhile */
+	}
+	if (thread_cpu_ns(tid, &cpu) < 0) {
+		slot_release(s);
+		return;
+	}
+	ran = cpu != s->cpu_ns;
+	s->cpu_ns = cpu;
+	st = atomic_load_explicit(&s->state, memory_order_acquire);
+	if (!ran && s->nr_cached_ok && !(seq & 1) && s->sampled_seq == 0) {
+		/* Not a single instruction since the last sample: same stack. */
+		g.ctr.nr_reused++;
+		record_cached(s, now);
+		return;
+	}
+	if (st != S_IDLE) {
+		/* Our last signal is still undelivered (the thread waits for a
+		 * CPU, or blocks the signal): its capture will stand for this
+		 * tick too; beyond WP_SLOT_PEND ticks they are counted lost. */
+		if (s->nr_pend < WP_SLOT_PEND)
+			s->pend_ns[s->nr_pend++] = now;
+		else
+			g.ctr.nr_pending++;
+		return;
+	}
+	switch (probe_syscall(tid, &nr, &sp, &pc)) {
+	case PROBE_GONE:
+		slot_release(s);
+		return;
+	case PROBE_BLOCKED:
+		if (s->nr_cached_ok && s->sampled_seq == 0 && !(s->cached_flags & WP_SAMPLE_ON_CPU) &&
+		    s->fp_nr == nr && s->fp_sp == sp && s->fp_pc == pc) {
+			/* Back at the same blocking point: same stack. */
+			g.ctr.nr_reused++;
+			record_cached(s, now);
+			return;
+		}
+		s->fp_nr = nr;
+		s->fp_sp = sp;
+		s->fp_pc = pc;
+		g.ctr.nr_signals_blocked++;
+		send_signal(s, now, (uint32_t)nr);
+		return;
+	default:
+		s->fp_nr = UINT64_MAX;
+		send_signal(s, now, UINT32_MAX);
+	}
+}
+
 static void tick(uint64_t now)
 {
-	uint32_t i;
+	uint32_t i, hw;
 
 	collect();
-	scan_threads();
+	if (g.ctr.nr_ticks % g.ticks_per_scan == 0)
+		scan_threads();
+	hw = atomic_load(&g.hiwater);
 	if (atomic_load(&g.sampling)) {
-		for (i = 0; i < g.hiwater; i++)
-			if (atomic_load_explicit(&g.slots[i].state, memory_order_relaxed) != S_FREE)
+		for (i = 0; i < hw; i++)
+			if (atomic_load_explicit(&g.slots[i].state, memory_order_acquire) >= S_IDLE)
 				sample_thread(&g.slots[i], now);
 	}
 	wp_modmap_refresh(&g.mods);
 	g.ctr.nr_ticks++;
 	/* Names change (pthread_setname_np): refresh about once a second. */
 	if (g.ctr.nr_ticks % g.cfg.hz == 0) {
-		for (i = 0; i < g.hiwater; i++)
-			if (atomic_load(&g.slots[i].state) != S_FREE)
-				name_thread(g.slots[i].tid);
+		for (i = 0; i < hw; i++) {
+			struct wp_slot *s = &g.slots[i];
+
+			if (atomic_load(&s->state) >= S_IDLE && s->name_idx != UINT32_MAX)
+				read_comm(g.names[s->name_idx].tid, g.names[s->name_idx].name);
+		}
 	}
 }
 
@@ -448,13 +731,24 @@ static int build_profile(struct wp_profile *p, int snapshot)
 	for (i = 0; i < p->nr_samples; i++)
 		tids[i] = p->samples[i].tid;
 	qsort(tids, p->nr_samples, sizeof(*tids), cmp_sample_tid);
-	for (i = 0; i < g.nr_names; i++) {
+	/* The latest names of live threads. */
+	for (i = 0; i < atomic_load(&g.hiwater); i++) {
+		struct wp_slot *s = &g.slots[i];
+
+		if (atomic_load(&s->state) >= S_IDLE && s->name_idx != UINT32_MAX)
+			read_comm(g.names[s->name_idx].tid, g.names[s->name_idx].name);
+	}
+	/* Newest entry first wins for a reused tid. */
+	for (i = g.nr_names; i-- > 0;) {
+		size_t k;
+		int dup = 0;
+
 		if (!bsearch(&g.names[i].tid, tids, p->nr_samples, sizeof(*tids), cmp_sample_tid))
 			continue;
-		/* The latest name for threads still alive. */
-		if (slot_find(g.names[i].tid))
-			read_comm(g.names[i].tid, g.names[i].name);
-		p->threads[n++] = g.names[i];
+		for (k = 0; k < n && !dup; k++)
+			dup = p->threads[k].tid == g.names[i].tid;
+		if (!dup)
+			p->threads[n++] = g.names[i];
 	}
 	p->nr_threads = n;
 	free(tids);
@@ -474,6 +768,7 @@ static int build_profile(struct wp_profile *p, int snapshot)
 	p->counters = g.ctr;
 	p->counters.nr_overwritten = rs->nr_overwritten;
 	p->counters.nr_dropped_full = rs->nr_dropped_full;
+	p->counters.nr_eintr_retried = atomic_load(&g.nr_eintr_retried);
 	return 0;
 fail:
 	free(tids);
@@ -523,6 +818,7 @@ static void *dumper_main(void *arg)
 {
 	(void)arg;
 	prctl(PR_SET_NAME, "wallprof-dump");
+	tls_internal = 1;
 	atomic_store(&g.dumper_tid, (pid_t)syscall(SYS_gettid));
 	futex_wake((_Atomic uint32_t *)&g.dumper_tid);
 	write_profile(&g.dump_profile);
@@ -586,6 +882,7 @@ static void *sampler_main(void *arg)
 
 	(void)arg;
 	prctl(PR_SET_NAME, "wallprof");
+	tls_internal = 1;
 	g.sampler_tid = (pid_t)syscall(SYS_gettid); /* never samples itself */
 	for (;;) {
 		uint32_t ev;
@@ -633,30 +930,46 @@ static void *map_zero(size_t len)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+static uint32_t read_pid_max(void)
+{
+	char buf[32];
+	int fd = open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	unsigned long v;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 4194304; /* PID_MAX_LIMIT on 64-bit */
+	buf[n] = 0;
+	v = strtoul(buf, NULL, 10);
+	return v > 0 && v <= 4194304 ? (uint32_t)v + 1 : 4194304;
+}
+
 static int alloc_state(void)
 {
 	size_t depth = g.cfg.max_depth + WP_UNW_SCRATCH, i;
 	uint64_t samples = (uint64_t)g.cfg.hz * g.cfg.ring_seconds * 64;
 	struct wp_ring_config rc;
-	uint64_t *bufs;
+	uint64_t *bufs, *stks;
 
 	g.nr_slots = g.cfg.max_threads;
-	g.nr_buckets = 16;
-	while (g.nr_buckets < g.nr_slots * 2)
-		g.nr_buckets <<= 1;
+	g.nr_tids = read_pid_max();
 	g.slots = map_zero(g.nr_slots * sizeof(*g.slots));
-	g.buckets = map_zero(g.nr_buckets * sizeof(*g.buckets));
-	g.free_list = map_zero(g.nr_slots * sizeof(*g.free_list));
+	/* tid -> slot: 4 bytes per possible tid, pages touched only where
+	 * tids are, read lock-free by threads looking up their own slot. */
+	g.tid_slot = map_zero(g.nr_tids * sizeof(*g.tid_slot));
 	bufs = map_zero(g.nr_slots * depth * sizeof(uint64_t));
+	stks = map_zero(g.nr_slots * (size_t)g.cfg.max_depth * sizeof(uint64_t));
 	g.dents_len = 64 * 1024;
 	g.dents = map_zero(g.dents_len);
-	if (!g.slots || !g.buckets || !g.free_list || !bufs || !g.dents)
+	if (!g.slots || !g.tid_slot || !bufs || !stks || !g.dents)
 		return -1;
 	for (i = 0; i < g.nr_slots; i++) {
 		g.slots[i].buf = bufs + i * depth;
-		g.free_list[i] = (uint32_t)(g.nr_slots - 1 - i);
+		g.slots[i].stk = stks + i * g.cfg.max_depth;
 	}
-	g.nr_free = g.nr_slots;
+	g.ticks_per_scan = g.cfg.hz >= 10 ? g.cfg.hz / 10 : 1;
 
 	/* Sized for 64 threads over the whole window; with more threads the
 	 * window shrinks and the loss is counted (overwritten). */
@@ -751,8 +1064,14 @@ static void after_fork_child(void)
 {
 	/* The child has no sampler thread: it must not try to dump the parent's
 	 * ring, and the snapshot signal gets its old meaning back. */
+	uint32_t i;
+
 	atomic_store(&g.sampling, 0);
 	g.started = 0;
+	tls_slot = NULL;
+	tls_tid = 0;
+	for (i = 0; i < g.nr_slots; i++)
+		atomic_store(&g.slots[i].blk_pin, 0);
 	if (g.snapshot_signal)
 		__sigaction(g.snapshot_signal, &g.prev_snap_act, NULL);
 	g.snapshot_signal = 0;

@@ -23,4 +23,13 @@ void wp_sampler_stop_and_dump(void);
  * async-signal-safe (sigaction is, so its interposer must be) */
 int wp_sampler_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 
+/* The dynamic loader is entered/left by the calling thread (dlopen, dlclose,
+ * dl_iterate_phdr): samples taken meanwhile keep the PC only, because
+ * unwinding could take the loader's lock again. async-signal-safe */
+void wp_sampler_loader_enter(void);
+void wp_sampler_loader_leave(void);
+
+/* A wrapped call retried after our signal interrupted it. async-signal-safe */
+void wp_sampler_count_eintr_retry(void);
+
 #endif

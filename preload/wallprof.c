@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include "block.h"
 #include "sampler.h"
 
 #define WP_EXPORT __attribute__((visibility("default")))
@@ -16,6 +17,7 @@ static wp_sighandler (*real_signal)(int, wp_sighandler);
 __attribute__((constructor)) static void wp_init(void)
 {
 	real_signal = (wp_sighandler(*)(int, wp_sighandler))dlsym(RTLD_NEXT, "signal");
+	wp_block_init();
 	wp_sampler_start();
 }
 

@@ -11,6 +11,7 @@
 #define WP_UNW_FAILED 0x2    /* only the interrupted PC could be recovered */
 #define WP_UNW_BLOCKED 0x4   /* the thread was inside (or restarting) a system call */
 #define WP_UNW_SLOW 0x8      /* the fast path missed; unw_step was used */
+#define WP_UNW_DL_GUARD 0x10 /* not unwound: the thread was inside the dynamic loader */
 
 /* Extra slots the scratch buffer needs beyond the depth limit: the handler's
  * own frames and the signal trampoline are walked and then dropped. */

@@ -1,0 +1,133 @@
+/* slot: the per-thread record shared by the sampler thread, the profiling
+ * signal handler and the interposed blocking calls (preload/block.c).
+ *
+ * Who writes what:
+ * - the sampler claims/frees slots for threads it discovers, moves state
+ *   IDLE->SENT and READY->IDLE, owns every field marked "sampler";
+ * - the handler (on the thread itself) moves SENT->READY and fills nr/uflags;
+ * - the thread itself, in a wrapped blocking call, publishes its registers
+ *   and bumps blk_seq to odd on entry and even on exit (a seqlock), and
+ *   waits on exit while the sampler has the slot pinned (its stack is being
+ *   read), so the frames above the call stay valid during the unwind. */
+#ifndef WP_SLOT_H
+#define WP_SLOT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+/* Ticks remembered while a signal is undelivered: the capture it brings is
+ * valid for all of them (the thread did not run meanwhile). */
+#define WP_SLOT_PEND 16
+
+/* Slot states. */
+enum { S_FREE, S_CLAIMED, S_IDLE, S_SENT, S_READY };
+
+/* Registers of a wrapper frame, enough for DWARF unwinding from it. */
+struct wp_regs {
+	uint64_t rip, rsp, rbp, rbx, r12, r13, r14, r15;
+};
+
+struct wp_slot {
+	_Atomic uint32_t state;
+	_Atomic uint32_t gen;      /* bumped when the slot changes owner */
+	_Atomic uint32_t tid;      /* owner thread */
+	uint32_t nr;               /* handler: frames in buf */
+	uint32_t uflags;           /* handler: WP_UNW_* */
+	uint64_t t_ns;             /* sampler: tick of the signal in flight */
+	uint64_t *buf;             /* handler: max_depth + WP_UNW_SCRATCH entries */
+
+	/* published by the thread in a wrapped blocking call */
+	_Atomic uint32_t blk_seq;  /* odd while inside the call */
+	_Atomic uint32_t blk_pin;  /* sampler is reading the stack */
+	_Atomic uint32_t ours_seq; /* handler: blk_seq during which our signal landed */
+	uint32_t blk_sysno;        /* system call the wrapper issues */
+	uint64_t blk_fn;           /* the real libc function: the leaf frame */
+	struct wp_regs blk_regs;   /* the wrapper's registers at entry */
+
+	/* sampler only */
+	uint32_t sampled_seq;      /* blk_seq of the cached stack, 0 if none */
+	uint32_t cached_nr;        /* frames in stk */
+	uint32_t cached_flags;     /* WP_SAMPLE_* of the cached stack */
+	uint32_t cached_sysno;
+	uint32_t sig_sysno;        /* syscall seen by the probe before a last-resort signal */
+	uint32_t nr_cached_ok;     /* stk holds a valid stack */
+	uint64_t fp_sp, fp_pc, fp_nr; /* /proc fingerprint of the cached blocked stack */
+	uint64_t cpu_ns;           /* thread CPU time at the last tick */
+	uint64_t pend_ns[WP_SLOT_PEND]; /* ticks that came while our signal was pending */
+	uint32_t nr_pend;
+	uint64_t scan;             /* last /proc scan that listed the thread */
+	uint32_t name_idx;         /* entry in the names table, UINT32_MAX until assigned */
+	uint64_t *stk;             /* max_depth entries: the last stack of this thread */
+};
+
+/* The calling thread's slot, or NULL (not yet known: the lookup is retried).
+ * async-signal-safe */
+struct wp_slot *wp_slot_self(void);
+
+/* Waits until the sampler unpins `s` (called only when blk_pin was seen set).
+ * async-signal-safe */
+void wp_slot_wait_unpinned(struct wp_slot *s);
+
+/* Captures the caller's registers. Must be inlined into the frame that will
+ * block, so that the published context describes a live frame.
+ * async-signal-safe */
+static inline __attribute__((always_inline)) void wp_regs_capture(struct wp_regs *r)
+{
+	__asm__ volatile("lea 0(%%rip), %%rax\n\t"
+			 "mov %%rax, 0(%0)\n\t"
+			 "mov %%rsp, 8(%0)\n\t"
+			 "mov %%rbp, 16(%0)\n\t"
+			 "mov %%rbx, 24(%0)\n\t"
+			 "mov %%r12, 32(%0)\n\t"
+			 "mov %%r13, 40(%0)\n\t"
+			 "mov %%r14, 48(%0)\n\t"
+			 "mov %%r15, 56(%0)\n\t"
+			 :
+			 : "r"(r)
+			 : "rax", "memory");
+}
+
+/* Entry of a wrapped blocking call: publishes the context and returns the
+ * slot (NULL when the thread has none or is already inside a wrapped call,
+ * e.g. from a signal handler). `*seq` gets the odd sequence number.
+ * async-signal-safe */
+static inline __attribute__((always_inline)) struct wp_slot *
+wp_block_enter(unsigned sysno, void *fn, uint32_t *seq)
+{
+	struct wp_slot *s = wp_slot_self();
+	uint32_t q;
+
+	if (!s)
+		return NULL;
+	q = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
+	if (q & 1)
+		return NULL; /* nested: the outer call keeps the published context */
+	s->blk_sysno = sysno;
+	s->blk_fn = (uint64_t)(uintptr_t)fn;
+	wp_regs_capture(&s->blk_regs);
+	*seq = q + 1;
+	atomic_store_explicit(&s->blk_seq, q + 1, memory_order_seq_cst);
+	return s;
+}
+
+/* Exit of a wrapped blocking call. Dekker with the sampler's pin: either the
+ * sampler sees the new sequence and gives up, or we see its pin and wait.
+ * async-signal-safe */
+static inline __attribute__((always_inline)) void wp_block_leave(struct wp_slot *s, uint32_t seq)
+{
+	if (!s)
+		return;
+	atomic_store_explicit(&s->blk_seq, seq + 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
+		wp_slot_wait_unpinned(s);
+}
+
+/* Whether our profiling signal interrupted the call with sequence `seq`.
+ * async-signal-safe */
+static inline int wp_block_ours(const struct wp_slot *s, uint32_t seq)
+{
+	return s && atomic_load_explicit(&s->ours_seq, memory_order_acquire) == seq;
+}
+
+#endif
