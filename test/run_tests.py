@@ -13,6 +13,8 @@ exits 1 when a test failed.
 """
 
 import argparse
+import concurrent.futures
+import errno
 import glob
 import importlib.util
 import json
@@ -642,6 +644,570 @@ def test_dlclosed_plugin(tmp):
     check("wpt_after_unload" in fns, "no samples after the unload")
 
 
+# ---------------------------------------------------------------------------
+# Blocking calls: behaviour (EINTR battery) and profiles of blocked threads
+
+# "CALL rc=<rc> errno=<name|0> elapsed_ms=<ms>", the one-line result format of
+# test/progs/blocking.c.
+RESULT_RE = re.compile(r"^(\S+) rc=(-?\d+) errno=(\S+) elapsed_ms=(\d+)$")
+
+BATTERY_MS = 500       # timeout of each battery call
+BATTERY_HZ = "1000"    # a high rate makes interruptions (and races) likely
+BATTERY_JOBS = 4       # programs run at once
+BATTERY_TIMEOUT = 15   # seconds for one battery program (a swallowed wake-up hangs)
+RETRY_POLL_TIMEOUT = 20
+
+# (call, rc, errno) without the profiler; elapsed is BATTERY_MS except "sleep" (1 s).
+BATTERY = (
+    ("nanosleep", 0, "0"),
+    ("clock_nanosleep", 0, "0"),
+    ("clock_nanosleep_abs", 0, "0"),
+    ("usleep", 0, "0"),
+    ("sleep", 0, "0"),
+    ("poll", 0, "0"),
+    ("poll_wake", 1, "0"),
+    ("ppoll", 0, "0"),
+    ("select", 0, "0"),
+    ("pselect", 0, "0"),
+    ("epoll_wait", 0, "0"),
+    ("epoll_pwait", 0, "0"),
+    ("epoll_eventfd", 1, "0"),
+    ("sigtimedwait", -1, "EAGAIN"),
+    ("sigwaitinfo", int(signal.SIGUSR1), "0"),
+    ("sigsuspend", -1, "EINTR"),
+    ("pause", -1, "EINTR"),
+    ("sem_timedwait", -1, "ETIMEDOUT"),
+    ("sem_wait", 0, "0"),
+    ("cond_timedwait", errno.ETIMEDOUT, "0"),
+    ("cond_wait", 0, "0"),
+    ("mutex_lock", 0, "0"),
+    ("pthread_join", 0, "0"),
+    ("waitpid", 0, "0"),
+    ("wait4", 0, "0"),
+    ("read_pipe", 1, "0"),
+    ("read_rcvtimeo", -1, "EAGAIN"),
+    ("recv", -1, "EAGAIN"),
+    ("recvfrom", -1, "EAGAIN"),
+    ("recvmsg", -1, "EAGAIN"),
+    ("accept", -1, "EAGAIN"),
+    ("accept4", -1, "EAGAIN"),
+    ("connect", -1, "EAGAIN"),
+)
+
+REAL_SIGNAL_MS = 200   # blocking.c REAL_SIGNAL_DELAY_MS
+# realsignal: every call ends with EINTR; clock_nanosleep returns the error.
+REAL_SIGNAL_CALLS = ("pause", "sigsuspend", "nanosleep", "clock_nanosleep", "poll", "ppoll",
+                     "select", "epoll_wait", "sigtimedwait", "read", "recv", "accept",
+                     "sem_wait", "waitpid")
+
+
+def elapsed_close(a, b):
+    """Two elapsed times (ms) agree: within 60 ms or 15 % of the larger."""
+    return abs(a - b) <= max(60, 0.15 * max(a, b))
+
+
+def run_bounded(argv, cwd, env_extra=None, preload=True, timeout=RUN_TIMEOUT):
+    """Like run_prog, but a timeout is not a failure: the program is killed
+    and the Run has rc None and whatever it printed so far."""
+    env = clean_env(env_extra, preload)
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        out, err = proc.communicate()
+        rc = None
+    return Run(argv, cwd, proc.pid, rc, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+def parse_results(run):
+    """[(call, rc, errno name, elapsed ms)] from blocking's stdout (complete
+    lines only: a killed program can leave half a line)."""
+    out = []
+    complete = run.stdout[:run.stdout.rfind("\n") + 1]
+    for line in complete.splitlines():
+        m = RESULT_RE.match(line)
+        check(m, "unexpected output line %r from %s" % (line, " ".join(run.argv[1:])))
+        out.append((m.group(1), int(m.group(2)), m.group(3), int(m.group(4))))
+    return out
+
+
+def one_result(run, stderr_ok=False):
+    """(result, None) from the single result line of a `blocking` run, or
+    (None, why). Other stderr lines than the library's are a problem unless
+    `stderr_ok`."""
+    if run.rc is None:
+        return None, "did not finish within %d s (stdout %r)" % (BATTERY_TIMEOUT, run.stdout[-80:])
+    if run.rc != 0:
+        return None, "exit status %s (%s)" % (run.rc, run.describe())
+    lines = run.stdout.splitlines()
+    if len(lines) != 1 or not RESULT_RE.match(lines[0]):
+        return None, "stdout %r" % run.stdout[-200:]
+    other = run.other_stderr()
+    if other and not stderr_ok:
+        return None, "stderr besides wallprof lines: %r" % other[:3]
+    return parse_results(run)[0], None
+
+
+def fmt_result(r):
+    return "rc=%d errno=%s %d ms" % (r[1], r[2], r[3])
+
+
+def battery_pair(tmp, call):
+    """Runs `blocking CALL BATTERY_MS` without, then with the preload.
+    Returns the two Runs."""
+    argv = [prog("blocking"), call, str(BATTERY_MS)]
+    plain = run_bounded(argv, tmp, preload=False, timeout=BATTERY_TIMEOUT)
+    pre = run_bounded(argv, tmp, {"WALLPROF_HZ": BATTERY_HZ, "WALLPROF_LOG": "error"},
+                      timeout=BATTERY_TIMEOUT)
+    return plain, pre
+
+
+def battery_problems(call, want_rc, want_errno, plain, pre):
+    """(problems, timing_only): what differs between the two runs of `call`
+    or from its expected result; timing_only when only elapsed times do."""
+    want_ms = 1000 if call == "sleep" else BATTERY_MS
+    p, why = one_result(plain)
+    if p is None:
+        return ["%s: without preload: %s" % (call, why)], False
+    if (p[1], p[2]) != (want_rc, want_errno):
+        return ["%s: without preload rc=%d errno=%s, expected rc=%d errno=%s (test program?)"
+                % (call, p[1], p[2], want_rc, want_errno)], False
+    q, why = one_result(pre)
+    if q is None:
+        return ["%s: under preload: %s" % (call, why)], False
+    if (q[1], q[2]) != (p[1], p[2]):
+        return ["%s: under preload %s, without %s" % (call, fmt_result(q), fmt_result(p))], False
+    problems = []
+    if not elapsed_close(p[3], want_ms):
+        problems.append("%s: without preload took %d ms, expected ~%d (loaded machine?)"
+                        % (call, p[3], want_ms))
+    if not elapsed_close(q[3], p[3]):
+        problems.append("%s: under preload %s, without %s" % (call, fmt_result(q), fmt_result(p)))
+    return problems, True  # only elapsed differs: worth one retry
+
+
+def test_eintr_battery(tmp):
+    """Every blocking call of test/progs/blocking.c returns the same rc and
+    errno after the same time with the profiler at 1000 Hz as without it."""
+    listed = run_plain([prog("blocking"), "list"], tmp).stdout.split()
+    check(sorted(listed) == sorted(c for c, _, _ in BATTERY),
+          "blocking list and BATTERY disagree: %s"
+          % sorted(set(listed).symmetric_difference(c for c, _, _ in BATTERY)))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=BATTERY_JOBS) as pool:
+        runs = {c: pool.submit(battery_pair, tmp, c) for c, _, _ in BATTERY}
+        runs = {c: f.result() for c, f in runs.items()}
+    problems = []
+    for call, want_rc, want_errno in BATTERY:
+        plain, pre = runs[call]
+        probs, retry = battery_problems(call, want_rc, want_errno, plain, pre)
+        if probs and retry:  # timing only: once more, alone, before calling it a difference
+            plain, pre = battery_pair(tmp, call)
+            probs2, _ = battery_problems(call, want_rc, want_errno, plain, pre)
+            probs = probs2 and [p + " (twice)" for p in probs2]
+        problems += probs
+        q, _ = one_result(pre)
+        if q is not None:
+            note("%-20s under preload %s" % (call, fmt_result(q)))
+    if problems:
+        bad = sorted({p.split(":")[0] for p in problems})
+        raise Failure("%d of %d calls behave differently under the preload at %s Hz: %s"
+                      % (len(bad), len(BATTERY), BATTERY_HZ, " ".join(bad)), problems)
+
+
+def test_retry_poll_terminates(tmp):
+    """A loop that retries poll() with its original timeout on EINTR ends
+    after that timeout under the profiler (no EINTR storm)."""
+    argv = [prog("blocking"), "retrypoll", str(BATTERY_MS)]
+    plain = run_bounded(argv, tmp, preload=False, timeout=10)
+    p, why = one_result(plain)
+    check(p is not None, "without preload: %s" % why)
+    check((p[1], p[2]) == (0, "0") and elapsed_close(p[3], BATTERY_MS),
+          "without preload: %s, expected rc=0 errno=0 ~%d ms" % (fmt_result(p), BATTERY_MS))
+    # The program gives up by itself after 10 x 500 ms + 1 s (rc=-1 EINTR);
+    # the process timeout only bounds the exit (profile writing) on top.
+    pre = run_bounded(argv, tmp, {"WALLPROF_HZ": BATTERY_HZ}, timeout=RETRY_POLL_TIMEOUT)
+    retries = re.findall(r"retrypoll: (\d+) EINTR retries", pre.stderr)
+    retries = retries[0] if retries else "0"
+    note("under preload: stdout %r, %s EINTR retries" % (pre.stdout.strip(), retries))
+    q, why = one_result(pre, stderr_ok=True)  # stderr has the retry count
+    check(q is not None, "under preload: %s" % why)
+    check((q[1], q[2]) == (0, "0"), "under preload the poll loop never timed out: gave up with "
+          "%s after %s EINTR retries" % (fmt_result(q), retries))
+    check(elapsed_close(q[3], BATTERY_MS), "under preload the poll loop took %d ms (%s EINTR "
+          "retries), want ~%d" % (q[3], retries, BATTERY_MS))
+
+
+CHURN_MS = 1500
+CHURN_HZ = "5000"
+CHURN_RE = re.compile(r"^churn calls=(\d+) bad=(\d+) elapsed_ms=(\d+)$")
+
+
+def test_eintr_churn(tmp):
+    """Thousands of short timed calls in a row (ticks land on their entries
+    and exits, where a signal can race into the call): every one times out
+    normally under the profiler at 5000 Hz."""
+    argv = [prog("blocking"), "churn", str(CHURN_MS)]
+    plain = run_bounded(argv, tmp, preload=False, timeout=20)
+    m = CHURN_RE.match(plain.stdout.strip())
+    check(plain.rc == 0 and m, "without preload: stdout %r (%s)" % (plain.stdout, plain.describe()))
+    check(m.group(2) == "0", "without preload %s of %s calls went wrong: %s"
+          % (m.group(2), m.group(1), plain.other_stderr()[:3]))
+    pre = run_bounded(argv, tmp, {"WALLPROF_HZ": CHURN_HZ}, timeout=20)
+    m = CHURN_RE.match(pre.stdout.strip())
+    check(pre.rc == 0 and m, "under preload: stdout %r (%s)" % (pre.stdout, pre.describe()))
+    w = wallprof_section(exit_profile(pre))
+    note("under preload: %s calls, %s bad; eintr_retried %r, signals_blocked %r"
+         % (m.group(1), m.group(2), w.get("eintr_retried"), w.get("signals_blocked")))
+    check(m.group(2) == "0", "under preload at %s Hz %s of %s short calls did not time out "
+          "normally, e.g. %s" % (CHURN_HZ, m.group(2), m.group(1),
+                                 "; ".join(l.replace("blocking: churn: ", "")
+                                           for l in pre.other_stderr()[:3])))
+    check(isinstance(w.get("eintr_retried"), int), "wallprof.eintr_retried is %r"
+          % w.get("eintr_retried"))
+
+
+def test_real_signal_interrupts(tmp):
+    """A real signal (handler without SA_RESTART) still interrupts every
+    blocking call with EINTR after the same time under the profiler."""
+    argv = [prog("blocking"), "realsignal"]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        fp = pool.submit(run_bounded, argv, tmp, None, False, 30)
+        fq = pool.submit(run_bounded, argv, tmp, {"WALLPROF_HZ": BATTERY_HZ}, True, 30)
+        plain, pre = fp.result(), fq.result()
+    check(plain.rc == 0, "without preload: %s" % plain.describe())
+    want = parse_results(plain)
+    check([r[0] for r in want] == list(REAL_SIGNAL_CALLS), "without preload: calls %s"
+          % [r[0] for r in want])
+    for r in want:
+        ok = (r[1], r[2]) == ((4, "0") if r[0] == "clock_nanosleep" else (-1, "EINTR"))
+        check(ok and elapsed_close(r[3], REAL_SIGNAL_MS),
+              "without preload: %s %s, expected EINTR after ~%d ms"
+              % (r[0], fmt_result(r), REAL_SIGNAL_MS))
+    got = parse_results(pre)
+    problems = []
+    for i, r in enumerate(want):
+        if i >= len(got):
+            problems.append("%s: no result under preload (%s)"
+                            % (r[0], "killed after 30 s" if pre.rc is None else pre.describe()))
+            continue
+        g = got[i]
+        if (g[0], g[1], g[2]) != (r[0], r[1], r[2]) or not elapsed_close(g[3], r[3]):
+            problems.append("%s: under preload %s, without %s" % (r[0], fmt_result(g), fmt_result(r)))
+        note("%-16s under preload %s" % (g[0], fmt_result(g)))
+    if not problems:
+        check(pre.rc == 0, "under preload: %s" % pre.describe())
+        check(not pre.other_stderr(), "under preload, stderr: %r" % pre.other_stderr()[:3])
+    if problems:
+        raise Failure("%d of %d calls differ under the preload: %s"
+                      % (len(problems), len(want), " ".join(p.split(":")[0] for p in problems)),
+                      problems)
+
+
+# t_ thread of test/progs/blockers.c -> (chain name, syscall labels, libc leaf names).
+# The chain is wpt_<chain>_inner called by wpt_<chain>_outer; a leaf name
+# matches a libc function whose name contains it (__poll, ___pthread_cond_wait...).
+BLOCKERS = (
+    ("t_nanosleep", "nanosleep", ("clock_nanosleep", "nanosleep"), ("nanosleep",)),
+    ("t_poll", "poll", ("poll", "ppoll"), ("poll",)),
+    ("t_epoll", "epoll", ("epoll_wait", "epoll_pwait", "epoll_pwait2"), ("epoll_wait", "epoll_pwait")),
+    ("t_select", "select", ("select", "pselect6"), ("select",)),
+    ("t_read", "read", ("read",), ("read",)),
+    ("t_cond", "cond", ("futex",), ("pthread_cond_wait",)),
+    ("t_mutex", "mutex", ("futex",), ("pthread_mutex_lock",)),
+    ("t_sem", "sem", ("futex",), ("sem_wait",)),
+    ("t_sigwait", "sigwait", ("rt_sigtimedwait",), ("sigtimedwait",)),
+)
+BLOCKERS_HZ = 101
+BLOCKED_SHARE = 0.8
+# A t_ thread runs for a few microseconds before it blocks and after it is
+# woken; a tick can catch it running then and legitimately signal it. A
+# blocked thread that is signalled gets ~HZ signals a second instead.
+STRAY_SIGNALS = 2
+
+
+def _blockers_session(tmp, env_extra, hold_s, while_ready=None):
+    """Runs blockers under the preload; after "ready" calls while_ready(proc)
+    (if any), lets `hold_s` seconds of wall time pass since "ready" for
+    samples to accumulate, then sends the line and waits for the end.
+    Returns (Run, while_ready's result)."""
+    argv = [prog("blockers")]
+    proc = subprocess.Popen(argv, cwd=tmp, env=clean_env(env_extra), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    err_chunks = []
+    drain = threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()), daemon=True)
+    drain.start()
+    line, rest, extra = "", b"", None
+    try:
+        line = _read_line(proc, time.monotonic() + 20)
+        check(line == "ready\n", "expected 'ready', got %r (rc %s)" % (line, proc.poll()))
+        ready_at = time.monotonic()
+        if while_ready is not None:
+            extra = while_ready(proc)
+        left = ready_at + hold_s - time.monotonic()
+        if left > 0:
+            time.sleep(left)  # wall time for samples to accumulate, not synchronization
+        check(proc.poll() is None, "blockers exited early (rc %s)" % proc.returncode)
+        proc.stdin.write(b"go\n")
+        proc.stdin.close()
+        rc = proc.wait(timeout=RUN_TIMEOUT)
+        rest = proc.stdout.read()
+    except subprocess.TimeoutExpired:
+        raise Failure("blockers did not exit within %d s after the line" % RUN_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            _kill(proc)
+        drain.join(RUN_TIMEOUT)
+    stderr = b"".join(err_chunks).decode(errors="replace")
+    r = Run(argv, tmp, proc.pid, rc, line + rest.decode(errors="replace"), stderr)
+    check(rc == 0, "blockers exited with %s" % r.describe())
+    check(r.stdout == "ready\nblockers: done\n", "blockers stdout %r" % r.stdout)
+    return r, extra
+
+
+def _describe_sample(obj, s, depth=6):
+    fns = stack_functions(obj, s["stack_id"])[:depth]
+    return "on_cpu=%s syscall=%r: %s" % (s.get("on_cpu"), s.get("syscall"),
+                                         " <- ".join(str(f) for f in fns))
+
+
+def _blocked_sample_problem(obj, s, chain, labels, leaves):
+    """Why sample `s` is not a proper blocked sample of chain wpt_<chain>_*
+    (None when it is)."""
+    if s.get("on_cpu") is not False:
+        return "on_cpu is %r" % s.get("on_cpu")
+    if s.get("syscall") not in labels:
+        return "syscall label %r not in %s" % (s.get("syscall"), "/".join(labels))
+    frames = stack_frames(obj, s["stack_id"])
+    fns = [f.get("function") or "" for f in frames]
+    inner, outer = "wpt_%s_inner" % chain, "wpt_%s_outer" % chain
+    if inner not in fns:
+        return "no %s frame" % inner
+    k = fns.index(inner)
+    if k + 1 >= len(fns) or fns[k + 1] != outer:
+        return "%s is followed by %r, not %s" % (inner, fns[k + 1] if k + 1 < len(fns) else None,
+                                                 outer)
+    if k == 0:
+        return "no libc frame below %s" % inner
+    leaf = frames[0]
+    if not is_libc_module(leaf.get("module")) or not any(n in fns[0] for n in leaves):
+        return "leaf frame %r (module %s) is not libc's %s" % (
+            fns[0], os.path.basename(str(leaf.get("module"))), "/".join(leaves))
+    for f in frames[1:k]:
+        if not is_libc_module(f.get("module")):
+            return "non-libc frame %r (%s) between the leaf and %s" % (
+                f.get("function"), os.path.basename(str(f.get("module"))), inner)
+    return None
+
+
+def check_blocked_thread(obj, thread, chain, labels, leaves, min_samples=50):
+    """≥ BLOCKED_SHARE of `thread`'s samples are off-CPU, labelled with one of
+    `labels`, have a libc leaf named like one of `leaves` and hold
+    wpt_<chain>_inner right below wpt_<chain>_outer. Returns the tid."""
+    tids = tids_named(obj, thread)
+    check(len(tids) == 1, "expected one thread named %s, got %d" % (thread, len(tids)))
+    samples = samples_by_thread(obj).get(tids[0], [])
+    check(len(samples) >= min_samples, "%s has only %d samples" % (thread, len(samples)))
+    why = {}
+    good = 0
+    for s in samples:
+        p = _blocked_sample_problem(obj, s, chain, labels, leaves)
+        if p is None:
+            good += 1
+        else:
+            why.setdefault(p, []).append(s)
+    share = good / len(samples)
+    note("%s: %d samples, %.0f%% blocked in %s with wpt_%s_inner <- wpt_%s_outer"
+         % (thread, len(samples), share * 100, "/".join(labels), chain, chain))
+    if share < BLOCKED_SHARE:
+        reason, bad = max(why.items(), key=lambda kv: len(kv[1]))
+        raise Failure("%s: only %.0f%% of %d samples are proper blocked samples; most common "
+                      "problem (%d samples): %s; e.g. %s"
+                      % (thread, share * 100, len(samples), len(bad), reason,
+                         _describe_sample(obj, bad[0])))
+    return tids[0]
+
+
+def thread_counters(obj, what):
+    """wallprof.threads: tid string -> {"signals": N, "samples": N}."""
+    th = wallprof_section(obj).get("threads")
+    check(isinstance(th, dict), "%s: no wallprof.threads object (wallprof keys: %s)"
+          % (what, sorted(wallprof_section(obj))))
+    return {str(k): v for k, v in th.items()}
+
+
+def thread_signals(counters, tid, thread, what):
+    entry = counters.get(tid)
+    check(isinstance(entry, dict) and isinstance(entry.get("signals"), int),
+          "%s: wallprof.threads has no signals count for %s (%s): %r"
+          % (what, thread, tid, entry))
+    return entry["signals"]
+
+
+def check_signals_blocked_zero(obj, what):
+    n = wallprof_section(obj).get("signals_blocked")
+    check(n == 0, "%s: wallprof.signals_blocked is %r, want 0" % (what, n))
+
+
+def test_blocked_stacks(tmp):
+    """Blocked threads are never signalled; their samples are off-CPU, carry
+    the syscall label and the caller chain from the libc function upward."""
+    snaps = []
+
+    def two_snapshots(proc):
+        # Two snapshots while every t_ thread is blocked: their signal counts
+        # must not move in between (no race with start-up or wake-up).
+        ready = time.monotonic()
+        for n, at in ((1, 0.3), (2, 1.2)):
+            time.sleep(max(0, ready + at - time.monotonic()))  # wall time, not synchronization
+            os.kill(proc.pid, signal.SIGUSR2)
+            path = os.path.join(tmp, "wallprof.%d.%d.json" % (proc.pid, n))
+            check(poll_for(path, proc=proc), "snapshot %d did not appear" % n)
+            snaps.append(load_profile(path))
+
+    r, _ = _blockers_session(tmp, {"WALLPROF_HZ": str(BLOCKERS_HZ)}, 1.5, two_snapshots)
+    obj = exit_profile(r)
+    check_valid(obj)
+    tids = {}
+    for thread, chain, labels, leaves in BLOCKERS:
+        tids[thread] = check_blocked_thread(obj, thread, chain, labels, leaves)
+
+    check_signals_blocked_zero(obj, "exit profile")
+    counters = thread_counters(obj, "exit profile")
+    busy = tids_named(obj, "busy")
+    check(len(busy) == 1, "no single busy thread")
+    nb = thread_signals(counters, busy[0], "busy", "exit profile")
+    check(nb >= 50, "exit profile: the busy thread got only %d signals" % nb)
+    stray = {t: thread_signals(counters, tid, t, "exit profile") for t, tid in tids.items()}
+    note("signals: busy %d, blocked threads %s, eintr_retried %r"
+         % (nb, stray, wallprof_section(obj).get("eintr_retried")))
+    many = {t: n for t, n in stray.items() if n > STRAY_SIGNALS}
+    check(not many, "exit profile: blocked threads were signalled: %s (busy got %d)"
+          % (many, nb))
+
+    c1, c2 = (thread_counters(s, "snapshot %d" % (i + 1)) for i, s in enumerate(snaps))
+    for i, s in enumerate(snaps):
+        check_signals_blocked_zero(s, "snapshot %d" % (i + 1))
+    moved = {}
+    for t, tid in tids.items():
+        d = (thread_signals(c2, tid, t, "snapshot 2") - thread_signals(c1, tid, t, "snapshot 1"))
+        if d:
+            moved[t] = d
+    check(not moved, "signals sent to blocked threads between two snapshots 0.9 s apart: %s"
+          % moved)
+    db = thread_signals(c2, busy[0], "busy", "snapshot 2") - thread_signals(c1, busy[0], "busy",
+                                                                             "snapshot 1")
+    check(db > 0, "the busy thread got no signal between the snapshots")
+
+
+EU_STACK_THREADS = ("t_poll", "t_nanosleep", "t_cond")
+EU_FRAME_RE = re.compile(r"^#(\d+)\s+0x([0-9a-fA-F]+)\s*(.*?)(?:\s+-\s+(\S+))?\s*$")
+
+
+def parse_eu_stack(text):
+    """tid string -> [(function, module)] leaf first, from `eu-stack -m` output."""
+    out, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^TID (\d+):", line)
+        if m:
+            cur = out.setdefault(m.group(1), [])
+            continue
+        m = EU_FRAME_RE.match(line.strip())
+        if m and cur is not None:
+            fn = m.group(3).strip() or None
+            cur.append((fn, m.group(4)))
+    return out
+
+
+def app_chain(frames, exe):
+    """From the first wpt_ frame upward, the frames of the executable `exe`."""
+    fns = [f for f, _ in frames]
+    start = next((i for i, f in enumerate(fns) if f and f.startswith("wpt_")), None)
+    if start is None:
+        return []
+    chain = []
+    for fn, mod in frames[start:]:
+        if mod and os.path.realpath(mod) != os.path.realpath(exe):
+            break
+        chain.append(fn)
+    return chain
+
+
+def contains_run(seq, run):
+    n = len(run)
+    return any(seq[i:i + n] == run for i in range(len(seq) - n + 1))
+
+
+def test_blocked_stacks_vs_eu_stack(tmp):
+    """For blocked threads, the app frames eu-stack shows (wpt_*_inner,
+    wpt_*_outer, the start routine) appear in the same order in our stacks."""
+    exe = prog("blockers")
+    eu = shutil.which("eu-stack")
+
+    def snap(proc):
+        names = {}
+        for tid in os.listdir("/proc/%d/task" % proc.pid):
+            try:
+                with open("/proc/%d/task/%s/comm" % (proc.pid, tid)) as f:
+                    names[tid] = f.read().strip()
+            except OSError:
+                pass
+        if not eu:
+            return names, None, "eu-stack not installed (package elfutils)"
+        try:
+            p = subprocess.run([eu, "-p", str(proc.pid), "-m"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=30)
+        except subprocess.TimeoutExpired:
+            return names, None, "eu-stack timed out"
+        text = p.stdout.decode(errors="replace")
+        if "TID" not in text:
+            err = p.stderr.decode(errors="replace").strip().splitlines()
+            return names, None, "eu-stack could not attach (rc %d: %s)" % (
+                p.returncode, err[-1] if err else "no output")
+        return names, parse_eu_stack(text), None
+
+    r, (names, eu_stacks, skip) = _blockers_session(tmp, {"WALLPROF_HZ": str(BLOCKERS_HZ)}, 1.5,
+                                                   snap)
+    obj = exit_profile(r)
+    check_valid(obj)
+    spec = {b[0]: b for b in BLOCKERS}
+    tids = {t: check_blocked_thread(obj, *spec[t]) for t in EU_STACK_THREADS}
+    if skip:
+        print("    note: eu-stack comparison skipped: %s" % skip)
+        return
+    by_tid = samples_by_thread(obj)
+    for thread, tid in tids.items():
+        check(names.get(tid) == thread, "tid %s is %r in /proc, %s in the profile"
+              % (tid, names.get(tid), thread))
+        frames = eu_stacks.get(tid)
+        check(frames, "eu-stack shows no stack for %s (tid %s)" % (thread, tid))
+        chain = app_chain(frames, exe)
+        check(len(chain) >= 3 and all(chain),
+              "eu-stack: %s: app frames from the first wpt_ frame: %s (stack: %s)"
+              % (thread, chain, [f for f, _ in frames]))
+        samples = by_tid.get(tid, [])
+        hits = sum(1 for s in samples if contains_run(stack_functions(obj, s["stack_id"]), chain))
+        share = hits / len(samples) if samples else 0
+        note("%s: eu-stack app chain %s in %.0f%% of our samples"
+             % (thread, " <- ".join(chain), share * 100))
+        if share < BLOCKED_SHARE:
+            common = {}
+            for s in samples:
+                key = " <- ".join(str(f) for f in stack_functions(obj, s["stack_id"])[:6])
+                common[key] = common.get(key, 0) + 1
+            top = max(common.items(), key=lambda kv: kv[1]) if common else ("none", 0)
+            raise Failure("%s: eu-stack's chain %s is in only %.0f%% of our samples; most "
+                          "common stack: %s (%d)" % (thread, " <- ".join(chain), share * 100,
+                                                     top[0], top[1]))
+
+
 E2E_TESTS = [
     ("valid", test_valid),
     ("functions_on_threads", test_functions_on_threads),
@@ -658,6 +1224,12 @@ E2E_TESTS = [
     ("output_template", test_output_template),
     ("quiet", test_quiet),
     ("dlclosed_plugin", test_dlclosed_plugin),
+    ("eintr_battery", test_eintr_battery),
+    ("retry_poll_terminates", test_retry_poll_terminates),
+    ("eintr_churn", test_eintr_churn),
+    ("real_signal_interrupts", test_real_signal_interrupts),
+    ("blocked_stacks", test_blocked_stacks),
+    ("blocked_stacks_vs_eu_stack", test_blocked_stacks_vs_eu_stack),
 ]
 
 
