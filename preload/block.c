@@ -144,9 +144,8 @@ static inline void blk_leave(struct blk *b)
 	struct blk wp_b __attribute__((cleanup(blk_leave))) = { NULL, 0 }; \
 	wp_b.s = wp_block_enter((sysno), (void *)(fn), &wp_b.seq)
 
-/* The last EINTR was caused by our signal (and only that is retried). */
-#define OURS() (wp_b.s && atomic_exchange(&wp_b.s->ours_seq, 0) == wp_b.seq && \
-		(wp_sampler_count_eintr_retry(), 1))
+/* The last EINTR was caused by our signal alone (only that is retried). */
+#define OURS() (wp_block_ours(wp_b.s, wp_b.seq) && (wp_sampler_count_eintr_retry(), 1))
 
 #define NO_REAL(ret)            \
 	do {                    \
@@ -506,14 +505,18 @@ WP_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
 
 /* ---- files and sockets ----------------------------------------------------- */
 
-/* A socket call interrupted by our signal with SO_RCVTIMEO/SO_SNDTIMEO set
- * would restart its full timeout: retry with what is left of it instead.
- * Returns the option to restore (tv_sec < 0: nothing to restore). */
-static struct timeval shorten_timeout(int fd, int opt, uint64_t start_ns, int *expired)
+/* A socket call interrupted by our signal with SO_RCVTIMEO set would
+ * restart its full timeout: retry with what is left of it instead. Our
+ * signal only reaches a wrapped call it raced into right after the thread
+ * was seen running, so the time already spent is taken from the moment the
+ * EINTR came back (reading the clock on every call would cost the fast
+ * path more than the error it avoids). Returns the option to restore
+ * (tv_sec < 0: nothing to restore). */
+static struct timeval shorten_timeout(int fd, int opt, uint64_t spent, int *expired)
 {
 	struct timeval tv, orig = { -1, 0 };
 	socklen_t len = sizeof(tv);
-	uint64_t full, spent = now_ns() - start_ns;
+	uint64_t full;
 
 	*expired = 0;
 	if (getsockopt(fd, SOL_SOCKET, opt, &tv, &len) < 0 || (tv.tv_sec == 0 && tv.tv_usec == 0))
@@ -539,10 +542,14 @@ static void restore_timeout(int fd, int opt, struct timeval orig)
 /* Retries a receive-side call after our signal interrupted it. */
 #define RETRY_RECV(fd, call)                                                   \
 	do {                                                                   \
-		uint64_t t0 = now_ns();                                        \
+		uint64_t t0 = 0;                                               \
 		int expired;                                                   \
 		while ((rc = (call)) < 0 && errno == EINTR && OURS()) {        \
-			struct timeval o = shorten_timeout((fd), SO_RCVTIMEO, t0, &expired); \
+			uint64_t now = now_ns();                               \
+			struct timeval o;                                      \
+			if (!t0)                                               \
+				t0 = now;                                      \
+			o = shorten_timeout((fd), SO_RCVTIMEO, now - t0, &expired); \
 			if (expired) {                                         \
 				errno = EAGAIN;                                \
 				break;                                         \
@@ -635,8 +642,30 @@ WP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 	rc = real_connect(fd, addr, alen);
 	if (!(rc < 0 && errno == EINTR && OURS()))
 		return rc;
-	/* The connection goes on in the background: wait for it as the
-	 * blocking connect would have (SO_SNDTIMEO bounds it). */
+	/* Reissue it: an AF_UNIX connect starts over (with what is left of
+	 * SO_SNDTIMEO); a TCP one goes on in the background and answers
+	 * EALREADY (or EISCONN once done). */
+	{
+		uint64_t t0 = now_ns();
+		int expired;
+
+		do {
+			struct timeval o = shorten_timeout(fd, SO_SNDTIMEO, now_ns() - t0, &expired);
+
+			if (expired) {
+				errno = EAGAIN;
+				return -1;
+			}
+			rc = real_connect(fd, addr, alen);
+			restore_timeout(fd, SO_SNDTIMEO, o);
+		} while (rc < 0 && errno == EINTR && OURS());
+	}
+	if (rc == 0 || errno == EISCONN)
+		return 0;
+	if (errno != EALREADY)
+		return rc;
+	/* Wait for the background connection as the blocking call would have
+	 * (SO_SNDTIMEO bounds it). */
 	if (getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &len) == 0 && (tv.tv_sec || tv.tv_usec))
 		deadline_ms(&d, (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000));
 	else

@@ -186,6 +186,11 @@ void wp_config_load(struct wp_config *c)
 			wp_log(WP_LOG_ERROR, "WALLPROF_ENABLE='%.64s' is not 0 or 1; using 1", s);
 	}
 
+	/* Tests only: signal threads inside wrapped blocking calls on every
+	 * tick, so that the EINTR-retry safety net is exercised on purpose. */
+	s = getenv("WALLPROF_TEST_SIGNAL_BLOCKED");
+	c->test_signal_blocked = s && !strcmp(s, "1");
+
 	env_uint("WALLPROF_HZ", WP_DEFAULT_HZ, 1, WP_MAX_HZ, &c->hz);
 	env_uint("WALLPROF_RING_SECONDS", WP_DEFAULT_RING_SECONDS, 1, WP_MAX_RING_SECONDS,
 		 &c->ring_seconds);

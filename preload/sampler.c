@@ -119,10 +119,13 @@ static void futex_wait_until(_Atomic uint32_t *w, uint32_t val, uint64_t deadlin
 
 /* A sampling signal that is not ours: do what the program asked for.
  * async-signal-safe */
+static void count_foreign(void);
+
 static void forward_foreign(int sig, siginfo_t *si, void *uc)
 {
 	struct sigaction act = g.prog_act;
 
+	count_foreign();
 	if (act.sa_flags & SA_SIGINFO) {
 		if (act.sa_sigaction)
 			act.sa_sigaction(sig, si, uc);
@@ -615,6 +618,11 @@ static void sample_thread(struct wp_slot *s, uint64_t now)
 	uint64_t cpu, nr, sp, pc;
 	int ran;
 
+	if ((seq & 1) && g.cfg.test_signal_blocked &&
+	    atomic_load_explicit(&s->state, memory_order_acquire) == S_IDLE) {
+		send_signal(s, now, s->blk_sysno); /* tests: force the race */
+		return;
+	}
 	if (seq & 1) {
 		/* In a wrapped blocking call: no signal, ever. */
 		if (seq == s->sampled_seq && s->nr_cached_ok) {
@@ -1135,11 +1143,67 @@ void wp_sampler_stop_and_dump(void)
 
 /* ---- the program's own signal handling (interposed sigaction) ---------- */
 
+/* The program's handlers, installed behind a trampoline that counts, per
+ * thread, the signals the program handled: a wrapped call retries an EINTR
+ * only when none of them ran during it (see block.c). */
+static struct sigaction prog_handlers[NSIG];
+
+/* async-signal-safe */
+static void count_foreign(void)
+{
+	struct wp_slot *s = tls_slot;
+
+	if (s && atomic_load_explicit(&s->tid, memory_order_relaxed) == tls_tid)
+		atomic_fetch_add_explicit(&s->nr_foreign, 1, memory_order_relaxed);
+}
+
+/* async-signal-safe */
+static void trampoline(int sig, siginfo_t *si, void *uc)
+{
+	struct sigaction a = prog_handlers[sig];
+
+	count_foreign();
+	if (a.sa_flags & SA_RESETHAND) {
+		/* The kernel has already reset its side. */
+		prog_handlers[sig].sa_handler = SIG_DFL;
+		prog_handlers[sig].sa_flags &= ~SA_SIGINFO;
+	}
+	if (a.sa_flags & SA_SIGINFO) {
+		if (a.sa_sigaction)
+			a.sa_sigaction(sig, si, uc);
+	} else if (a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN) {
+		a.sa_handler(sig);
+	}
+}
+
+/* async-signal-safe */
+static int program_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	struct sigaction k, prev, saved = prog_handlers[sig];
+	int rc;
+
+	if (act && ((act->sa_flags & SA_SIGINFO) ||
+		    (act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN))) {
+		prog_handlers[sig] = *act; /* before the kernel can call it */
+		k = *act;
+		k.sa_flags |= SA_SIGINFO;
+		k.sa_sigaction = trampoline;
+		rc = __sigaction(sig, &k, &prev);
+		if (rc < 0)
+			prog_handlers[sig] = saved;
+	} else {
+		rc = __sigaction(sig, act, &prev);
+	}
+	if (rc == 0 && old)
+		*old = (prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction == trampoline ? saved : prev;
+	return rc;
+}
+
 int wp_sampler_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	char a[24];
 
-	if (sig <= 0)
+	if (sig <= 0 || sig >= NSIG || sig == SIGKILL || sig == SIGSTOP)
 		return -2;
 	if (g.signal && sig == g.signal) {
 		/* Chained: the kernel keeps our handler, which forwards every
@@ -1158,7 +1222,7 @@ int wp_sampler_sigaction(int sig, const struct sigaction *act, struct sigaction 
 			g.snapshot_signal = 0;
 			wp_log(WP_LOG_INFO, "the program installed its own %s handler; snapshots are off",
 			       wp_signal_name(sig, a, sizeof(a)));
-			rc = __sigaction(sig, act, NULL);
+			rc = program_sigaction(sig, act, NULL);
 			if (rc == 0 && old)
 				*old = g.prev_snap_act;
 			return rc;
@@ -1171,5 +1235,5 @@ int wp_sampler_sigaction(int sig, const struct sigaction *act, struct sigaction 
 			g.prev_snap_act = *act;
 		return 0;
 	}
-	return -2; /* not ours: the caller passes it through */
+	return program_sigaction(sig, act, old);
 }

@@ -41,6 +41,8 @@ struct wp_slot {
 	_Atomic uint32_t blk_seq;  /* odd while inside the call */
 	_Atomic uint32_t blk_pin;  /* sampler is reading the stack */
 	_Atomic uint32_t ours_seq; /* handler: blk_seq during which our signal landed */
+	_Atomic uint32_t nr_foreign; /* signals the program handled on this thread */
+	uint32_t blk_foreign;      /* nr_foreign when the wrapped call began */
 	uint32_t blk_sysno;        /* system call the wrapper issues */
 	uint64_t blk_fn;           /* the real libc function: the leaf frame */
 	struct wp_regs blk_regs;   /* the wrapper's registers at entry */
@@ -105,9 +107,11 @@ wp_block_enter(unsigned sysno, void *fn, uint32_t *seq)
 		return NULL; /* nested: the outer call keeps the published context */
 	s->blk_sysno = sysno;
 	s->blk_fn = (uint64_t)(uintptr_t)fn;
+	s->blk_foreign = atomic_load_explicit(&s->nr_foreign, memory_order_relaxed);
 	wp_regs_capture(&s->blk_regs);
 	*seq = q + 1;
-	atomic_store_explicit(&s->blk_seq, q + 1, memory_order_seq_cst);
+	/* Release: the registers are visible before the odd sequence. */
+	atomic_store_explicit(&s->blk_seq, q + 1, memory_order_release);
 	return s;
 }
 
@@ -123,11 +127,14 @@ static inline __attribute__((always_inline)) void wp_block_leave(struct wp_slot 
 		wp_slot_wait_unpinned(s);
 }
 
-/* Whether our profiling signal interrupted the call with sequence `seq`.
+/* Whether the EINTR the call with sequence `seq` got is ours alone: our
+ * signal landed in it and no handler of the program ran meanwhile (then the
+ * program must see the EINTR, as it would without us). Consumes the mark.
  * async-signal-safe */
-static inline int wp_block_ours(const struct wp_slot *s, uint32_t seq)
+static inline int wp_block_ours(struct wp_slot *s, uint32_t seq)
 {
-	return s && atomic_load_explicit(&s->ours_seq, memory_order_acquire) == seq;
+	return s && atomic_exchange(&s->ours_seq, 0) == seq &&
+	       atomic_load_explicit(&s->nr_foreign, memory_order_relaxed) == s->blk_foreign;
 }
 
 #endif

@@ -25,6 +25,7 @@ struct wp_config {
 	int log_level;           /* WALLPROF_LOG */
 	char platform[32];       /* WALLPROF_SENTRY_PLATFORM */
 	int enabled;             /* WALLPROF_ENABLE=0 turns the library into a no-op */
+	int test_signal_blocked; /* WALLPROF_TEST_SIGNAL_BLOCKED=1: tests only, see README */
 };
 
 #define WP_DEFAULT_HZ 101

@@ -759,13 +759,13 @@ def fmt_result(r):
     return "rc=%d errno=%s %d ms" % (r[1], r[2], r[3])
 
 
-def battery_pair(tmp, call):
+def battery_pair(tmp, call, env=None):
     """Runs `blocking CALL BATTERY_MS` without, then with the preload.
     Returns the two Runs."""
     argv = [prog("blocking"), call, str(BATTERY_MS)]
     plain = run_bounded(argv, tmp, preload=False, timeout=BATTERY_TIMEOUT)
-    pre = run_bounded(argv, tmp, {"WALLPROF_HZ": BATTERY_HZ, "WALLPROF_LOG": "error"},
-                      timeout=BATTERY_TIMEOUT)
+    pre = run_bounded(argv, tmp, dict({"WALLPROF_HZ": BATTERY_HZ, "WALLPROF_LOG": "error"},
+                                      **(env or {})), timeout=BATTERY_TIMEOUT)
     return plain, pre
 
 
@@ -793,7 +793,7 @@ def battery_problems(call, want_rc, want_errno, plain, pre):
     return problems, True  # only elapsed differs: worth one retry
 
 
-def test_eintr_battery(tmp):
+def test_eintr_battery(tmp, env=None):
     """Every blocking call of test/progs/blocking.c returns the same rc and
     errno after the same time with the profiler at 1000 Hz as without it."""
     listed = run_plain([prog("blocking"), "list"], tmp).stdout.split()
@@ -801,14 +801,14 @@ def test_eintr_battery(tmp):
           "blocking list and BATTERY disagree: %s"
           % sorted(set(listed).symmetric_difference(c for c, _, _ in BATTERY)))
     with concurrent.futures.ThreadPoolExecutor(max_workers=BATTERY_JOBS) as pool:
-        runs = {c: pool.submit(battery_pair, tmp, c) for c, _, _ in BATTERY}
+        runs = {c: pool.submit(battery_pair, tmp, c, env) for c, _, _ in BATTERY}
         runs = {c: f.result() for c, f in runs.items()}
     problems = []
     for call, want_rc, want_errno in BATTERY:
         plain, pre = runs[call]
         probs, retry = battery_problems(call, want_rc, want_errno, plain, pre)
         if probs and retry:  # timing only: once more, alone, before calling it a difference
-            plain, pre = battery_pair(tmp, call)
+            plain, pre = battery_pair(tmp, call, env)
             probs2, _ = battery_problems(call, want_rc, want_errno, plain, pre)
             probs = probs2 and [p + " (twice)" for p in probs2]
         problems += probs
@@ -819,6 +819,28 @@ def test_eintr_battery(tmp):
         bad = sorted({p.split(":")[0] for p in problems})
         raise Failure("%d of %d calls behave differently under the preload at %s Hz: %s"
                       % (len(bad), len(BATTERY), BATTERY_HZ, " ".join(bad)), problems)
+
+
+def test_eintr_battery_forced(tmp):
+    """The safety net itself: the library signals threads inside wrapped
+    calls on every tick (a test-only knob), so every interruptible call is
+    interrupted by our signal again and again; each must still return what
+    it returns without the profiler, after the same time, because the
+    wrappers retry with the time left."""
+    test_eintr_battery(tmp, {"WALLPROF_TEST_SIGNAL_BLOCKED": "1"})
+    r = run_bounded([prog("blocking"), "poll", str(BATTERY_MS)], tmp,
+                    {"WALLPROF_HZ": BATTERY_HZ, "WALLPROF_TEST_SIGNAL_BLOCKED": "1"},
+                    timeout=BATTERY_TIMEOUT)
+    retried = wallprof_section(exit_profile(r)).get("eintr_retried", 0)
+    note("poll under forced signals: %d retries" % retried)
+    check(retried >= 100, "the forced run retried only %d calls; the safety net was not "
+          "exercised" % retried)
+
+
+def test_real_signal_interrupts_forced(tmp):
+    """The same while our own signal also hits every blocked call each
+    millisecond: the wrappers must tell the program's EINTR from ours."""
+    test_real_signal_interrupts(tmp, {"WALLPROF_TEST_SIGNAL_BLOCKED": "1"})
 
 
 def test_retry_poll_terminates(tmp):
@@ -873,13 +895,14 @@ def test_eintr_churn(tmp):
           % w.get("eintr_retried"))
 
 
-def test_real_signal_interrupts(tmp):
+def test_real_signal_interrupts(tmp, env=None):
     """A real signal (handler without SA_RESTART) still interrupts every
     blocking call with EINTR after the same time under the profiler."""
     argv = [prog("blocking"), "realsignal"]
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         fp = pool.submit(run_bounded, argv, tmp, None, False, 30)
-        fq = pool.submit(run_bounded, argv, tmp, {"WALLPROF_HZ": BATTERY_HZ}, True, 30)
+        fq = pool.submit(run_bounded, argv, tmp, dict({"WALLPROF_HZ": BATTERY_HZ}, **(env or {})),
+                         True, 30)
         plain, pre = fp.result(), fq.result()
     check(plain.rc == 0, "without preload: %s" % plain.describe())
     want = parse_results(plain)
@@ -1225,9 +1248,11 @@ E2E_TESTS = [
     ("quiet", test_quiet),
     ("dlclosed_plugin", test_dlclosed_plugin),
     ("eintr_battery", test_eintr_battery),
+    ("eintr_battery_forced", test_eintr_battery_forced),
     ("retry_poll_terminates", test_retry_poll_terminates),
     ("eintr_churn", test_eintr_churn),
     ("real_signal_interrupts", test_real_signal_interrupts),
+    ("real_signal_interrupts_forced", test_real_signal_interrupts_forced),
     ("blocked_stacks", test_blocked_stacks),
     ("blocked_stacks_vs_eu_stack", test_blocked_stacks_vs_eu_stack),
 ]
