@@ -6,11 +6,30 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "wallprof.h"
 
 int wp_log_level = WP_LOG_INFO;
+static dev_t stderr_dev;
+static ino_t stderr_ino;
+static int stderr_ok = -1; /* -1: not yet looked at */
+
+/* Whether fd 2 is still the stderr we started with. */
+static int stderr_same(void)
+{
+	struct stat st;
+
+	if (stderr_ok < 0) {
+		stderr_ok = fstat(STDERR_FILENO, &st) == 0;
+		stderr_dev = st.st_dev;
+		stderr_ino = st.st_ino;
+		return stderr_ok;
+	}
+	return stderr_ok && fstat(STDERR_FILENO, &st) == 0 && st.st_dev == stderr_dev &&
+	       st.st_ino == stderr_ino;
+}
 
 void wp_log(int level, const char *fmt, ...)
 {
@@ -19,7 +38,7 @@ void wp_log(int level, const char *fmt, ...)
 	int n, saved = errno;
 	size_t len, off = 0;
 
-	if (level > wp_log_level)
+	if (level > wp_log_level || !stderr_same())
 		return;
 	memcpy(buf, "wallprof: ", 10);
 	va_start(ap, fmt);
@@ -176,6 +195,7 @@ void wp_config_load(struct wp_config *c)
 			wp_log(WP_LOG_ERROR, "WALLPROF_LOG='%.64s' is not quiet, error, info or debug; using info", s);
 	}
 	c->log_level = wp_log_level;
+	(void)stderr_same(); /* remember which file stderr is */
 
 	s = getenv("WALLPROF_ENABLE");
 	c->enabled = 1;
@@ -207,14 +227,33 @@ void wp_config_load(struct wp_config *c)
 		c->snapshot_signal = 0;
 	}
 
-	s = getenv("WALLPROF_OUTPUT");
-	snprintf(c->output, sizeof(c->output), "%s", WP_DEFAULT_OUTPUT);
+	s = getenv("WALLPROF_FOLLOW_CHILDREN");
+	c->follow_children = 1;
 	if (s && *s) {
-		if (strlen(s) >= sizeof(c->output) - 32)
+		if (!strcmp(s, "0") || !strcasecmp(s, "no") || !strcasecmp(s, "off"))
+			c->follow_children = 0;
+		else if (strcmp(s, "1") && strcasecmp(s, "yes") && strcasecmp(s, "on"))
+			wp_log(WP_LOG_ERROR, "WALLPROF_FOLLOW_CHILDREN='%.64s' is not 0 or 1; using 1", s);
+	}
+
+	s = getenv("WALLPROF_OUTPUT");
+	if (!s || !*s || strlen(s) >= sizeof(c->output) - 1024) {
+		if (s && *s)
 			wp_log(WP_LOG_ERROR, "WALLPROF_OUTPUT is longer than %zu bytes; using %s",
-			       sizeof(c->output) - 32, WP_DEFAULT_OUTPUT);
+			       sizeof(c->output) - 1024, WP_DEFAULT_OUTPUT);
+		s = WP_DEFAULT_OUTPUT;
+	}
+	/* Relative to the directory the program started in, whatever it
+	 * chdir()s to later (daemons go to /). */
+	if (s[0] != '/') {
+		char cwd[WP_PATH_MAX - 1024];
+
+		if (getcwd(cwd, sizeof(cwd)))
+			snprintf(c->output, sizeof(c->output), "%s/%s", strcmp(cwd, "/") ? cwd : "", s);
 		else
 			snprintf(c->output, sizeof(c->output), "%s", s);
+	} else {
+		snprintf(c->output, sizeof(c->output), "%s", s);
 	}
 
 	s = getenv("WALLPROF_SENTRY_PLATFORM");

@@ -9,6 +9,7 @@
  * - blocked elsewhere: the last stack while its blocking fingerprint holds,
  *   else one signal as a last resort.
  * Dumps (exit, snapshot signal) symbolize and write off the signal path. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -40,6 +41,7 @@
 /* Events for the sampler, in a futex word. */
 #define EV_STOP 0x1
 #define EV_SNAPSHOT 0x2
+#define EV_FREEZE 0x4 /* a fatal signal is writing the raw dump */
 
 /* Cookie in si_value: magic | generation (24 bits) | slot index (24 bits). */
 #define COOKIE_MAGIC 0x57b0ull
@@ -91,7 +93,20 @@ static struct {
 	char cmdline[1024];
 	uint64_t start_ns;
 	int64_t rt_offset;
+
+	struct wp_ring_config ring_cfg;
+	int need_reset;             /* forked child: the sampler starts from scratch */
+	_Atomic int main_exited;    /* main() left through pthread_exit */
+	_Atomic int names_dirty;    /* a thread was renamed */
+	_Atomic uint32_t freeze;    /* a fatal signal: the sampler stops touching state */
+	_Atomic uint32_t frozen;
 } g;
+
+static void read_cmdline(void);
+static void reset_after_fork(void);
+static void freeze_forever(void);
+static int start_thread(pthread_t *t, void *(*fn)(void *));
+static void scan_threads(void);
 
 static uint64_t mono_ns(void)
 {
@@ -395,6 +410,9 @@ static void scan_threads(void)
 			off += d->reclen;
 			if (*end || tid == 0 || (pid_t)tid == g.sampler_tid || (pid_t)tid == dumper)
 				continue;
+			/* main() left through pthread_exit: a zombie until the end */
+			if ((pid_t)tid == g.pid && atomic_load(&g.main_exited))
+				continue;
 			s = slot_claim((uint32_t)tid);
 			if (!s) {
 				g.ctr.nr_threads_untracked++;
@@ -684,6 +702,26 @@ static void sample_thread(struct wp_slot *s, uint64_t now)
 	}
 }
 
+/* Whether a thread of the program (not ours, not the exited main thread)
+ * is still alive; confirmed by a fresh listing before answering no. */
+static int user_threads_left(void)
+{
+	uint32_t i, hw = atomic_load(&g.hiwater);
+	int pass;
+
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; i < hw; i++) {
+			struct wp_slot *s = &g.slots[i];
+
+			if (atomic_load(&s->state) >= S_IDLE && atomic_load(&s->tid) != (uint32_t)g.pid)
+				return 1;
+		}
+		scan_threads();
+		hw = atomic_load(&g.hiwater);
+	}
+	return 0;
+}
+
 static void tick(uint64_t now)
 {
 	uint32_t i, hw;
@@ -699,8 +737,14 @@ static void tick(uint64_t now)
 	}
 	wp_modmap_refresh(&g.mods);
 	g.ctr.nr_ticks++;
-	/* Names change (pthread_setname_np): refresh about once a second. */
-	if (g.ctr.nr_ticks % g.cfg.hz == 0) {
+	if (atomic_load(&g.main_exited) && !user_threads_left()) {
+		/* main() called pthread_exit and its last thread is gone: without
+		 * us the process would end now, with status 0 (glibc's rule). */
+		exit(0);
+	}
+	/* Names change: right after a pthread_setname_np, else once a second
+	 * (prctl and /proc writes are not seen otherwise). */
+	if (atomic_exchange(&g.names_dirty, 0) || g.ctr.nr_ticks % g.cfg.hz == 0) {
 		for (i = 0; i < hw; i++) {
 			struct wp_slot *s = &g.slots[i];
 
@@ -784,8 +828,34 @@ fail:
 	return -1;
 }
 
-/* Symbolizes and writes `p`, then frees it. Reports one line. */
-static void write_profile(struct wp_profile *p)
+/* Writes the file with SIGXFSZ held back: past RLIMIT_FSIZE the write must
+ * fail with EFBIG, not kill the program. A SIGXFSZ that our write raised is
+ * taken off again; one that was already pending stays. */
+static int guarded_write(const struct wp_profile *p, struct wp_sym *sym,
+			 const struct wp_out_opts *opts, const char *path, struct wp_out_stats *st,
+			 char *err, size_t errlen)
+{
+	sigset_t xfsz, old, pending;
+	struct timespec zero = { 0, 0 };
+	int was_pending, rc;
+
+	sigemptyset(&xfsz);
+	sigaddset(&xfsz, SIGXFSZ);
+	pthread_sigmask(SIG_BLOCK, &xfsz, &old);
+	sigpending(&pending);
+	was_pending = sigismember(&pending, SIGXFSZ);
+	rc = wp_out_sentry_write(p, sym, opts, path, st, err, errlen);
+	sigpending(&pending);
+	if (!was_pending && sigismember(&pending, SIGXFSZ))
+		while (sigtimedwait(&xfsz, NULL, &zero) < 0 && errno == EINTR)
+			;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
+/* Symbolizes and writes `p` (to `path`, or the configured output for its
+ * snapshot number when NULL), then frees it. Reports one line. */
+static void write_profile(struct wp_profile *p, const char *path_override)
 {
 	char path[WP_PATH_MAX], err[512];
 	struct wp_out_opts opts = { .platform = g.cfg.platform };
@@ -796,15 +866,41 @@ static void write_profile(struct wp_profile *p)
 	struct wp_sym *sym;
 	uint64_t t0 = mono_ns();
 
-	if (wp_out_expand_path(g.cfg.output, (unsigned)p->pid, p->snapshot, path, sizeof(path)) < 0) {
+	if (p->nr_samples == 0) {
+		/* Shorter than one tick (a child that exec'd or _exit'ed at once):
+		 * Sentry would reject an empty profile; say so, write nothing. */
+		wp_log(path_override ? WP_LOG_DEBUG : WP_LOG_INFO,
+		       "no samples (the process ran %.0f ms); no profile written",
+		       (double)(mono_ns() - g.start_ns) / 1e6);
+		goto out;
+	}
+	if (path_override) {
+		snprintf(path, sizeof(path), "%s", path_override);
+	} else if (wp_out_expand_path(g.cfg.output, (unsigned)p->pid, p->snapshot, path,
+				      sizeof(path)) < 0) {
 		wp_log(WP_LOG_ERROR, "WALLPROF_OUTPUT expands to a path that is too long; profile not written");
 		goto out;
 	}
 	sym = wp_sym_open(p->modules, p->nr_modules);
 	memset(&st, 0, sizeof(st));
-	if (wp_out_sentry_write(p, sym, &opts, path, &st, err, sizeof(err)) < 0) {
-		wp_log(WP_LOG_ERROR, "profile not written: %s", err);
-	} else {
+	if (guarded_write(p, sym, &opts, path, &st, err, sizeof(err)) < 0) {
+		/* Keep it somewhere: $TMPDIR (or /tmp), same file name. */
+		const char *tmp = getenv("TMPDIR"), *base = strrchr(path, '/');
+		char fb[2 * WP_PATH_MAX], err2[512] = "";
+
+		snprintf(fb, sizeof(fb), "%s/%s", tmp && *tmp == '/' ? tmp : "/tmp",
+			 base ? base + 1 : path);
+		if (strlen(fb) < sizeof(path) && strcmp(fb, path) &&
+		    guarded_write(p, sym, &opts, fb, &st, err2, sizeof(err2)) == 0) {
+			wp_log(WP_LOG_ERROR, "%s; wrote the profile to %s instead", err, fb);
+			memcpy(path, fb, strlen(fb) + 1);
+		} else {
+			wp_log(WP_LOG_ERROR, "profile not written: %s%s%s", err,
+			       strcmp(fb, path) ? "; fallback: " : "", strcmp(fb, path) ? err2 : "");
+			goto done;
+		}
+	}
+	{
 		char what[32] = "";
 
 		if (p->snapshot)
@@ -816,6 +912,7 @@ static void write_profile(struct wp_profile *p)
 			wp_log(WP_LOG_INFO, "%s covers %.1f s; Sentry rejects v1 profiles longer than %d s",
 			       path, st.duration_s, WP_SENTRY_MAX_SECONDS);
 	}
+done:
 	if (sym)
 		wp_sym_close(sym);
 out:
@@ -829,7 +926,7 @@ static void *dumper_main(void *arg)
 	tls_internal = 1;
 	atomic_store(&g.dumper_tid, (pid_t)syscall(SYS_gettid));
 	futex_wake((_Atomic uint32_t *)&g.dumper_tid);
-	write_profile(&g.dump_profile);
+	write_profile(&g.dump_profile, NULL);
 	atomic_store(&g.dumper_done, 1);
 	return NULL;
 }
@@ -875,7 +972,7 @@ static void start_snapshot(void)
 	}
 	if (start_thread(&g.dumper, dumper_main) != 0) {
 		/* No thread: write it here, sampling pauses meanwhile. */
-		write_profile(&g.dump_profile);
+		write_profile(&g.dump_profile, NULL);
 		return;
 	}
 	g.dumper_running = 1;
@@ -892,6 +989,8 @@ static void *sampler_main(void *arg)
 	prctl(PR_SET_NAME, "wallprof");
 	tls_internal = 1;
 	g.sampler_tid = (pid_t)syscall(SYS_gettid); /* never samples itself */
+	if (g.need_reset)
+		reset_after_fork();
 	for (;;) {
 		uint32_t ev;
 		uint64_t now;
@@ -901,6 +1000,8 @@ static void *sampler_main(void *arg)
 			ev = atomic_load(&g.events);
 			if (ev & EV_STOP)
 				return NULL;
+			if (ev & EV_FREEZE)
+				freeze_forever();
 			if (ev & EV_SNAPSHOT) {
 				atomic_fetch_and(&g.events, ~(uint32_t)EV_SNAPSHOT);
 				start_snapshot();
@@ -988,6 +1089,7 @@ static int alloc_state(void)
 	rc.nr_stacks = 1u << 16;
 	rc.nr_words = 1u << 21;
 	rc.window_ns = (uint64_t)g.cfg.ring_seconds * 1000000000ull;
+	g.ring_cfg = rc;
 	g.ring = wp_ring_create(&rc);
 	return g.ring ? 0 : -1;
 }
@@ -1068,21 +1170,101 @@ static void read_cmdline(void)
 	g.cmdline[n] = 0;
 }
 
+/* Sampler thread of a forked child, before its first tick: a fresh ring,
+ * fresh names and counters; the module map is the parent's (same mappings). */
+static void reset_after_fork(void)
+{
+	struct timespec rt;
+
+	g.need_reset = 0;
+	wp_ring_destroy(g.ring);
+	g.ring = wp_ring_create(&g.ring_cfg);
+	if (!g.ring) {
+		atomic_store(&g.sampling, 0);
+		wp_log(WP_LOG_ERROR, "forked child %d: cannot allocate the ring; profiling is off", g.pid);
+		return;
+	}
+	g.nr_names = 0;
+	memset(&g.ctr, 0, sizeof(g.ctr));
+	g.start_ns = mono_ns();
+	clock_gettime(CLOCK_REALTIME, &rt);
+	g.rt_offset = (int64_t)((uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec) -
+		      (int64_t)g.start_ns;
+	read_cmdline();
+}
+
+/* In the child of fork(): only the forking thread exists. Forget the
+ * parent's threads and start a sampler of our own; the heavy reset happens
+ * on that thread, so a child that execs right away pays almost nothing. */
 static void after_fork_child(void)
 {
-	/* The child has no sampler thread: it must not try to dump the parent's
-	 * ring, and the snapshot signal gets its old meaning back. */
 	uint32_t i;
 
-	atomic_store(&g.sampling, 0);
-	g.started = 0;
 	tls_slot = NULL;
 	tls_tid = 0;
-	for (i = 0; i < g.nr_slots; i++)
-		atomic_store(&g.slots[i].blk_pin, 0);
-	if (g.snapshot_signal)
-		__sigaction(g.snapshot_signal, &g.prev_snap_act, NULL);
-	g.snapshot_signal = 0;
+	if (!g.started)
+		return;
+	g.pid = getpid();
+	for (i = 0; i < g.nr_slots; i++) {
+		struct wp_slot *s = &g.slots[i];
+
+		atomic_store(&s->blk_pin, 0);
+		atomic_store(&s->blk_seq, 0);
+		atomic_store(&s->tid, 0);
+		atomic_fetch_add(&s->gen, 1);
+		atomic_store(&s->state, S_FREE);
+	}
+	atomic_store(&g.hiwater, 0);
+	atomic_store(&g.events, 0);
+	atomic_store(&g.main_exited, 0);
+	g.dumper_running = 0;
+	atomic_store(&g.dumper_tid, 0);
+	atomic_store(&g.dumper_done, 0);
+	g.snapshots_waiting = 0;
+	g.snapshot_seq = 0;
+	g.sampler_tid = 0;
+	g.need_reset = 1;
+	if (start_thread(&g.sampler, sampler_main) != 0) {
+		atomic_store(&g.sampling, 0);
+		g.started = 0;
+		wp_log(WP_LOG_ERROR, "forked child %d: cannot start the sampler; profiling is off",
+		       g.pid);
+	}
+}
+
+/* WALLPROF_FOLLOW_CHILDREN=0: take this library out of LD_PRELOAD so that
+ * exec'd programs, system() and posix_spawn children run unprofiled. Runs
+ * in the constructor, before main() and before the program has threads. */
+static void unfollow_children(void)
+{
+	const char *lp = getenv("LD_PRELOAD"), *self, *me;
+	char out[WP_PATH_MAX], tok[WP_PATH_MAX];
+	Dl_info di;
+	size_t n = 0;
+
+	if (!lp || !dladdr((void *)unfollow_children, &di) || !di.dli_fname)
+		return;
+	self = di.dli_fname;
+	me = strrchr(self, '/') ? strrchr(self, '/') + 1 : self;
+	out[0] = 0;
+	while (*lp) {
+		size_t len = strcspn(lp, " :");
+		const char *b;
+
+		if (len > 0 && len < sizeof(tok)) {
+			memcpy(tok, lp, len);
+			tok[len] = 0;
+			b = strrchr(tok, '/') ? strrchr(tok, '/') + 1 : tok;
+			if (strcmp(b, me) && n + len + 2 < sizeof(out))
+				n += (size_t)snprintf(out + n, sizeof(out) - n, "%s%s", n ? " " : "", tok);
+		}
+		lp += len;
+		lp += strspn(lp, " :");
+	}
+	if (n)
+		setenv("LD_PRELOAD", out, 1);
+	else
+		unsetenv("LD_PRELOAD");
 }
 
 void wp_sampler_start(void)
@@ -1091,6 +1273,8 @@ void wp_sampler_start(void)
 	char a[24];
 
 	wp_config_load(&g.cfg);
+	if (!g.cfg.follow_children)
+		unfollow_children();
 	if (!g.cfg.enabled)
 		return;
 	g.pid = getpid();
@@ -1121,16 +1305,63 @@ void wp_sampler_start(void)
 	       g.cfg.hz, wp_signal_name(g.signal, a, sizeof(a)), g.cfg.ring_seconds, g.cfg.max_depth);
 }
 
+static void stop_and_dump(const char *path);
+
 void wp_sampler_stop_and_dump(void)
+{
+	stop_and_dump(NULL);
+}
+
+/* The exec'd image has the same pid and writes the plain name at its own
+ * exit: the image being replaced writes "<name>.exec<k>.json", the first
+ * k free. */
+void wp_sampler_before_exec(void)
+{
+	char base[WP_PATH_MAX], path[WP_PATH_MAX + 32];
+	size_t n;
+	int k;
+
+	if (!g.started || getpid() != g.pid ||
+	    wp_out_expand_path(g.cfg.output, (unsigned)g.pid, 0, base, sizeof(base)) < 0)
+		return;
+	n = strlen(base);
+	if (n > 5 && !strcmp(base + n - 5, ".json"))
+		base[n - 5] = 0;
+	for (k = 0; k < 1000; k++) {
+		snprintf(path, sizeof(path), "%s.exec%d.json", base, k);
+		if (access(path, F_OK) != 0)
+			break;
+	}
+	stop_and_dump(path);
+}
+
+/* exec failed: the program goes on, so does profiling (a fresh window). */
+void wp_sampler_exec_failed(void)
+{
+	if (g.started || !g.pid || getpid() != g.pid || !g.ring)
+		return;
+	atomic_store(&g.events, 0);
+	atomic_store(&g.sampling, 1);
+	g.need_reset = 1;
+	g.started = 1;
+	if (start_thread(&g.sampler, sampler_main) != 0) {
+		atomic_store(&g.sampling, 0);
+		g.started = 0;
+	}
+}
+
+static void stop_and_dump(const char *path)
 {
 	struct wp_profile p;
 
 	if (!g.started || getpid() != g.pid)
 		return;
 	g.started = 0;
-	atomic_fetch_or(&g.events, EV_STOP);
-	futex_wake(&g.events);
-	pthread_join(g.sampler, NULL);
+	if (!pthread_equal(pthread_self(), g.sampler)) {
+		atomic_fetch_or(&g.events, EV_STOP);
+		futex_wake(&g.events);
+		pthread_join(g.sampler, NULL);
+	} /* else: the sampler itself ends the process (see tick) */
 	join_dumper(); /* a snapshot being written is finished, not lost */
 	collect();
 	atomic_store(&g.sampling, 0);
@@ -1138,7 +1369,7 @@ void wp_sampler_stop_and_dump(void)
 		wp_log(WP_LOG_ERROR, "profile not written: out of memory");
 		return;
 	}
-	write_profile(&p);
+	write_profile(&p, path);
 }
 
 /* ---- the program's own signal handling (interposed sigaction) ---------- */
@@ -1236,4 +1467,30 @@ int wp_sampler_sigaction(int sig, const struct sigaction *act, struct sigaction 
 		return 0;
 	}
 	return program_sigaction(sig, act, old);
+}
+
+/* ---- fatal signals and special exits ------------------------------------ */
+
+/* The sampler parks here once a fatal signal handler asked it to: from
+ * then on the ring, names and module map hold still for the raw dump. */
+static void freeze_forever(void)
+{
+	atomic_store(&g.frozen, 1);
+	futex_wake(&g.frozen);
+	for (;;)
+		syscall(SYS_futex, &g.events, FUTEX_WAIT_PRIVATE, atomic_load(&g.events), NULL, NULL,
+			0);
+}
+
+/* async-signal-safe */
+void wp_sampler_main_exiting(void)
+{
+	if (g.started && getpid() == g.pid && syscall(SYS_gettid) == g.pid)
+		atomic_store(&g.main_exited, 1);
+}
+
+/* async-signal-safe */
+void wp_sampler_names_changed(void)
+{
+	atomic_store(&g.names_dirty, 1);
 }

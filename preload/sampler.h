@@ -32,4 +32,19 @@ void wp_sampler_loader_leave(void);
 /* A wrapped call retried after our signal interrupted it. async-signal-safe */
 void wp_sampler_count_eintr_retry(void);
 
+/* main() is about to leave through pthread_exit: the process must end
+ * when its last other thread does, our threads notwithstanding.
+ * async-signal-safe */
+void wp_sampler_main_exiting(void);
+
+/* exec is about to replace the image: stop and write the profile so far
+ * (as "<name>.exec<k>.json"); if exec fails, start sampling again. Not
+ * async-signal-safe (exec is, but this is a documented limit). */
+void wp_sampler_before_exec(void);
+void wp_sampler_exec_failed(void);
+
+/* A thread was renamed; names are re-read at the next tick.
+ * async-signal-safe */
+void wp_sampler_names_changed(void);
+
 #endif

@@ -1,9 +1,15 @@
 /* wallprof: the library's entry points. Constructor and destructor, and the
  * libc functions it interposes. These are the only symbols the .so exports;
  * they carry libc's names (not wp_) because interposition needs them. */
+#include <alloca.h>
 #include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "block.h"
 #include "sampler.h"
@@ -55,4 +61,172 @@ WP_EXPORT wp_sighandler signal(int sig, wp_sighandler handler)
 		return real_signal ? real_signal(sig, handler) : SIG_ERR;
 	}
 	return rc < 0 ? SIG_ERR : old.sa_handler;
+}
+
+/* ---- exits the destructor does not see --------------------------------- */
+
+typedef void (*wp_exit_fn)(int) __attribute__((noreturn));
+
+static void *next_symbol(const char *name)
+{
+	return dlsym(RTLD_NEXT, name);
+}
+
+/* _exit and _Exit skip atexit and destructors: write the profile first.
+ * A vfork child (another pid on our memory) leaves everything alone. */
+WP_EXPORT __attribute__((noreturn)) void _exit(int status)
+{
+	wp_exit_fn real = (wp_exit_fn)next_symbol("_exit");
+
+	wp_sampler_stop_and_dump();
+	if (real)
+		real(status);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+
+WP_EXPORT __attribute__((noreturn)) void _Exit(int status)
+{
+	wp_exit_fn real = (wp_exit_fn)next_symbol("_Exit");
+
+	wp_sampler_stop_and_dump();
+	if (real)
+		real(status);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+
+/* main() leaving through pthread_exit: the process ends with its last
+ * other thread, which our own threads must not prevent. */
+WP_EXPORT __attribute__((noreturn)) void pthread_exit(void *ret)
+{
+	typedef void (*wp_pexit_fn)(void *) __attribute__((noreturn));
+	wp_pexit_fn real = (wp_pexit_fn)next_symbol("pthread_exit");
+
+	wp_sampler_main_exiting();
+	if (real)
+		real(ret);
+	syscall(SYS_exit, 0);
+	__builtin_unreachable();
+}
+
+WP_EXPORT int pthread_setname_np(pthread_t t, const char *name)
+{
+	int (*real)(pthread_t, const char *) =
+		(int (*)(pthread_t, const char *))next_symbol("pthread_setname_np");
+	int rc = real ? real(t, name) : ENOSYS;
+
+	wp_sampler_names_changed();
+	return rc;
+}
+
+/* ---- exec: the image being replaced writes its profile first --------------- */
+
+#define EXEC_AROUND(call)                       \
+	do {                                    \
+		int rc_, e_;                    \
+		wp_sampler_before_exec();       \
+		rc_ = (call);                   \
+		e_ = errno;                     \
+		wp_sampler_exec_failed();       \
+		errno = e_;                     \
+		return rc_;                     \
+	} while (0)
+
+typedef int (*wp_execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*wp_execv_fn)(const char *, char *const[]);
+
+WP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	wp_execve_fn real = (wp_execve_fn)next_symbol("execve");
+
+	if (!real)
+		return errno = ENOSYS, -1;
+	EXEC_AROUND(real(path, argv, envp));
+}
+
+WP_EXPORT int execv(const char *path, char *const argv[])
+{
+	wp_execv_fn real = (wp_execv_fn)next_symbol("execv");
+
+	if (!real)
+		return errno = ENOSYS, -1;
+	EXEC_AROUND(real(path, argv));
+}
+
+WP_EXPORT int execvp(const char *file, char *const argv[])
+{
+	wp_execv_fn real = (wp_execv_fn)next_symbol("execvp");
+
+	if (!real)
+		return errno = ENOSYS, -1;
+	EXEC_AROUND(real(file, argv));
+}
+
+WP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	wp_execve_fn real = (wp_execve_fn)next_symbol("execvpe");
+
+	if (!real)
+		return errno = ENOSYS, -1;
+	EXEC_AROUND(real(file, argv, envp));
+}
+
+WP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	int (*real)(int, char *const[], char *const[]) =
+		(int (*)(int, char *const[], char *const[]))next_symbol("fexecve");
+
+	if (!real)
+		return errno = ENOSYS, -1;
+	EXEC_AROUND(real(fd, argv, envp));
+}
+
+/* The execl family: gather the variadic arguments into an argv. */
+#define GATHER_ARGV(arg0, ap, argv)                                      \
+	do {                                                            \
+		va_list cp_;                                            \
+		size_t n_ = 1, i_;                                      \
+		va_copy(cp_, ap);                                       \
+		while (va_arg(cp_, char *))                             \
+			n_++;                                           \
+		va_end(cp_);                                            \
+		argv = alloca((n_ + 1) * sizeof(char *));               \
+		argv[0] = (char *)(arg0);                               \
+		for (i_ = 1; i_ <= n_; i_++)                            \
+			argv[i_] = va_arg(ap, char *);                  \
+	} while (0)
+
+WP_EXPORT int execl(const char *path, const char *arg0, ...)
+{
+	char **argv;
+	va_list ap;
+
+	va_start(ap, arg0);
+	GATHER_ARGV(arg0, ap, argv);
+	va_end(ap);
+	return execv(path, argv);
+}
+
+WP_EXPORT int execlp(const char *file, const char *arg0, ...)
+{
+	char **argv;
+	va_list ap;
+
+	va_start(ap, arg0);
+	GATHER_ARGV(arg0, ap, argv);
+	va_end(ap);
+	return execvp(file, argv);
+}
+
+WP_EXPORT int execle(const char *path, const char *arg0, ...)
+{
+	char **argv, **envp = NULL;
+	va_list ap;
+
+	va_start(ap, arg0);
+	GATHER_ARGV(arg0, ap, argv);
+	envp = va_arg(ap, char **); /* after the terminating NULL */
+	va_end(ap);
+	return execve(path, argv, envp);
 }

@@ -26,6 +26,7 @@ struct wp_config {
 	char platform[32];       /* WALLPROF_SENTRY_PLATFORM */
 	int enabled;             /* WALLPROF_ENABLE=0 turns the library into a no-op */
 	int test_signal_blocked; /* WALLPROF_TEST_SIGNAL_BLOCKED=1: tests only, see README */
+	int follow_children;     /* WALLPROF_FOLLOW_CHILDREN: exec'd children inherit the preload */
 };
 
 #define WP_DEFAULT_HZ 101
@@ -50,7 +51,9 @@ int wp_config_parse_signal(const char *s, int allow_off);
 /* Signal name for messages ("SIGPROF", "SIGRTMIN+3"). */
 const char *wp_signal_name(int sig, char *buf, size_t len);
 
-/* Logging: one line "wallprof: ..." on stderr with write(2), no stdio. */
+/* Logging: one line "wallprof: ..." on stderr with write(2), no stdio.
+ * Nothing is written once fd 2 is no longer the file it was at start (a
+ * daemon closed it and the number went to one of its own files). */
 extern int wp_log_level;
 void wp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

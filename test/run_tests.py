@@ -1317,6 +1317,20 @@ def run_one(name, fn):
     return ok
 
 
+def module_tests():
+    """(name, function) from every test/e2e/*.py module: each defines
+    tests(rt), rt being this driver (its helpers: run_under_preload, check,
+    exit_profile, ...), and returns its (name, function) pairs."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(TEST_DIR, "e2e", "*.py"))):
+        name = "e2e_" + os.path.splitext(os.path.basename(path))[0]
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        out += mod.tests(sys.modules[__name__])
+    return out
+
+
 def main():
     global VERBOSE
     ap = argparse.ArgumentParser(description="libwallprof test suite")
@@ -1326,7 +1340,7 @@ def main():
     args = ap.parse_args()
     VERBOSE = args.v
 
-    tests = unit_tests() + E2E_TESTS
+    tests = unit_tests() + E2E_TESTS + module_tests()
     if args.k:
         tests = [(n, f) for n, f in tests if args.k in n]
     if args.list:
