@@ -99,3 +99,30 @@ bench: $(LIB) $(BENCH_PROGS)
 $(BUILD)/bench/%: test/bench/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -o $@ $<
+
+# A statically linked test program (the launcher's static-binary detection);
+# this explicit rule wins over the pattern rule for build/progs/%.
+$(BUILD)/progs/static_hello: test/progs/static_hello.c
+	@mkdir -p $(dir $@)
+	$(CC) $(PROG_CFLAGS) -std=gnu11 -static -o $@ $<
+
+# Offline converter of raw dumps (written when the host dies of a fatal
+# signal) into Sentry JSON: build/wallprof-convert RAW [-o OUT.json].
+CONVERT := $(BUILD)/wallprof-convert
+all: $(CONVERT)
+unit: $(CONVERT)
+
+$(CONVERT): scripts/wallprof-convert.c $(CORE_SRCS) $(HEADERS) Makefile
+	@mkdir -p $(BUILD)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(CORE_SRCS) $(LIBS)
+
+# Soak test, not part of `make test`: build/progs/soak under the preload at
+# 1000 Hz for SOAK_SECONDS (thread churn, forks, dlopen, SIGUSR2 snapshots),
+# watched for crashes, hangs and memory growth (scripts/soak.py).
+SOAK_SECONDS ?= 600
+SOAK_ARGS    ?=
+
+.PHONY: soak
+soak: deps
+	@$(MAKE) --no-print-directory $(LIB) $(BUILD)/progs/soak $(BUILD)/progs/libwpt_plugin.so
+	@$(PYTHON) scripts/soak.py --seconds $(SOAK_SECONDS) $(SOAK_ARGS)

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include "ring.h"
+#include "../output/raw.h"
 
 #define RING_MAX_FRAMES 4096 /* longest stack accepted; longer ones are cut */
 #define EMPTY 0u             /* hash slots hold index + 1 */
@@ -459,4 +460,122 @@ size_t wp_ring_nr_stacks(const struct wp_ring *r)
 size_t wp_ring_nr_pcs(const struct wp_ring *r)
 {
 	return r->nr_pcs;
+}
+
+/* ---- raw dump (async-signal-safe) ---------------------------------------- */
+
+/* One read of a field another thread may be changing: the value is then
+ * checked, and never read again behind the check's back. */
+#define RAW_ONCE(x) (*(const volatile __typeof__(x) *)&(x))
+
+#define RING_RAW_VERSION 1u
+#define RING_RAW_HEAD_WORDS 14 /* u64 fields before the tables */
+
+/* async-signal-safe */
+void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o)
+{
+	uint64_t cap = 0, head = 0, ns = 0, np = 0, nst = 0, nw = 0, k, i;
+
+	if (r) {
+		cap = r->cfg.nr_samples;
+		head = RAW_ONCE(r->head);
+		ns = RAW_ONCE(r->count);
+		np = RAW_ONCE(r->nr_pcs);
+		nst = RAW_ONCE(r->nr_stacks);
+		nw = RAW_ONCE(r->nr_words);
+		if (ns > cap)
+			ns = cap;
+		if (cap && head >= cap)
+			head %= cap;
+		if (np > r->cfg.nr_pcs)
+			np = r->cfg.nr_pcs;
+		if (nst > r->cfg.nr_stacks)
+			nst = r->cfg.nr_stacks;
+		if (nw > r->cfg.nr_words)
+			nw = r->cfg.nr_words;
+	}
+	wp_raw_sec_begin(o, WP_RAW_TAG_RING, RING_RAW_VERSION,
+			 RING_RAW_HEAD_WORDS * 8 + ns * 24 + np * 16 + nst * 8 + nw * 4);
+	if (!r) {
+		wp_raw_out_zeros(o, RING_RAW_HEAD_WORDS * 8);
+		wp_raw_sec_end(o);
+		return;
+	}
+	wp_raw_out_u64(o, cap);
+	wp_raw_out_u64(o, r->cfg.nr_pcs);
+	wp_raw_out_u64(o, r->cfg.nr_stacks);
+	wp_raw_out_u64(o, r->cfg.nr_words);
+	wp_raw_out_u64(o, r->cfg.window_ns);
+	wp_raw_out_u64(o, RAW_ONCE(r->stats.nr_added));
+	wp_raw_out_u64(o, RAW_ONCE(r->stats.nr_overwritten));
+	wp_raw_out_u64(o, RAW_ONCE(r->stats.nr_dropped_full));
+	wp_raw_out_u64(o, RAW_ONCE(r->stats.nr_compactions));
+	wp_raw_out_u64(o, head);
+	wp_raw_out_u64(o, ns);
+	wp_raw_out_u64(o, np);
+	wp_raw_out_u64(o, nst);
+	wp_raw_out_u64(o, nw);
+	/* Samples in ring order: position head + k, wrapped (ns <= cap, so
+	 * ns > 0 implies cap > 0). */
+	for (k = 0, i = head; k < ns && !o->failed; k++) {
+		const struct rsample *x = &r->samples[i];
+		uint32_t rec[6];
+		uint64_t t = x->t_ns;
+
+		memcpy(rec, &t, 8);
+		rec[2] = x->tid;
+		rec[3] = x->stack;
+		rec[4] = x->flags;
+		rec[5] = x->syscall;
+		wp_raw_out_bytes(o, rec, sizeof(rec));
+		if (++i == cap)
+			i = 0;
+	}
+	for (k = 0; k < np && !o->failed; k++) {
+		uint32_t rec[4] = { 0 };
+		uint64_t a = r->pcs[k].addr;
+
+		memcpy(rec, &a, 8);
+		rec[2] = r->pcs[k].flags;
+		wp_raw_out_bytes(o, rec, sizeof(rec));
+	}
+	for (k = 0; k < nst && !o->failed; k++) {
+		uint32_t rec[2] = { r->stack_off[k], r->stack_len[k] };
+
+		wp_raw_out_bytes(o, rec, sizeof(rec));
+	}
+	/* The arena as it is in memory: indices are checked by the reader. */
+	for (k = 0; k < nw && !o->failed; k += 256) {
+		uint64_t n = nw - k < 256 ? nw - k : 256;
+
+		wp_raw_out_bytes(o, &r->words[k], n * sizeof(uint32_t));
+	}
+	wp_raw_sec_end(o);
+}
+
+/* async-signal-safe */
+int wp_ring_raw_write(const struct wp_ring *r, int fd)
+{
+	struct wp_raw_out o;
+
+	wp_raw_out_init(&o, fd);
+	wp_ring_raw_emit(r, &o);
+	return wp_raw_out_flush(&o);
+}
+
+void wp_ring_test_scramble(struct wp_ring *r, unsigned what)
+{
+	if ((what & WP_RING_SCRAMBLE_SAMPLE_STACK) && r->count > 0)
+		sample_at(r, r->count / 2)->stack = UINT32_MAX - 7;
+	if ((what & WP_RING_SCRAMBLE_STACK_FRAME) && r->nr_stacks > 0 && r->stack_len[0] > 0)
+		r->words[r->stack_off[0]] = (uint32_t)r->nr_pcs + 1000;
+	if ((what & WP_RING_SCRAMBLE_STACK_EXTENT) && r->nr_stacks > 1)
+		r->stack_off[1] = UINT32_MAX - 3;
+	if (what & WP_RING_SCRAMBLE_COUNTS) {
+		r->head = r->cfg.nr_samples * 3 + 1;
+		r->count = r->cfg.nr_samples + 5;
+		r->nr_pcs = (size_t)-1;
+		r->nr_stacks = r->cfg.nr_stacks + 1;
+		r->nr_words = r->cfg.nr_words * 2;
+	}
 }

@@ -1,8 +1,8 @@
 /* ring: the bounded per-process store of recent samples. A circular array
  * of timed samples plus deduplicated frame (unique address) and stack tables,
  * all preallocated. Owned by ONE thread at a time (the sampler thread, or the
- * exiting thread after the sampler has stopped): no function here is
- * async-signal-safe and none locks. */
+ * exiting thread after the sampler has stopped): none locks, and none is
+ * async-signal-safe except the raw dump writers marked so. */
 #ifndef WP_RING_H
 #define WP_RING_H
 
@@ -49,6 +49,41 @@ int wp_ring_add(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
 int wp_ring_snapshot(const struct wp_ring *r, struct wp_profile *out);
 
 const struct wp_ring_stats *wp_ring_stats(const struct wp_ring *r);
+
+/* Raw dump of the ring for a dying process (output/raw.h frames it).
+ * One section, tag "RING", version 1; little-endian; payload:
+ *
+ *   u64 cap_samples, cap_pcs, cap_stacks, cap_words, window_ns   config
+ *   u64 nr_added, nr_overwritten, nr_dropped_full, nr_compactions stats
+ *   u64 head, nr_samples, nr_pcs, nr_stacks, nr_words            as read, capped
+ *   nr_samples x { u64 t_ns; u32 tid, stack, flags, syscall }    24 B, ring order (oldest first)
+ *   nr_pcs     x { u64 addr; u32 flags, 0 }                      16 B, the frame table
+ *   nr_stacks  x { u32 off, len }                                8 B, frames words[off, off+len)
+ *   nr_words   x u32                                             frame indices, leaf first
+ *
+ * Every live sample is written (the reader applies the window). The ring
+ * may be mid-update by another thread: every count is read once and capped
+ * to the ring's capacity, the sample position is taken modulo it, and no
+ * index stored in the tables is followed, so the writer never reads outside
+ * the ring's memory; the reader validates stack and frame ids and drops
+ * what does not hold together. */
+
+/* Writes the RING section through `o` (no file header). async-signal-safe */
+struct wp_raw_out;
+void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o);
+
+/* Writes the RING section alone to `fd`. Returns 0, or -1 when a write
+ * failed. May change errno. async-signal-safe */
+int wp_ring_raw_write(const struct wp_ring *r, int fd);
+
+/* Tests only: makes the ring's internals inconsistent the way a torn update
+ * could (WP_RING_SCRAMBLE_*), or worse. The ring is then only fit for
+ * wp_ring_raw_write() and wp_ring_destroy(). */
+#define WP_RING_SCRAMBLE_SAMPLE_STACK 0x1 /* a live sample's stack id out of range */
+#define WP_RING_SCRAMBLE_STACK_FRAME 0x2  /* a stack's frame id out of range */
+#define WP_RING_SCRAMBLE_STACK_EXTENT 0x4 /* a stack's extent past the arena */
+#define WP_RING_SCRAMBLE_COUNTS 0x8       /* head and every count past capacity */
+void wp_ring_test_scramble(struct wp_ring *r, unsigned what);
 
 /* Live counts, for tests. */
 size_t wp_ring_nr_samples(const struct wp_ring *r);

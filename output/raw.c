@@ -1,0 +1,397 @@
+/* raw (writer): the raw dump of a dying process, written from a fatal-signal
+ * handler. Everything here is async-signal-safe: no allocation, no stdio, no
+ * locks; only write(2), clock_gettime(2) and memcpy on caller memory. The
+ * layout is documented in raw.h; the reader is raw_read.c. */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "raw.h"
+#include "../preload/ring.h"
+
+_Static_assert(sizeof(struct wp_counters) % 8 == 0, "wp_counters is a run of u64");
+_Static_assert(sizeof(((struct wp_thread *)0)->name) == 16, "thread names are 16 bytes");
+
+int wp_raw_fail_write_at;
+
+/* ---- checksum ---------------------------------------------------------- */
+
+static uint64_t rotl64(uint64_t x, unsigned r)
+{
+	return (x << r) | (x >> (64 - r));
+}
+
+/* Each step is a bijection of h for a fixed word and of the word for a
+ * fixed h, so a change confined to one word always changes the result. */
+static void sum_word(struct wp_raw_sum *s, uint64_t w)
+{
+	s->h = rotl64(s->h ^ (w * 0x9e3779b97f4a7c15ull), 29) * 0xbf58476d1ce4e5b9ull +
+	       0x94d049bb133111ebull;
+}
+
+/* async-signal-safe */
+void wp_raw_sum_init(struct wp_raw_sum *s)
+{
+	s->h = 0x6a09e667f3bcc908ull;
+	s->acc = 0;
+	s->total = 0;
+	s->nacc = 0;
+}
+
+/* async-signal-safe */
+void wp_raw_sum_update(struct wp_raw_sum *s, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	s->total += n;
+	while (n > 0 && s->nacc != 0) {
+		s->acc |= (uint64_t)*b++ << (8 * s->nacc);
+		n--;
+		if (++s->nacc == 8) {
+			sum_word(s, s->acc);
+			s->acc = 0;
+			s->nacc = 0;
+		}
+	}
+	while (n >= 8) {
+		uint64_t w;
+
+		memcpy(&w, b, 8);
+		sum_word(s, w);
+		b += 8;
+		n -= 8;
+	}
+	while (n > 0) {
+		s->acc |= (uint64_t)*b++ << (8 * s->nacc++);
+		n--;
+	}
+}
+
+/* async-signal-safe */
+uint64_t wp_raw_sum_final(const struct wp_raw_sum *s)
+{
+	struct wp_raw_sum t = *s;
+	uint64_t h;
+
+	if (t.nacc)
+		sum_word(&t, t.acc);
+	h = t.h ^ t.total;
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ull;
+	h ^= h >> 33;
+	return h;
+}
+
+/* async-signal-safe */
+uint64_t wp_raw_checksum(const void *p, size_t n)
+{
+	struct wp_raw_sum s;
+
+	wp_raw_sum_init(&s);
+	wp_raw_sum_update(&s, p, n);
+	return wp_raw_sum_final(&s);
+}
+
+/* ---- buffered, section-framing writer ----------------------------------- */
+
+static int write_all(int fd, const unsigned char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w;
+
+		if (wp_raw_fail_write_at > 0 && --wp_raw_fail_write_at == 0) {
+			errno = ENOSPC;
+			return -1;
+		}
+		w = write(fd, p, n);
+		if (w > 0) {
+			p += w;
+			n -= (size_t)w;
+		} else if (w < 0 && errno == EINTR) {
+			continue;
+		} else {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Adds the bytes buffered since the last call to the open section's sum. */
+static void settle(struct wp_raw_out *o)
+{
+	if (o->in_section)
+		wp_raw_sum_update(&o->sum, o->buf + o->sum_from, o->len - o->sum_from);
+	o->sum_from = o->len;
+}
+
+static void drain(struct wp_raw_out *o)
+{
+	settle(o);
+	if (o->len && write_all(o->fd, o->buf, o->len) < 0)
+		o->failed = 1;
+	o->len = 0;
+	o->sum_from = 0;
+}
+
+static void put(struct wp_raw_out *o, const void *p, size_t n)
+{
+	const unsigned char *s = p;
+
+	while (n > 0 && !o->failed) {
+		size_t room = sizeof(o->buf) - o->len, c = n < room ? n : room;
+
+		memcpy(o->buf + o->len, s, c);
+		o->len += c;
+		o->off += c;
+		s += c;
+		n -= c;
+		if (o->len == sizeof(o->buf))
+			drain(o);
+	}
+}
+
+/* Accounts `n` payload bytes against the open section. */
+static int take(struct wp_raw_out *o, size_t n)
+{
+	if (o->failed)
+		return -1;
+	if (o->in_section) {
+		if (n > o->sec_left) {
+			o->failed = 1;
+			return -1;
+		}
+		o->sec_left -= n;
+	}
+	return 0;
+}
+
+/* async-signal-safe */
+void wp_raw_out_init(struct wp_raw_out *o, int fd)
+{
+	o->fd = fd;
+	o->failed = fd < 0;
+	o->off = 0;
+	o->nr_sections = 0;
+	o->in_section = 0;
+	o->sec_left = 0;
+	wp_raw_sum_init(&o->sum);
+	o->len = 0;
+	o->sum_from = 0;
+}
+
+/* async-signal-safe */
+void wp_raw_out_bytes(struct wp_raw_out *o, const void *p, size_t n)
+{
+	if (take(o, n) == 0)
+		put(o, p, n);
+}
+
+static const unsigned char zeros[64];
+
+/* async-signal-safe */
+void wp_raw_out_zeros(struct wp_raw_out *o, size_t n)
+{
+	if (take(o, n) < 0)
+		return;
+	while (n > 0 && !o->failed) {
+		size_t c = n < sizeof(zeros) ? n : sizeof(zeros);
+
+		put(o, zeros, c);
+		n -= c;
+	}
+}
+
+/* async-signal-safe */
+void wp_raw_out_u32(struct wp_raw_out *o, uint32_t v)
+{
+	wp_raw_out_bytes(o, &v, sizeof(v));
+}
+
+/* async-signal-safe */
+void wp_raw_out_u64(struct wp_raw_out *o, uint64_t v)
+{
+	wp_raw_out_bytes(o, &v, sizeof(v));
+}
+
+/* async-signal-safe */
+void wp_raw_sec_begin(struct wp_raw_out *o, uint32_t tag, uint32_t version, uint64_t payload_len)
+{
+	if (o->failed)
+		return;
+	if (o->in_section) {
+		o->failed = 1;
+		return;
+	}
+	settle(o);
+	o->in_section = 1;
+	o->sec_left = payload_len;
+	wp_raw_sum_init(&o->sum);
+	put(o, &tag, sizeof(tag));
+	put(o, &version, sizeof(version));
+	put(o, &payload_len, sizeof(payload_len));
+}
+
+/* async-signal-safe */
+void wp_raw_sec_end(struct wp_raw_out *o)
+{
+	uint64_t sum;
+
+	if (o->failed)
+		return;
+	if (!o->in_section) {
+		o->failed = 1;
+		return;
+	}
+	while (o->sec_left > 0 && !o->failed) {
+		size_t c = o->sec_left < sizeof(zeros) ? (size_t)o->sec_left : sizeof(zeros);
+
+		o->sec_left -= c;
+		put(o, zeros, c);
+	}
+	settle(o);
+	o->in_section = 0;
+	sum = wp_raw_sum_final(&o->sum);
+	put(o, &sum, sizeof(sum));
+	o->nr_sections++;
+}
+
+/* async-signal-safe */
+int wp_raw_out_flush(struct wp_raw_out *o)
+{
+	if (!o->failed)
+		drain(o);
+	return o->failed ? -1 : 0;
+}
+
+/* ---- the dump ------------------------------------------------------------ */
+
+/* Length of `s` up to `max` bytes, reading no byte past a NUL. */
+static size_t bounded_len(const char *s, size_t max)
+{
+	size_t n = 0;
+
+	if (!s)
+		return 0;
+	while (n < max && s[n])
+		n++;
+	return n;
+}
+
+/* Writes exactly `len` bytes of `s`: stops at a NUL that appeared since the
+ * length was taken (the string may be changing) and pads with zeros. */
+static void put_str(struct wp_raw_out *o, const char *s, size_t len)
+{
+	size_t n = 0;
+
+	while (n < len && s && s[n])
+		n++;
+	wp_raw_out_bytes(o, s, n);
+	wp_raw_out_zeros(o, len - n);
+}
+
+#define META_FIXED 56 /* META payload before the command line */
+#define MODL_FIXED 104
+
+static void put_meta(struct wp_raw_out *o, const struct wp_raw_meta *m)
+{
+	struct timespec ts;
+	uint64_t now = 0;
+	size_t clen = m ? bounded_len(m->cmdline, sizeof(m->cmdline) - 1) : 0;
+
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
+		now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	wp_raw_sec_begin(o, WP_RAW_TAG_META, 1, META_FIXED + clen);
+	if (m) {
+		wp_raw_out_u32(o, m->pid);
+		wp_raw_out_u32(o, m->main_tid);
+		wp_raw_out_u32(o, m->hz);
+		wp_raw_out_u32(o, m->ring_seconds);
+		wp_raw_out_u32(o, m->max_depth);
+		wp_raw_out_u32(o, (uint32_t)m->signal);
+		wp_raw_out_u64(o, (uint64_t)m->realtime_offset_ns);
+		wp_raw_out_u64(o, m->start_ns);
+		wp_raw_out_u64(o, now);
+		wp_raw_out_u32(o, (uint32_t)clen);
+		wp_raw_out_u32(o, 0);
+		put_str(o, m->cmdline, clen);
+	}
+	wp_raw_sec_end(o); /* a NULL meta is all zeros */
+}
+
+static void put_module(struct wp_raw_out *o, const struct wp_module *m)
+{
+	uint32_t blen = m->build_id_len <= WP_BUILD_ID_MAX ? m->build_id_len : WP_BUILD_ID_MAX;
+	size_t plen = bounded_len(m->path, WP_RAW_PATH_MAX - 1);
+
+	wp_raw_sec_begin(o, WP_RAW_TAG_MODL, 1, MODL_FIXED + plen);
+	wp_raw_out_u64(o, m->bias);
+	wp_raw_out_u64(o, m->start);
+	wp_raw_out_u64(o, m->end);
+	wp_raw_out_u32(o, m->flags);
+	wp_raw_out_u32(o, blen);
+	wp_raw_out_u32(o, (uint32_t)plen);
+	wp_raw_out_u32(o, 0);
+	wp_raw_out_bytes(o, m->build_id, blen);
+	wp_raw_out_zeros(o, WP_BUILD_ID_MAX - blen);
+	put_str(o, m->path, plen);
+	wp_raw_sec_end(o);
+}
+
+/* async-signal-safe */
+int wp_raw_write(int fd, const struct wp_raw_meta *meta, const struct wp_ring *ring,
+		 const struct wp_module *mods, size_t nr_mods, const struct wp_thread *threads,
+		 size_t nr_threads, const struct wp_counters *ctr)
+{
+	struct wp_raw_out o;
+	uint32_t v;
+	uint64_t end_off;
+	size_t i;
+
+	if (!mods || nr_mods > WP_RAW_MAX_MODULES)
+		nr_mods = mods ? WP_RAW_MAX_MODULES : 0;
+	if (!threads || nr_threads > WP_RAW_MAX_THREADS)
+		nr_threads = threads ? WP_RAW_MAX_THREADS : 0;
+	wp_raw_out_init(&o, fd);
+	wp_raw_out_bytes(&o, WP_RAW_MAGIC, 8);
+	v = WP_RAW_VERSION;
+	wp_raw_out_bytes(&o, &v, sizeof(v));
+	v = WP_RAW_BYTE_ORDER;
+	wp_raw_out_bytes(&o, &v, sizeof(v));
+
+	put_meta(&o, meta);
+
+	wp_raw_sec_begin(&o, WP_RAW_TAG_CTRS, 1, 8 + sizeof(struct wp_counters));
+	wp_raw_out_u32(&o, sizeof(struct wp_counters) / 8);
+	wp_raw_out_u32(&o, 0);
+	if (ctr)
+		wp_raw_out_bytes(&o, ctr, sizeof(*ctr));
+	wp_raw_sec_end(&o);
+
+	for (i = 0; i < nr_mods && !o.failed; i++)
+		put_module(&o, &mods[i]);
+
+	wp_raw_sec_begin(&o, WP_RAW_TAG_THRD, 1, 8 + (uint64_t)nr_threads * 40);
+	wp_raw_out_u32(&o, (uint32_t)nr_threads);
+	wp_raw_out_u32(&o, 0);
+	for (i = 0; i < nr_threads && !o.failed; i++) {
+		wp_raw_out_u32(&o, threads[i].tid);
+		wp_raw_out_bytes(&o, threads[i].name, 16);
+		wp_raw_out_u32(&o, 0);
+		wp_raw_out_u64(&o, threads[i].nr_signals);
+		wp_raw_out_u64(&o, threads[i].nr_samples);
+	}
+	wp_raw_sec_end(&o);
+
+	wp_ring_raw_emit(ring, &o);
+
+	end_off = o.off;
+	wp_raw_sec_begin(&o, WP_RAW_TAG_END, 1, 16);
+	wp_raw_out_u64(&o, end_off);
+	wp_raw_out_u32(&o, o.nr_sections);
+	wp_raw_out_u32(&o, 0);
+	wp_raw_sec_end(&o);
+	return wp_raw_out_flush(&o);
+}

@@ -1,0 +1,161 @@
+/* raw: the raw dump a dying process writes with async-signal-safe calls only
+ * (ring, module map, threads, counters, settings; no symbols), and its
+ * reader, which turns a dump back into the profile a live snapshot builds.
+ * Writing is async-signal-safe; reading is not. */
+#ifndef WP_RAW_H
+#define WP_RAW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "profile.h"
+
+struct wp_ring;
+
+/*
+ * File layout, version 1. Every integer is little-endian (x86-64 native).
+ *
+ *   file header, 16 bytes: "WPRAWDMP", u32 version (1), u32 0x0a0b0c0d (byte order)
+ *   sections, in this order:  META  CTRS  MODL (one per module)  THRD  RING  END!
+ *
+ * Every section is framed the same way:
+ *   u32 tag (4 ASCII bytes), u32 section version, u64 payload length,
+ *   payload, u64 checksum (wp_raw_checksum of the 16 header bytes + payload).
+ *
+ *   META v1  u32 pid, main_tid, hz, ring_seconds, max_depth; i32 signal;
+ *            i64 realtime_offset_ns; u64 start_ns; u64 dump_ns (CLOCK_MONOTONIC
+ *            when the dump began); u32 cmdline_len (< 1024), u32 0; cmdline bytes
+ *   CTRS v1  u32 n, u32 0; n x u64 in struct wp_counters order (readers take
+ *            what they know; nr_overwritten/nr_dropped_full come from RING)
+ *   MODL v1  u64 bias, start, end; u32 flags, build_id_len (<= 64), path_len
+ *            (< WP_RAW_PATH_MAX), 0; u8 build_id[64]; path bytes (no NUL)
+ *   THRD v1  u32 n, u32 0; n x { u32 tid; char name[16]; u32 0; u64 nr_signals,
+ *            nr_samples } (40 bytes; in the caller's order, newest entry last)
+ *   RING v1  see ring.h (wp_ring_raw_write)
+ *   END! v1  u64 offset of this section, u32 sections before it, u32 0
+ *
+ * Nothing follows END!. A dump cut short (the process was killed while
+ * writing, the disk filled) has no END! and is rejected as truncated.
+ */
+#define WP_RAW_MAGIC "WPRAWDMP"
+#define WP_RAW_VERSION 1u
+#define WP_RAW_BYTE_ORDER 0x0a0b0c0du
+#define WP_RAW_TAG(a, b, c, d) \
+	((uint32_t)(a) | (uint32_t)(b) << 8 | (uint32_t)(c) << 16 | (uint32_t)(d) << 24)
+#define WP_RAW_TAG_META WP_RAW_TAG('M', 'E', 'T', 'A')
+#define WP_RAW_TAG_CTRS WP_RAW_TAG('C', 'T', 'R', 'S')
+#define WP_RAW_TAG_MODL WP_RAW_TAG('M', 'O', 'D', 'L')
+#define WP_RAW_TAG_THRD WP_RAW_TAG('T', 'H', 'R', 'D')
+#define WP_RAW_TAG_RING WP_RAW_TAG('R', 'I', 'N', 'G')
+#define WP_RAW_TAG_END WP_RAW_TAG('E', 'N', 'D', '!')
+#define WP_RAW_SECTION_OVERHEAD 24 /* 16-byte section header + 8-byte checksum */
+
+#define WP_RAW_PATH_MAX 4096       /* module paths longer than this are cut */
+#define WP_RAW_MAX_MODULES (1u << 20)
+#define WP_RAW_MAX_THREADS (1u << 24)
+
+/* What the dying process knows besides the ring. */
+struct wp_raw_meta {
+	uint32_t pid, main_tid, hz, ring_seconds, max_depth;
+	int64_t realtime_offset_ns; /* CLOCK_REALTIME = CLOCK_MONOTONIC + this */
+	uint64_t start_ns;          /* CLOCK_MONOTONIC when profiling started */
+	char cmdline[1024];         /* NUL-terminated (read up to 1023 bytes) */
+	int signal;                 /* the fatal signal, 0 if none */
+};
+
+/* Writes a complete raw dump to `fd` (from its current position): header,
+ * META, CTRS, one MODL per module, THRD, the ring (wp_ring_raw_emit), END!. Every array
+ * is read defensively: counts are capped (WP_RAW_MAX_*), strings are read up
+ * to a bound, NULL pointers are written as empty. `ring` may be mid-update
+ * by another thread; see wp_ring_raw_emit. Retries EINTR and short writes;
+ * does not fsync or close `fd`; may change errno. Needs under 3 KiB of
+ * stack (mind a small sigaltstack). Returns 0, or -1 when a write failed
+ * (the file is then unusable).
+ * async-signal-safe */
+int wp_raw_write(int fd, const struct wp_raw_meta *meta, const struct wp_ring *ring,
+		 const struct wp_module *mods, size_t nr_mods, const struct wp_thread *threads,
+		 size_t nr_threads, const struct wp_counters *ctr);
+
+/* What the reader saw besides the profile (for the converter's messages). */
+struct wp_raw_info {
+	int signal;              /* the fatal signal recorded, 0 if none */
+	uint64_t dump_ns;        /* CLOCK_MONOTONIC when the dump began */
+	size_t nr_ring_samples;  /* samples in the dump, before the window */
+	size_t nr_bad_samples;   /* dropped: stack id out of range or its stack invalid */
+	size_t nr_bad_stacks;    /* stacks in the table with a frame id or extent out of range */
+	size_t bytes;            /* size of the dump */
+};
+
+/* Reads the raw dump at `path` into `out` exactly as wp_ring_snapshot() plus
+ * the live dump path would build it: samples of the window (ring_seconds)
+ * ending at the newest sample, sorted by time; only the stacks and frames
+ * they use; the module map (minus unloaded objects whose range a live one
+ * reuses); one thread entry per tid with samples (the newest entry);
+ * counters; settings; snapshot = 0. Samples whose stack id is out of range,
+ * and stacks with an out-of-range frame id or extent (a ring caught
+ * mid-update), are dropped and counted in `info`. `fatal_signal` (may be
+ * NULL) gets the recorded signal. On failure `out` is left empty and `err`
+ * holds a one-line reason (truncated, corrupt, foreign, I/O, memory).
+ * Returns 0 or -1. Not async-signal-safe. */
+int wp_raw_read(const char *path, struct wp_profile *out, int *fatal_signal, char *err,
+		size_t errlen);
+
+/* wp_raw_read() with the extra information (`info` may be NULL). */
+int wp_raw_read_ex(const char *path, struct wp_profile *out, struct wp_raw_info *info, char *err,
+		   size_t errlen);
+
+/* The same from a dump already in memory (`data` is not modified or kept). */
+int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out,
+		    struct wp_raw_info *info, char *err, size_t errlen);
+
+/* ---- building blocks shared with the ring's writer (ring.c) ---------- */
+
+/* The section checksum: 64-bit, over 8-byte little-endian words (the last
+ * one zero-padded), the length mixed in at the end. Detects any change
+ * confined to one word; not cryptographic. */
+struct wp_raw_sum {
+	uint64_t h, acc, total;
+	unsigned nacc; /* bytes in acc */
+};
+void wp_raw_sum_init(struct wp_raw_sum *s);                           /* async-signal-safe */
+void wp_raw_sum_update(struct wp_raw_sum *s, const void *p, size_t n); /* async-signal-safe */
+uint64_t wp_raw_sum_final(const struct wp_raw_sum *s);                /* async-signal-safe */
+uint64_t wp_raw_checksum(const void *p, size_t n);                   /* async-signal-safe */
+
+#define WP_RAW_BUF_SIZE 2048
+
+/* A buffered writer over a file descriptor that frames sections: bytes are
+ * copied into `buf` before they are checksummed and written, so what is
+ * written always matches its checksum, even if the source changes meanwhile.
+ * A section declares its payload length up front; putting more is refused,
+ * putting less is padded with zeros at wp_raw_sec_end(). After any failure
+ * every call is a no-op and wp_raw_out_flush() returns -1. */
+struct wp_raw_out {
+	int fd;
+	int failed;
+	uint64_t off;         /* bytes of the file so far (written + buffered) */
+	uint32_t nr_sections; /* sections ended so far */
+	int in_section;
+	uint64_t sec_left;    /* payload bytes the open section still expects */
+	struct wp_raw_sum sum;
+	size_t len;           /* bytes in buf */
+	size_t sum_from;      /* buf[sum_from .. len) not yet added to sum */
+	unsigned char buf[WP_RAW_BUF_SIZE];
+};
+
+void wp_raw_out_init(struct wp_raw_out *o, int fd);                      /* async-signal-safe */
+void wp_raw_out_bytes(struct wp_raw_out *o, const void *p, size_t n);    /* async-signal-safe */
+void wp_raw_out_zeros(struct wp_raw_out *o, size_t n);                   /* async-signal-safe */
+void wp_raw_out_u32(struct wp_raw_out *o, uint32_t v);                   /* async-signal-safe */
+void wp_raw_out_u64(struct wp_raw_out *o, uint64_t v);                   /* async-signal-safe */
+void wp_raw_sec_begin(struct wp_raw_out *o, uint32_t tag, uint32_t version,
+		      uint64_t payload_len);                             /* async-signal-safe */
+void wp_raw_sec_end(struct wp_raw_out *o);                               /* async-signal-safe */
+/* Writes out what is buffered. Returns 0, or -1 if anything failed so far. */
+int wp_raw_out_flush(struct wp_raw_out *o);                              /* async-signal-safe */
+
+/* Fault injection for tests: when > 0, the n-th write(2) issued by the raw
+ * writer from now on fails with ENOSPC. 0 disables. */
+extern int wp_raw_fail_write_at;
+
+#endif

@@ -1,0 +1,755 @@
+/* raw (reader): parses a raw dump (layout in raw.h and ring.h) and rebuilds
+ * the profile a live snapshot would have produced. Every length, count and
+ * index in the file is checked before use: a truncated, corrupt or foreign
+ * file gives a one-line error, a ring caught mid-update loses only the
+ * samples that do not hold together. Not async-signal-safe. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "raw.h"
+
+#define RING_HEAD_BYTES (14 * 8)
+#define META_FIXED 56
+#define MODL_FIXED 104
+#define THREAD_BYTES 40
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* A tag for messages: its four bytes, non-printable ones as '?'. */
+static const char *tag_name(uint32_t tag, char out[5])
+{
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		unsigned char c = (unsigned char)(tag >> (8 * i));
+
+		out[i] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+	}
+	out[4] = 0;
+	return out;
+}
+
+/* A cursor over one section's payload; lengths are checked by the caller
+ * before each fixed-size run of reads. */
+struct cur {
+	const unsigned char *p;
+	size_t left;
+};
+
+static uint32_t rd32(struct cur *c)
+{
+	uint32_t v = 0;
+
+	if (c->left >= 4) {
+		memcpy(&v, c->p, 4);
+		c->p += 4;
+		c->left -= 4;
+	}
+	return v;
+}
+
+static uint64_t rd64(struct cur *c)
+{
+	uint64_t v = 0;
+
+	if (c->left >= 8) {
+		memcpy(&v, c->p, 8);
+		c->p += 8;
+		c->left -= 8;
+	}
+	return v;
+}
+
+static const unsigned char *rdbytes(struct cur *c, size_t n)
+{
+	const unsigned char *p = c->p;
+
+	if (c->left < n)
+		return NULL;
+	c->p += n;
+	c->left -= n;
+	return p;
+}
+
+/* A malloc'd copy of n bytes as a string, cut at an embedded NUL. */
+static char *dup_bytes(const unsigned char *p, size_t n)
+{
+	char *s = malloc(n + 1);
+
+	if (s) {
+		memcpy(s, p, n);
+		s[n] = 0;
+	}
+	return s;
+}
+
+/* Everything parsed out of the file, pointing into it. */
+struct dump {
+	int have_meta, have_ctrs, have_thrd, have_ring;
+	/* META */
+	uint32_t pid, main_tid, hz, ring_seconds, max_depth;
+	int signal;
+	int64_t rt_offset;
+	uint64_t start_ns, dump_ns;
+	const unsigned char *cmdline;
+	size_t cmdline_len;
+	/* CTRS */
+	struct wp_counters ctr;
+	/* MODL */
+	struct wp_module *mods;
+	size_t nr_mods, cap_mods;
+	/* THRD */
+	const unsigned char *threads;
+	size_t nr_threads;
+	/* RING */
+	uint64_t window_ns, overwritten, dropped_full;
+	const unsigned char *samples, *pcs, *stacks, *words;
+	size_t ns, np, nst, nw;
+};
+
+static void dump_free(struct dump *d)
+{
+	size_t i;
+
+	for (i = 0; i < d->nr_mods; i++)
+		free(d->mods[i].path);
+	free(d->mods);
+}
+
+enum { OK = 0, BAD = -1, NOMEM = -2 };
+
+static int parse_meta(struct dump *d, struct cur *c)
+{
+	uint32_t clen;
+
+	if (c->left < META_FIXED)
+		return BAD;
+	d->pid = rd32(c);
+	d->main_tid = rd32(c);
+	d->hz = rd32(c);
+	d->ring_seconds = rd32(c);
+	d->max_depth = rd32(c);
+	d->signal = (int)rd32(c);
+	d->rt_offset = (int64_t)rd64(c);
+	d->start_ns = rd64(c);
+	d->dump_ns = rd64(c);
+	clen = rd32(c);
+	rd32(c);
+	if (clen >= sizeof(((struct wp_raw_meta *)0)->cmdline) || c->left != clen)
+		return BAD;
+	d->cmdline = rdbytes(c, clen);
+	d->cmdline_len = clen;
+	return OK;
+}
+
+static int parse_ctrs(struct dump *d, struct cur *c)
+{
+	uint64_t v[sizeof(struct wp_counters) / 8];
+	uint32_t n, i;
+
+	if (c->left < 8)
+		return BAD;
+	n = rd32(c);
+	rd32(c);
+	if (c->left / 8 != n || c->left % 8)
+		return BAD;
+	memset(v, 0, sizeof(v));
+	for (i = 0; i < n; i++) {
+		uint64_t x = rd64(c);
+
+		if (i < sizeof(v) / 8)
+			v[i] = x;
+	}
+	memcpy(&d->ctr, v, sizeof(v));
+	return OK;
+}
+
+static int parse_modl(struct dump *d, struct cur *c)
+{
+	struct wp_module m;
+	uint32_t plen;
+
+	if (c->left < MODL_FIXED)
+		return BAD;
+	if (d->nr_mods >= WP_RAW_MAX_MODULES)
+		return BAD;
+	memset(&m, 0, sizeof(m));
+	m.bias = rd64(c);
+	m.start = rd64(c);
+	m.end = rd64(c);
+	m.flags = rd32(c);
+	m.build_id_len = rd32(c);
+	plen = rd32(c);
+	rd32(c);
+	if (m.build_id_len > WP_BUILD_ID_MAX || plen >= WP_RAW_PATH_MAX ||
+	    c->left != WP_BUILD_ID_MAX + (size_t)plen)
+		return BAD;
+	memcpy(m.build_id, rdbytes(c, WP_BUILD_ID_MAX), WP_BUILD_ID_MAX);
+	if (d->nr_mods == d->cap_mods) {
+		size_t cap = d->cap_mods ? d->cap_mods * 2 : 64;
+		struct wp_module *n = realloc(d->mods, cap * sizeof(*n));
+
+		if (!n)
+			return NOMEM;
+		d->mods = n;
+		d->cap_mods = cap;
+	}
+	m.path = dup_bytes(rdbytes(c, plen), plen);
+	if (!m.path)
+		return NOMEM;
+	d->mods[d->nr_mods++] = m;
+	return OK;
+}
+
+static int parse_thrd(struct dump *d, struct cur *c)
+{
+	uint32_t n;
+
+	if (c->left < 8)
+		return BAD;
+	n = rd32(c);
+	rd32(c);
+	if (n > WP_RAW_MAX_THREADS || c->left != (size_t)n * THREAD_BYTES)
+		return BAD;
+	d->threads = rdbytes(c, c->left);
+	d->nr_threads = n;
+	return OK;
+}
+
+static int parse_ring(struct dump *d, struct cur *c)
+{
+	uint64_t cap_samples, cap_pcs, cap_stacks, cap_words, ns, np, nst, nw;
+	size_t left;
+
+	if (c->left < RING_HEAD_BYTES)
+		return BAD;
+	cap_samples = rd64(c);
+	cap_pcs = rd64(c);
+	cap_stacks = rd64(c);
+	cap_words = rd64(c);
+	d->window_ns = rd64(c);
+	rd64(c); /* nr_added */
+	d->overwritten = rd64(c);
+	d->dropped_full = rd64(c);
+	rd64(c); /* nr_compactions */
+	rd64(c); /* head: the samples are already in ring order */
+	ns = rd64(c);
+	np = rd64(c);
+	nst = rd64(c);
+	nw = rd64(c);
+	left = c->left;
+	if (ns > cap_samples || np > cap_pcs || nst > cap_stacks || nw > cap_words)
+		return BAD;
+	/* Each count is bounded by the payload before anything is multiplied. */
+	if (ns > left / 24 || np > left / 16 || nst > left / 8 || nw > left / 4 ||
+	    ns * 24 + np * 16 + nst * 8 + nw * 4 != left)
+		return BAD;
+	d->samples = rdbytes(c, ns * 24);
+	d->pcs = rdbytes(c, np * 16);
+	d->stacks = rdbytes(c, nst * 8);
+	d->words = rdbytes(c, nw * 4);
+	d->ns = ns;
+	d->np = np;
+	d->nst = nst;
+	d->nw = nw;
+	return OK;
+}
+
+static int known(uint32_t tag)
+{
+	return tag == WP_RAW_TAG_META || tag == WP_RAW_TAG_CTRS || tag == WP_RAW_TAG_MODL ||
+	       tag == WP_RAW_TAG_THRD || tag == WP_RAW_TAG_RING;
+}
+
+/* The "seen" flag of a section that must appear exactly once, else NULL. */
+static int *seen_flag(struct dump *d, uint32_t tag)
+{
+	if (tag == WP_RAW_TAG_META)
+		return &d->have_meta;
+	if (tag == WP_RAW_TAG_CTRS)
+		return &d->have_ctrs;
+	if (tag == WP_RAW_TAG_THRD)
+		return &d->have_thrd;
+	if (tag == WP_RAW_TAG_RING)
+		return &d->have_ring;
+	return NULL;
+}
+
+static int parse_section(struct dump *d, uint32_t tag, struct cur *c)
+{
+	if (tag == WP_RAW_TAG_META)
+		return parse_meta(d, c);
+	if (tag == WP_RAW_TAG_CTRS)
+		return parse_ctrs(d, c);
+	if (tag == WP_RAW_TAG_THRD)
+		return parse_thrd(d, c);
+	if (tag == WP_RAW_TAG_RING)
+		return parse_ring(d, c);
+	return parse_modl(d, c);
+}
+
+static int parse(struct dump *d, const unsigned char *data, size_t len, char *err, size_t errlen)
+{
+	size_t off = 16;
+	uint32_t v, nr_sections = 0;
+	char tn[5];
+
+	if (len < 8 || memcmp(data, WP_RAW_MAGIC, 8) != 0) {
+		set_err(err, errlen, "not a wallprof raw dump (bad magic)");
+		return BAD;
+	}
+	if (len < 16) {
+		set_err(err, errlen, "truncated in the file header (%zu bytes)", len);
+		return BAD;
+	}
+	memcpy(&v, data + 8, 4);
+	if (v != WP_RAW_VERSION) {
+		set_err(err, errlen, "unsupported raw dump version %u (this reader knows %u)", v,
+			WP_RAW_VERSION);
+		return BAD;
+	}
+	memcpy(&v, data + 12, 4);
+	if (v != WP_RAW_BYTE_ORDER) {
+		set_err(err, errlen, "raw dump of another byte order (mark 0x%08x)", v);
+		return BAD;
+	}
+	for (;;) {
+		uint32_t tag, ver;
+		uint64_t plen, sum;
+		struct cur c;
+		int rc, *seen = NULL;
+
+		if (len - off < 16) {
+			set_err(err, errlen, "truncated: %s at byte %zu (the dump was cut short)",
+				off == len ? "no end marker" : "section header cut", off);
+			return BAD;
+		}
+		memcpy(&tag, data + off, 4);
+		memcpy(&ver, data + off + 4, 4);
+		memcpy(&plen, data + off + 8, 8);
+		tag_name(tag, tn);
+		if (plen > len - off - 16 || len - off - 16 - plen < 8) {
+			set_err(err, errlen,
+				"truncated: section '%s' at byte %zu needs %llu bytes, %zu left", tn,
+				off, (unsigned long long)plen + 24, len - off);
+			return BAD;
+		}
+		memcpy(&sum, data + off + 16 + plen, 8);
+		if (wp_raw_checksum(data + off, 16 + plen) != sum) {
+			set_err(err, errlen, "corrupt: checksum mismatch in section '%s' at byte %zu",
+				tn, off);
+			return BAD;
+		}
+		c.p = data + off + 16;
+		c.left = plen;
+		if (tag == WP_RAW_TAG_END) {
+			uint64_t at = rd64(&c);
+			uint32_t n = rd32(&c);
+
+			if (ver != 1 || plen != 16 || at != off || n != nr_sections) {
+				set_err(err, errlen, "corrupt: bad end marker at byte %zu", off);
+				return BAD;
+			}
+			off += 24 + plen;
+			if (off != len) {
+				set_err(err, errlen, "corrupt: %zu bytes after the end marker", len - off);
+				return BAD;
+			}
+			break;
+		}
+		if (!known(tag)) {
+			/* a later version's addition: skipped */
+			off += 24 + plen;
+			nr_sections++;
+			continue;
+		}
+		seen = seen_flag(d, tag);
+		if (ver != 1) {
+			set_err(err, errlen, "unsupported version %u of section '%s'", ver, tn);
+			return BAD;
+		}
+		if (seen && *seen) {
+			set_err(err, errlen, "corrupt: section '%s' twice (byte %zu)", tn, off);
+			return BAD;
+		}
+		rc = parse_section(d, tag, &c);
+		if (rc == NOMEM) {
+			set_err(err, errlen, "out of memory");
+			return BAD;
+		}
+		if (rc != OK) {
+			set_err(err, errlen, "corrupt: section '%s' at byte %zu is malformed", tn, off);
+			return BAD;
+		}
+		if (seen)
+			*seen = 1;
+		off += 24 + plen;
+		nr_sections++;
+	}
+	if (!d->have_meta || !d->have_ctrs || !d->have_thrd || !d->have_ring) {
+		set_err(err, errlen, "corrupt: missing section '%s'",
+			!d->have_meta ? "META" : !d->have_ctrs ? "CTRS" : !d->have_thrd ? "THRD" : "RING");
+		return BAD;
+	}
+	return OK;
+}
+
+/* ---- rebuilding the profile --------------------------------------------- */
+
+static uint32_t le32(const unsigned char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static uint64_t le64(const unsigned char *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static int cmp_sample(const void *a, const void *b)
+{
+	const struct wp_sample *x = a, *y = b;
+
+	if (x->t_ns != y->t_ns)
+		return x->t_ns < y->t_ns ? -1 : 1;
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Samples, stacks and frames: wp_ring_snapshot()'s algorithm over the
+ * dumped tables, after dropping what does not hold together. */
+static int build_window(const struct dump *d, struct wp_profile *out, struct wp_raw_info *info)
+{
+	unsigned char *stack_ok = NULL;
+	uint32_t *valid = NULL, *smap = NULL, *pmap = NULL, *byid = NULL;
+	size_t nv = 0, first = 0, k, s, ns = 0, np = 0, nw = 0;
+	int rc = -1;
+
+	stack_ok = calloc(d->nst + 1, 1);
+	valid = malloc((d->ns + 1) * sizeof(*valid));
+	smap = calloc(d->nst + 1, sizeof(*smap));
+	pmap = calloc(d->np + 1, sizeof(*pmap));
+	if (!stack_ok || !valid || !smap || !pmap)
+		goto out;
+	for (s = 0; s < d->nst; s++) {
+		uint64_t off = le32(d->stacks + s * 8), len = le32(d->stacks + s * 8 + 4), j;
+		int ok = off + len <= d->nw;
+
+		for (j = 0; ok && j < len; j++)
+			ok = le32(d->words + (off + j) * 4) < d->np;
+		stack_ok[s] = (unsigned char)ok;
+		info->nr_bad_stacks += !ok;
+	}
+	for (k = 0; k < d->ns; k++) {
+		uint32_t st = le32(d->samples + k * 24 + 12);
+
+		if (st < d->nst && stack_ok[st])
+			valid[nv++] = (uint32_t)k;
+		else
+			info->nr_bad_samples++;
+	}
+	/* The window ends at the newest valid sample in ring order. */
+	if (nv > 0) {
+		uint64_t newest = le64(d->samples + (size_t)valid[nv - 1] * 24);
+
+		while (first < nv && le64(d->samples + (size_t)valid[first] * 24) + d->window_ns < newest)
+			first++;
+	}
+	out->samples = malloc((nv - first + 1) * sizeof(*out->samples));
+	if (!out->samples)
+		goto out;
+	for (k = first; k < nv; k++) {
+		uint32_t st = le32(d->samples + (size_t)valid[k] * 24 + 12);
+
+		if (!smap[st]) {
+			smap[st] = (uint32_t)++ns;
+			nw += le32(d->stacks + (size_t)st * 8 + 4);
+		}
+	}
+	if (nw > UINT32_MAX) {
+		rc = -2; /* stacks overlapping far beyond what a ring can hold */
+		goto out;
+	}
+	out->stack_off = malloc((ns + 1) * sizeof(uint32_t));
+	out->stack_frames = malloc((nw + 1) * sizeof(uint32_t));
+	byid = malloc((ns + 1) * sizeof(uint32_t));
+	if (!out->stack_off || !out->stack_frames || !byid)
+		goto out;
+	for (s = 0; s < d->nst; s++)
+		if (smap[s])
+			byid[smap[s] - 1] = (uint32_t)s;
+	nw = 0;
+	for (k = 0; k < ns; k++) {
+		const unsigned char *e = d->stacks + (size_t)byid[k] * 8;
+		uint32_t off = le32(e), len = le32(e + 4), j;
+
+		out->stack_off[k] = (uint32_t)nw;
+		for (j = 0; j < len; j++) {
+			uint32_t p = le32(d->words + ((size_t)off + j) * 4);
+
+			if (!pmap[p])
+				pmap[p] = (uint32_t)++np;
+			out->stack_frames[nw++] = pmap[p] - 1;
+		}
+	}
+	out->stack_off[ns] = (uint32_t)nw;
+	out->pcs = malloc((np + 1) * sizeof(*out->pcs));
+	if (!out->pcs)
+		goto out;
+	for (k = 0; k < d->np; k++) {
+		if (pmap[k]) {
+			out->pcs[pmap[k] - 1].addr = le64(d->pcs + k * 16);
+			out->pcs[pmap[k] - 1].flags = le32(d->pcs + k * 16 + 8);
+		}
+	}
+	for (k = first; k < nv; k++) {
+		const unsigned char *x = d->samples + (size_t)valid[k] * 24;
+		struct wp_sample *y = &out->samples[k - first];
+
+		y->t_ns = le64(x);
+		y->tid = le32(x + 8);
+		y->stack_id = smap[le32(x + 12)] - 1;
+		y->flags = le32(x + 16);
+		y->syscall = le32(x + 20);
+	}
+	out->nr_samples = nv - first;
+	qsort(out->samples, out->nr_samples, sizeof(*out->samples), cmp_sample);
+	out->nr_stacks = ns;
+	out->nr_pcs = np;
+	rc = 0;
+out:
+	free(stack_ok);
+	free(valid);
+	free(smap);
+	free(pmap);
+	free(byid);
+	return rc;
+}
+
+/* The module map as wp_modmap_copy() hands it out: an unloaded object whose
+ * range a live one reuses is left out (the live one wins). */
+static int build_modules(struct dump *d, struct wp_profile *out)
+{
+	size_t i, j, n = 0;
+
+	out->modules = calloc(d->nr_mods + 1, sizeof(*out->modules));
+	if (!out->modules)
+		return -1;
+	for (i = 0; i < d->nr_mods; i++) {
+		const struct wp_module *u = &d->mods[i];
+		int shadowed = 0;
+
+		for (j = 0; (u->flags & WP_MOD_UNLOADED) && j < d->nr_mods && !shadowed; j++) {
+			const struct wp_module *k = &d->mods[j];
+
+			shadowed = j != i && !(k->flags & WP_MOD_UNLOADED) && k->start < u->end &&
+				   u->start < k->end;
+		}
+		if (shadowed)
+			continue;
+		out->modules[n++] = *u;
+		d->mods[i].path = NULL; /* moved */
+	}
+	out->nr_modules = n;
+	return 0;
+}
+
+/* One entry per tid with samples, the newest (last) entry of a reused tid,
+ * in newest-first order: what the live dump path builds. */
+static int build_threads(const struct dump *d, struct wp_profile *out)
+{
+	uint32_t *tids = malloc((out->nr_samples + 1) * sizeof(*tids));
+	unsigned char *taken = NULL;
+	size_t i, nt = 0, n = 0;
+
+	out->threads = calloc(d->nr_threads + 1, sizeof(*out->threads));
+	if (!tids || !out->threads)
+		goto fail;
+	for (i = 0; i < out->nr_samples; i++)
+		tids[i] = out->samples[i].tid;
+	qsort(tids, out->nr_samples, sizeof(*tids), cmp_u32);
+	for (i = 0; i < out->nr_samples; i++)
+		if (nt == 0 || tids[nt - 1] != tids[i])
+			tids[nt++] = tids[i];
+	taken = calloc(nt + 1, 1);
+	if (!taken)
+		goto fail;
+	for (i = d->nr_threads; i-- > 0;) {
+		const unsigned char *e = d->threads + i * THREAD_BYTES;
+		uint32_t tid = le32(e);
+		uint32_t *hit = bsearch(&tid, tids, nt, sizeof(*tids), cmp_u32);
+		struct wp_thread *t;
+
+		if (!hit || taken[hit - tids])
+			continue;
+		taken[hit - tids] = 1;
+		t = &out->threads[n++];
+		t->tid = tid;
+		memcpy(t->name, e + 4, sizeof(t->name));
+		t->name[sizeof(t->name) - 1] = 0;
+		t->nr_signals = le64(e + 24);
+		t->nr_samples = le64(e + 32);
+	}
+	out->nr_threads = n;
+	free(tids);
+	free(taken);
+	return 0;
+fail:
+	free(tids);
+	free(taken);
+	return -1;
+}
+
+int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out,
+		    struct wp_raw_info *info, char *err, size_t errlen)
+{
+	struct wp_raw_info dummy;
+	struct dump d;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	memset(&d, 0, sizeof(d));
+	if (!info)
+		info = &dummy;
+	memset(info, 0, sizeof(*info));
+	if (!data)
+		len = 0;
+	if (parse(&d, data, len, err, errlen) < 0)
+		goto fail;
+	info->signal = d.signal;
+	info->dump_ns = d.dump_ns;
+	info->nr_ring_samples = d.ns;
+	info->bytes = len;
+	rc = build_window(&d, out, info);
+	if (rc == -2) {
+		set_err(err, errlen, "corrupt: the stack table references more frames than it holds");
+		goto fail;
+	}
+	if (rc < 0 || build_modules(&d, out) < 0 ||
+	    build_threads(&d, out) < 0 ||
+	    !(out->cmdline = dup_bytes(d.cmdline ? d.cmdline : (const unsigned char *)"",
+				       d.cmdline_len))) {
+		set_err(err, errlen, "out of memory");
+		goto fail;
+	}
+	out->start_ns = out->nr_samples ? out->samples[0].t_ns : d.start_ns;
+	out->end_ns = out->nr_samples ? out->samples[out->nr_samples - 1].t_ns : d.dump_ns;
+	out->realtime_offset_ns = d.rt_offset;
+	out->pid = d.pid;
+	out->main_tid = d.main_tid;
+	out->hz = d.hz;
+	out->ring_seconds = d.ring_seconds;
+	out->max_depth = d.max_depth;
+	out->snapshot = 0;
+	out->counters = d.ctr;
+	out->counters.nr_overwritten = d.overwritten;
+	out->counters.nr_dropped_full = d.dropped_full;
+	dump_free(&d);
+	return 0;
+fail:
+	dump_free(&d);
+	wp_profile_free(out);
+	memset(info, 0, sizeof(*info));
+	return -1;
+}
+
+int wp_raw_read_ex(const char *path, struct wp_profile *out, struct wp_raw_info *info, char *err,
+		   size_t errlen)
+{
+	unsigned char *buf = NULL;
+	size_t len = 0, cap = 0;
+	struct stat st;
+	int fd, rc, e;
+
+	memset(out, 0, sizeof(*out));
+	if (info)
+		memset(info, 0, sizeof(*info));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		set_err(err, errlen, "cannot open: %s", strerror(errno));
+		return -1;
+	}
+	/* The file's size plus one byte to see EOF in one pass; grown for
+	 * anything that is not a regular file. */
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+		cap = (size_t)st.st_size + 1;
+	for (;;) {
+		ssize_t n;
+
+		if (len == cap || !buf) {
+			size_t ncap = !buf ? (cap ? cap : 65536) : cap * 2;
+			unsigned char *nb = realloc(buf, ncap);
+
+			if (!nb) {
+				free(buf);
+				close(fd);
+				set_err(err, errlen, "out of memory reading %zu bytes", len);
+				return -1;
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n > 0) {
+			len += (size_t)n;
+		} else if (n == 0) {
+			break;
+		} else if (errno != EINTR) {
+			e = errno;
+			free(buf);
+			close(fd);
+			set_err(err, errlen, "cannot read: %s", strerror(e));
+			return -1;
+		}
+	}
+	close(fd);
+	if (len == 0) {
+		free(buf);
+		set_err(err, errlen, "empty file (not a wallprof raw dump)");
+		return -1;
+	}
+	rc = wp_raw_read_mem(buf, len, out, info, err, errlen);
+	free(buf);
+	return rc;
+}
+
+int wp_raw_read(const char *path, struct wp_profile *out, int *fatal_signal, char *err,
+		size_t errlen)
+{
+	struct wp_raw_info info;
+	int rc = wp_raw_read_ex(path, out, &info, err, errlen);
+
+	if (fatal_signal)
+		*fatal_signal = rc == 0 ? info.signal : 0;
+	return rc;
+}
