@@ -495,6 +495,12 @@ static int write_samples(struct jw *w, const struct plan *pl)
 			else
 				jw_printf(w, ",\"syscall\":\"syscall_%u\"", s->syscall);
 		}
+		/* A stack cut at WALLPROF_MAX_DEPTH, or one whose unwinding
+		 * stopped early: not the whole call chain. */
+		if (s->flags & WP_SAMPLE_TRUNCATED)
+			jw_puts(w, ",\"truncated\":true");
+		if (s->flags & WP_SAMPLE_PARTIAL)
+			jw_puts(w, ",\"partial\":true");
 		jw_put(w, "}", 1);
 		first = 0;
 	}

@@ -31,6 +31,12 @@ static int stderr_same(void)
 	       st.st_ino == stderr_ino;
 }
 
+/* async-signal-safe */
+int wp_log_stderr_ok(void)
+{
+	return stderr_same();
+}
+
 void wp_log(int level, const char *fmt, ...)
 {
 	char buf[1024];

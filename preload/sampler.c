@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "../output/output.h"
+#include "../output/raw.h"
 #include "../symbolize/symbolize.h"
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -98,11 +99,17 @@ static struct {
 	int need_reset;             /* forked child: the sampler starts from scratch */
 	_Atomic int main_exited;    /* main() left through pthread_exit */
 	_Atomic int names_dirty;    /* a thread was renamed */
-	_Atomic uint32_t freeze;    /* a fatal signal: the sampler stops touching state */
-	_Atomic uint32_t frozen;
+	_Atomic uint32_t frozen;    /* the sampler parked for a fatal signal's raw dump */
+	char raw_path[WP_PATH_MAX]; /* where a fatal signal writes the raw dump */
+	char raw_fallback[WP_PATH_MAX];
+	uint8_t fatal_installed[NSIG]; /* our fatal handler is the kernel's for it */
 } g;
 
 static void read_cmdline(void);
+static void install_fatal(void);
+static void set_raw_paths(void);
+static int install_fatal_one(int sig);
+static void on_fatal_signal(int sig, siginfo_t *si, void *uc);
 static void reset_after_fork(void);
 static void freeze_forever(void);
 static int start_thread(pthread_t *t, void *(*fn)(void *));
@@ -1224,6 +1231,7 @@ static void after_fork_child(void)
 	g.snapshot_seq = 0;
 	g.sampler_tid = 0;
 	g.need_reset = 1;
+	set_raw_paths();
 	if (start_thread(&g.sampler, sampler_main) != 0) {
 		atomic_store(&g.sampling, 0);
 		g.started = 0;
@@ -1289,6 +1297,7 @@ void wp_sampler_start(void)
 	if (pick_signal() < 0)
 		return;
 	install_snapshot();
+	install_fatal();
 	g.start_ns = mono_ns();
 	clock_gettime(CLOCK_REALTIME, &rt);
 	g.rt_offset = (int64_t)((uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec) -
@@ -1413,6 +1422,15 @@ static int program_sigaction(int sig, const struct sigaction *act, struct sigact
 	struct sigaction k, prev, saved = prog_handlers[sig];
 	int rc;
 
+	if (act && !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL &&
+	    g.fatal_installed[sig]) {
+		/* Back to the default: ours is the default plus a raw dump. */
+		prog_handlers[sig] = *act;
+		rc = install_fatal_one(sig);
+		if (rc == 0 && old)
+			*old = saved;
+		return rc;
+	}
 	if (act && ((act->sa_flags & SA_SIGINFO) ||
 		    (act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN))) {
 		prog_handlers[sig] = *act; /* before the kernel can call it */
@@ -1425,8 +1443,13 @@ static int program_sigaction(int sig, const struct sigaction *act, struct sigact
 	} else {
 		rc = __sigaction(sig, act, &prev);
 	}
-	if (rc == 0 && old)
-		*old = (prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction == trampoline ? saved : prev;
+	if (rc == 0 && old) {
+		*old = (prev.sa_flags & SA_SIGINFO) &&
+		       (prev.sa_sigaction == trampoline || prev.sa_sigaction == on_fatal_signal) ?
+			       saved : prev;
+	}
+	if (rc == 0 && act)
+		g.fatal_installed[sig] = 0;
 	return rc;
 }
 
@@ -1493,4 +1516,157 @@ void wp_sampler_main_exiting(void)
 void wp_sampler_names_changed(void)
 {
 	atomic_store(&g.names_dirty, 1);
+}
+
+/* Terminating signals whose default action we wrap: on death, a raw dump of
+ * the ring first (async-signal-safe), then the same death. */
+static const int fatal_signals[] = {
+	SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS, SIGQUIT, SIGXCPU,
+	SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGALRM, SIGUSR1,
+};
+
+/* async-signal-safe */
+static size_t put(char *buf, size_t n, size_t cap, const char *s)
+{
+	while (*s && n + 1 < cap)
+		buf[n++] = *s++;
+	buf[n] = 0;
+	return n;
+}
+
+/* async-signal-safe */
+static void raw_dump(int sig)
+{
+	struct wp_raw_meta meta;
+	struct wp_counters ctr;
+	const char *path = g.raw_path, *abbrev = sigabbrev_np(sig);
+	char line[WP_PATH_MAX + 160];
+	size_t n = 0;
+	int fd, rc = -1, i;
+
+	if (!g.started || getpid() != g.pid || !g.ring)
+		return;
+	atomic_store(&g.sampling, 0);
+	if (syscall(SYS_gettid) != g.sampler_tid) {
+		/* Park the sampler so that the ring, names and module map hold
+		 * still; give up waiting after 200 ms (the reader copes). */
+		atomic_fetch_or(&g.events, EV_FREEZE);
+		futex_wake(&g.events);
+		for (i = 0; i < 20 && !atomic_load(&g.frozen); i++) {
+			struct timespec ts = { 0, 10000000 };
+
+			syscall(SYS_futex, &g.frozen, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+		}
+	}
+	memset(&meta, 0, sizeof(meta));
+	meta.pid = (uint32_t)g.pid;
+	meta.main_tid = (uint32_t)g.pid;
+	meta.hz = g.cfg.hz;
+	meta.ring_seconds = g.cfg.ring_seconds;
+	meta.max_depth = g.cfg.max_depth;
+	meta.realtime_offset_ns = g.rt_offset;
+	meta.start_ns = g.start_ns;
+	memcpy(meta.cmdline, g.cmdline, sizeof(meta.cmdline));
+	meta.cmdline[sizeof(meta.cmdline) - 1] = 0;
+	meta.signal = sig;
+	ctr = g.ctr;
+	ctr.nr_eintr_retried = atomic_load(&g.nr_eintr_retried);
+	for (i = 0; i < 2 && rc < 0; i++) {
+		path = i ? g.raw_fallback : g.raw_path;
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+		if (fd < 0)
+			continue;
+		rc = wp_raw_write(fd, &meta, g.ring, g.mods.mods, g.mods.nr, g.names, g.nr_names,
+				  &ctr);
+		close(fd);
+		if (rc < 0)
+			unlink(path);
+	}
+	if (wp_log_level < WP_LOG_ERROR || !wp_log_stderr_ok())
+		return;
+	n = put(line, n, sizeof(line), "wallprof: SIG");
+	n = put(line, n, sizeof(line), abbrev ? abbrev : "?");
+	if (rc == 0) {
+		n = put(line, n, sizeof(line), ": wrote raw profile ");
+		n = put(line, n, sizeof(line), path);
+		n = put(line, n, sizeof(line), " (convert it with wallprof-convert)\n");
+	} else {
+		n = put(line, n, sizeof(line), ": could not write the raw profile\n");
+	}
+	if (write(STDERR_FILENO, line, n) < 0)
+		return;
+}
+
+/* async-signal-safe */
+static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
+{
+	static _Atomic int once;
+	struct sigaction dfl;
+	int saved = errno;
+
+	(void)si;
+	(void)uc;
+	if (!atomic_exchange(&once, 1))
+		raw_dump(sig);
+	/* Die exactly as without us: default action, same signal, core dump
+	 * if enabled. The signal is blocked in here, so it hits on return
+	 * (a faulting instruction would also fault again). */
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	__sigaction(sig, &dfl, NULL);
+	syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig);
+	errno = saved;
+}
+
+static int install_fatal_one(int sig)
+{
+	struct sigaction act;
+
+	memset(&act, 0, sizeof(act));
+	act.sa_sigaction = on_fatal_signal;
+	act.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+	sigemptyset(&act.sa_mask);
+	return __sigaction(sig, &act, NULL);
+}
+
+/* The raw dump's paths: the output name with ".raw" for ".json", and the
+ * same name in $TMPDIR (or /tmp). Computed here, not in the handler. */
+static void set_raw_paths(void)
+{
+	char base[WP_PATH_MAX];
+	const char *tmp = getenv("TMPDIR"), *b;
+	size_t n;
+
+	if (wp_out_expand_path(g.cfg.output, (unsigned)g.pid, 0, base, sizeof(base) - 8) < 0) {
+		g.raw_path[0] = 0;
+		return;
+	}
+	n = strlen(base);
+	if (n > 5 && !strcmp(base + n - 5, ".json"))
+		base[n - 5] = 0;
+	snprintf(g.raw_path, sizeof(g.raw_path), "%s.raw", base);
+	b = strrchr(g.raw_path, '/');
+	b = b ? b + 1 : g.raw_path;
+	if (strlen(b) + 256 < sizeof(g.raw_fallback))
+		snprintf(g.raw_fallback, sizeof(g.raw_fallback), "%.255s/%s",
+			 tmp && *tmp == '/' ? tmp : "/tmp", b);
+}
+
+static void install_fatal(void)
+{
+	size_t i;
+
+	set_raw_paths();
+	for (i = 0; i < sizeof(fatal_signals) / sizeof(*fatal_signals); i++) {
+		int sig = fatal_signals[i];
+		struct sigaction old;
+
+		if (sig == g.signal || sig == g.snapshot_signal)
+			continue;
+		if (__sigaction(sig, NULL, &old) < 0 || (old.sa_flags & SA_SIGINFO) ||
+		    old.sa_handler != SIG_DFL)
+			continue; /* the program (or the parent's SIG_IGN) has it */
+		if (install_fatal_one(sig) == 0)
+			g.fatal_installed[sig] = 1;
+	}
 }

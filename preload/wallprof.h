@@ -55,6 +55,9 @@ const char *wp_signal_name(int sig, char *buf, size_t len);
  * Nothing is written once fd 2 is no longer the file it was at start (a
  * daemon closed it and the number went to one of its own files). */
 extern int wp_log_level;
+
+/* Whether fd 2 is still the stderr we started with. async-signal-safe */
+int wp_log_stderr_ok(void);
 void wp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Module map: every ELF object ever loaded, kept after dlclose. */
