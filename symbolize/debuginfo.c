@@ -299,3 +299,27 @@ int wp_sym_vdso_fd(const struct wp_module *m)
 	}
 	return fd;
 }
+
+int wp_sym_mapped_fd(const struct wp_module *m)
+{
+	char line[512], path[96];
+	FILE *f = fopen("/proc/self/maps", "re");
+	int fd = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi, ino;
+		unsigned long long off;
+
+		if (sscanf(line, "%lx-%lx %*s %llx %*s %lu", &lo, &hi, &off, &ino) != 4)
+			continue;
+		if (lo == m->start && ino != 0) {
+			snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", lo, hi);
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+			break;
+		}
+	}
+	fclose(f);
+	return fd;
+}

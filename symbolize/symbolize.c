@@ -351,6 +351,16 @@ static void open_module(struct wp_sym *s, struct mod *md)
 		}
 		unreport(md);
 	}
+	/* Deleted or replaced on disk but still mapped here: the mapping
+	 * still reaches the original file. */
+	if (!vdso && (fd = wp_sym_mapped_fd(&md->m)) >= 0 &&
+	    report(s, md, md->m.path ? md->m.path : "[mapped]", fd) == 0) {
+		if (trusted(md)) {
+			md->state = MOD_READY;
+			return;
+		}
+		unreport(md);
+	}
 	/* Missing or replaced: the separate debug file of the recorded build
 	 * has the same program headers, so it stands in for the binary. */
 	char path[WP_BUILD_ID_MAX * 2 + 64];

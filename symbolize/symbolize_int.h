@@ -20,6 +20,11 @@ int wp_sym_build_id_debug_path(const uint8_t *id, uint32_t len, char *buf, size_
 
 /* A memfd holding this process's vDSO image when `m` describes it (same
  * address, same build-id), else -1. The caller owns the fd. */
+/* The file still mapped at the module's start in this process, opened
+ * through /proc/self/map_files (it works after the file was deleted or
+ * replaced on disk), or -1. */
+int wp_sym_mapped_fd(const struct wp_module *m);
+
 int wp_sym_vdso_fd(const struct wp_module *m);
 
 #endif
