@@ -80,6 +80,8 @@ struct wp_profile {
 	uint32_t hz;               /* configured sampling rate */
 	uint32_t ring_seconds;     /* configured window */
 	uint32_t max_depth;        /* configured depth limit */
+	uint64_t ring_bytes;       /* memory reserved for the ring (0 if unknown) */
+	uint64_t ring_samples;     /* samples the ring holds at most */
 	int snapshot;              /* 0 at exit, n >= 1 for the n-th snapshot */
 	struct wp_counters counters;
 };

@@ -723,6 +723,10 @@ static int write_tail(struct jw *w, const struct plan *pl)
 	jw_member(w, "hz", jint(p->hz), 0);
 	jw_member(w, "ring_seconds", jint(p->ring_seconds), 0);
 	jw_member(w, "max_depth", jint(p->max_depth), 0);
+	if (p->ring_bytes) {
+		jw_member(w, "ring_bytes", jint(p->ring_bytes), 0);
+		jw_member(w, "ring_samples", jint(p->ring_samples), 0);
+	}
 	jw_member(w, "snapshot", json_integer(p->snapshot), 0);
 	jw_member(w, "duration_ns", jint(p->end_ns > pl->base_ns ? p->end_ns - pl->base_ns
 								 : pl->last_elapsed), 0);

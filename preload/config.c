@@ -221,6 +221,7 @@ void wp_config_load(struct wp_config *c)
 	env_uint("WALLPROF_RING_SECONDS", WP_DEFAULT_RING_SECONDS, 1, WP_MAX_RING_SECONDS,
 		 &c->ring_seconds);
 	env_uint("WALLPROF_MAX_DEPTH", WP_DEFAULT_MAX_DEPTH, 4, WP_MAX_MAX_DEPTH, &c->max_depth);
+	env_uint("WALLPROF_RING_MB", WP_DEFAULT_RING_MB, 1, WP_MAX_RING_MB, &c->ring_mb);
 	env_uint("WALLPROF_MAX_THREADS", WP_DEFAULT_MAX_THREADS, 16, WP_MAX_MAX_THREADS,
 		 &c->max_threads);
 	env_signal("WALLPROF_SIGNAL", SIGPROF, 0, &c->signal);

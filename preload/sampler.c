@@ -823,6 +823,8 @@ static int build_profile(struct wp_profile *p, int snapshot)
 	p->hz = g.cfg.hz;
 	p->ring_seconds = g.cfg.ring_seconds;
 	p->max_depth = g.cfg.max_depth;
+	p->ring_bytes = wp_ring_bytes(&g.ring_cfg);
+	p->ring_samples = g.ring_cfg.nr_samples;
 	p->snapshot = snapshot;
 	p->counters = g.ctr;
 	p->counters.nr_overwritten = rs->nr_overwritten;
@@ -1087,8 +1089,10 @@ static int alloc_state(void)
 	}
 	g.ticks_per_scan = g.cfg.hz >= 10 ? g.cfg.hz / 10 : 1;
 
-	/* Sized for 64 threads over the whole window; with more threads the
-	 * window shrinks and the loss is counted (overwritten). */
+	/* Sized for 64 threads over the whole window (with more threads the
+	 * window shrinks and the loss is counted as overwritten), then held
+	 * under WALLPROF_RING_MB by halving whichever is bigger, the sample
+	 * array or the frame and stack tables. */
 	if (samples > 4u << 20)
 		samples = 4u << 20;
 	rc.nr_samples = samples;
@@ -1096,6 +1100,20 @@ static int alloc_state(void)
 	rc.nr_stacks = 1u << 16;
 	rc.nr_words = 1u << 21;
 	rc.window_ns = (uint64_t)g.cfg.ring_seconds * 1000000000ull;
+	while (wp_ring_bytes(&rc) > (uint64_t)g.cfg.ring_mb << 20) {
+		uint64_t sample_bytes = rc.nr_samples * 24;
+		uint64_t table_bytes = wp_ring_bytes(&rc) - sample_bytes;
+
+		if (rc.nr_samples > 1024 && (sample_bytes >= table_bytes || rc.nr_words <= 8192))
+			rc.nr_samples /= 2;
+		else if (rc.nr_words > 8192)
+			rc.nr_pcs /= 2, rc.nr_stacks /= 2, rc.nr_words /= 2;
+		else
+			break;
+	}
+	if (rc.nr_samples < samples)
+		wp_log(WP_LOG_INFO, "WALLPROF_RING_MB=%u holds %zu samples, less than %u s x %u Hz x 64 threads",
+		       g.cfg.ring_mb, rc.nr_samples, g.cfg.ring_seconds, g.cfg.hz);
 	g.ring_cfg = rc;
 	g.ring = wp_ring_create(&rc);
 	return g.ring ? 0 : -1;

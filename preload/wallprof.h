@@ -20,6 +20,7 @@ struct wp_config {
 	unsigned ring_seconds;   /* WALLPROF_RING_SECONDS: window kept */
 	unsigned max_depth;      /* WALLPROF_MAX_DEPTH: frames per stack */
 	unsigned max_threads;    /* WALLPROF_MAX_THREADS: threads tracked at once */
+	unsigned ring_mb;        /* WALLPROF_RING_MB: hard cap on the ring's memory */
 	int signal;              /* WALLPROF_SIGNAL: sampling signal */
 	int snapshot_signal;     /* WALLPROF_SNAPSHOT_SIGNAL: 0 = off */
 	int log_level;           /* WALLPROF_LOG */
@@ -34,6 +35,8 @@ struct wp_config {
 #define WP_DEFAULT_RING_SECONDS 30
 #define WP_DEFAULT_MAX_DEPTH 128
 #define WP_DEFAULT_MAX_THREADS 1024
+#define WP_DEFAULT_RING_MB 64
+#define WP_MAX_RING_MB 4096
 #define WP_MAX_HZ 10000
 #define WP_MAX_RING_SECONDS 3600
 #define WP_MAX_MAX_DEPTH 1024
