@@ -775,6 +775,7 @@ static int build_profile(struct wp_profile *p, int snapshot)
 {
 	const struct wp_ring_stats *rs = wp_ring_stats(g.ring);
 	uint32_t *tids = NULL;
+	char *live = NULL;
 	size_t i, n = 0;
 
 	memset(p, 0, sizeof(*p));
@@ -790,19 +791,27 @@ static int build_profile(struct wp_profile *p, int snapshot)
 	for (i = 0; i < p->nr_samples; i++)
 		tids[i] = p->samples[i].tid;
 	qsort(tids, p->nr_samples, sizeof(*tids), cmp_sample_tid);
-	/* The latest names of live threads. */
+	/* The latest names of live threads; live threads are listed even
+	 * without samples (one that blocks our signal, say), so that their
+	 * signals and losses are accounted. */
+	live = calloc(g.nr_names + 1, 1);
+	if (!live)
+		goto fail;
 	for (i = 0; i < atomic_load(&g.hiwater); i++) {
 		struct wp_slot *s = &g.slots[i];
 
-		if (atomic_load(&s->state) >= S_IDLE && s->name_idx != UINT32_MAX)
+		if (atomic_load(&s->state) >= S_IDLE && s->name_idx != UINT32_MAX) {
 			read_comm(g.names[s->name_idx].tid, g.names[s->name_idx].name);
+			live[s->name_idx] = 1;
+		}
 	}
 	/* Newest entry first wins for a reused tid. */
 	for (i = g.nr_names; i-- > 0;) {
 		size_t k;
 		int dup = 0;
 
-		if (!bsearch(&g.names[i].tid, tids, p->nr_samples, sizeof(*tids), cmp_sample_tid))
+		if (!live[i] &&
+		    !bsearch(&g.names[i].tid, tids, p->nr_samples, sizeof(*tids), cmp_sample_tid))
 			continue;
 		for (k = 0; k < n && !dup; k++)
 			dup = p->threads[k].tid == g.names[i].tid;
@@ -811,7 +820,9 @@ static int build_profile(struct wp_profile *p, int snapshot)
 	}
 	p->nr_threads = n;
 	free(tids);
+	free(live);
 	tids = NULL;
+	live = NULL;
 	p->cmdline = strdup(g.cmdline);
 	if (!p->cmdline)
 		goto fail;
@@ -833,6 +844,7 @@ static int build_profile(struct wp_profile *p, int snapshot)
 	return 0;
 fail:
 	free(tids);
+	free(live);
 	wp_profile_free(p);
 	return -1;
 }

@@ -1,0 +1,277 @@
+"""Process creation under the profiler (test/progs/h_procs.c): fork, fork +
+exec, vfork + exec, posix_spawn, system(), WALLPROF_FOLLOW_CHILDREN=0 and a
+classic daemon. The program behaves as without the profiler, and every
+process that is profiled leaves a complete, valid profile under its own pid."""
+
+import json
+import os
+import re
+import shutil
+import time
+
+CHILD_RE = re.compile(r"^child (\d+)$", re.M)
+DAEMON_LOG = "daemon: start\ndaemon: work done\ndaemon: exiting\n"
+WAIT_S = 10.0  # bound on waiting for a detached process or its files
+
+
+def tests(rt):
+    check, note = rt.check, rt.note
+
+    def normalize(out):
+        return re.sub(r"LD_PRELOAD=\[.*\]", "LD_PRELOAD=[...]", CHILD_RE.sub("child PID", out))
+
+    def child_pid(r):
+        m = CHILD_RE.search(r.stdout)
+        check(m, "no \"child PID\" line in stdout %r (%s)" % (r.stdout[-200:], r.describe()))
+        return int(m.group(1))
+
+    def fn_samples(obj, fn):
+        """Samples (any thread) whose stack holds function `fn`."""
+        p = rt.profile_part(obj)
+        return [s for s in p.get("samples", [])
+                if fn in rt.stack_functions(obj, s["stack_id"])]
+
+    def pid_profile(tmp, pid):
+        return os.path.join(tmp, "wallprof.%d.json" % pid)
+
+    def no_partial_files(tmp):
+        """No temporary leftovers, and every wallprof.*.json parses."""
+        names = sorted(os.listdir(tmp))
+        leftovers = [n for n in names if ".tmp." in n]
+        check(not leftovers, "partial/temporary profile files left behind: %s" % leftovers)
+        for n in names:
+            if n.startswith("wallprof.") and n.endswith(".json"):
+                try:
+                    with open(os.path.join(tmp, n)) as f:
+                        json.load(f)
+                except ValueError as e:
+                    raise rt.Failure("%s is not valid JSON: %s" % (n, e))
+        return names
+
+    def same_behaviour(tmp, argv, env_extra=None, want_rc=0):
+        plain = rt.run_plain(argv, tmp)
+        check(plain.rc == want_rc, "without the preload %s exited %s, expected %s (test program?)"
+              % (" ".join(os.path.basename(a) for a in argv), plain.rc, want_rc))
+        # The plain run may leave nothing behind; clear it anyway.
+        for n in os.listdir(tmp):
+            if n.startswith("wallprof."):
+                os.unlink(os.path.join(tmp, n))
+        r = rt.run_under_preload(argv, env_extra, cwd=tmp)
+        check(r.rc == plain.rc, "exit status %s under the preload, %s without (%s)"
+              % (r.rc, plain.rc, r.describe()))
+        check(normalize(r.stdout) == normalize(plain.stdout),
+              "stdout differs: preload %r, plain %r" % (r.stdout[-300:], plain.stdout[-300:]))
+        check(r.other_stderr() == plain.other_stderr(),
+              "stderr differs (besides wallprof: lines): preload %s, plain %s"
+              % (r.other_stderr()[:3], plain.other_stderr()[:3]))
+        return r
+
+    def parent_profile(tmp, r):
+        path = pid_profile(tmp, r.pid)
+        check(os.path.exists(path), "no parent profile wallprof.%d.json (files: %s; %s)"
+              % (r.pid, sorted(os.listdir(tmp)), r.describe()))
+        obj = rt.load_profile(path)
+        rt.check_valid(obj, "parent profile")
+        check(fn_samples(obj, "wpt_parent_work"), "parent profile has no wpt_parent_work sample")
+        return obj
+
+    def child_profile(tmp, r, pid, work_fn):
+        path = pid_profile(tmp, pid)
+        check(os.path.exists(path), "no child profile wallprof.%d.json (files: %s; %s)"
+              % (pid, sorted(os.listdir(tmp)), r.describe()))
+        obj = rt.load_profile(path)
+        rt.check_valid(obj, "child profile")
+        if work_fn:
+            n = len(fn_samples(obj, work_fn))
+            check(n >= 10, "child profile has %d samples with %s (want >= 10)" % (n, work_fn))
+        return obj
+
+    def exec_parts(tmp, pid):
+        """The child's pre-exec profiles (wallprof.<pid>.exec<k>.json), each valid JSON."""
+        parts = sorted(n for n in os.listdir(tmp)
+                       if re.match(r"^wallprof\.%d\.exec\d+\.json$" % pid, n))
+        if parts:
+            note("pre-exec parts for %d: %s" % (pid, parts))
+        return parts
+
+    # ---- tests ----
+
+    def test_fork(tmp):
+        r = same_behaviour(tmp, [rt.prog("h_procs"), "fork"])
+        pid = child_pid(r)
+        obj = parent_profile(tmp, r)
+        leaked = fn_samples(obj, "wpt_child_work")
+        check(not leaked, "parent profile has %d samples of the child's wpt_child_work"
+              % len(leaked))
+        cobj = child_profile(tmp, r, pid, "wpt_child_work")
+        cp = rt.wallprof_section(cobj).get("pid")
+        check(cp in (None, pid), "child profile says pid %r, the child is %d" % (cp, pid))
+        note("child profile: %d samples" % len(rt.profile_part(cobj).get("samples", [])))
+        no_partial_files(tmp)
+
+    def test_fork_exec(tmp):
+        exe = rt.prog("exitcode")
+        r = same_behaviour(tmp, [rt.prog("h_procs"), "forkexec", exe])
+        check("child status: exited 7" in r.stdout, "exitcode did not exit 7: %r" % r.stdout)
+        pid = child_pid(r)
+        parent_profile(tmp, r)
+        exec_parts(tmp, pid)
+        child_profile(tmp, r, pid, "wpt_count_primes")
+        no_partial_files(tmp)
+
+    def test_fork_exec_sh(tmp):
+        cmd = "%s envwork; exit 5" % rt.prog("h_procs")
+        r = same_behaviour(tmp, [rt.prog("h_procs"), "forkexec", "/bin/sh", "-c", cmd])
+        check("child status: exited 5" in r.stdout, "the shell did not exit 5: %r" % r.stdout)
+        check(rt.LIB in r.stdout, "envwork under the shell does not see libwallprof in "
+              "LD_PRELOAD: %r" % r.stdout)
+        pid = child_pid(r)
+        parent_profile(tmp, r)
+        exec_parts(tmp, pid)
+        path = pid_profile(tmp, pid)
+        check(os.path.exists(path), "no profile of the shell (wallprof.%d.json; files: %s)"
+              % (pid, sorted(os.listdir(tmp))))
+        obj = rt.load_profile(path)
+        if rt.profile_part(obj).get("samples"):
+            rt.check_valid(obj, "shell profile")
+        # envwork, the shell's own child, is profiled too.
+        others = []
+        for n in os.listdir(tmp):
+            m = re.match(r"^wallprof\.(\d+)\.json$", n)
+            if m and int(m.group(1)) not in (r.pid, pid):
+                o = rt.load_profile(os.path.join(tmp, n))
+                if fn_samples(o, "wpt_exec_work"):
+                    rt.check_valid(o, n)
+                    others.append(n)
+        check(others, "no profile of envwork (run by the shell) with wpt_exec_work; files: %s"
+              % sorted(os.listdir(tmp)))
+        no_partial_files(tmp)
+
+    def spawned(tmp, how):
+        r = same_behaviour(tmp, [rt.prog("h_procs"), how, rt.prog("h_procs"), "envwork"])
+        check("child status: exited 0" in r.stdout, "envwork did not exit 0: %r" % r.stdout)
+        check("LD_PRELOAD=[%s]" % rt.LIB in r.stdout,
+              "the child does not inherit LD_PRELOAD=%s: %r" % (rt.LIB, r.stdout))
+        pid = child_pid(r)
+        parent_profile(tmp, r)
+        exec_parts(tmp, pid)
+        child_profile(tmp, r, pid, "wpt_exec_work")
+        no_partial_files(tmp)
+
+    def test_vfork_exec(tmp):
+        spawned(tmp, "vfork")
+
+    def test_posix_spawn(tmp):
+        spawned(tmp, "spawn")
+
+    def no_follow(tmp, how):
+        argv = [rt.prog("h_procs"), how, rt.prog("h_procs"), "envwork"]
+        r = rt.run_under_preload(argv, {"WALLPROF_FOLLOW_CHILDREN": "0"}, cwd=tmp)
+        check(r.rc == 0, "h_procs %s: %s" % (how, r.describe()))
+        check("child status: exited 0" in r.stdout, "envwork did not exit 0: %r" % r.stdout)
+        m = re.search(r"LD_PRELOAD=\[(.*)\]", r.stdout)
+        check(m, "envwork printed no LD_PRELOAD line: %r" % r.stdout)
+        check("libwallprof" not in m.group(1),
+              "WALLPROF_FOLLOW_CHILDREN=0 but the child's LD_PRELOAD is %r" % m.group(1))
+        pid = child_pid(r)
+        parent_profile(tmp, r)
+        names = no_partial_files(tmp)
+        check(not os.path.exists(pid_profile(tmp, pid)),
+              "WALLPROF_FOLLOW_CHILDREN=0 but the child wrote wallprof.%d.json" % pid)
+        strays = [n for n in names if n.startswith("wallprof.") and n.endswith(".json")
+                  and n != "wallprof.%d.json" % r.pid
+                  and not re.match(r"^wallprof\.%d\.exec\d+\.json$" % pid, n)]
+        check(not strays, "unexpected profiles with WALLPROF_FOLLOW_CHILDREN=0: %s" % strays)
+        parts = exec_parts(tmp, pid)
+        if parts:
+            note("the forked child wrote its pre-exec part(s) %s" % parts)
+
+    def test_no_follow_exec(tmp):
+        no_follow(tmp, "forkexec")
+
+    def test_no_follow_spawn(tmp):
+        no_follow(tmp, "spawn")
+
+    def test_system(tmp):
+        r = same_behaviour(tmp, [rt.prog("h_procs"), "system", "echo from-shell; exit 3"])
+        check("from-shell\nchild status: exited 3\n" in r.stdout,
+              "system() output/status wrong: %r" % r.stdout)
+        parent_profile(tmp, r)
+        no_partial_files(tmp)
+
+    def wait_gone(pid, timeout):
+        """Waits (bounded poll) until process `pid` no longer runs (gone or zombie)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                return True
+            if state in ("Z", "X"):
+                return True
+            time.sleep(0.02)  # polling an observable condition
+        return False
+
+    def run_daemon(tmp, preload):
+        work = os.path.join(tmp, "preload" if preload else "plain")
+        os.mkdir(work)
+        marker = os.path.join(work, "marker")
+        log = os.path.join(work, "daemon.log")
+        argv = [rt.prog("h_procs"), "daemon", marker, log]
+        r = (rt.run_under_preload(argv, cwd=work) if preload else rt.run_plain(argv, work))
+        check(r.rc == 0 and r.stdout == "daemon: launched\n",
+              "%s launcher: stdout %r, %s" % ("preload" if preload else "plain", r.stdout,
+                                              r.describe()))
+        check(rt.poll_for(marker, timeout=WAIT_S),
+              "%s: the daemon wrote no marker within %.0f s (log: %r)"
+              % ("preload" if preload else "plain", WAIT_S,
+                 open(log).read() if os.path.exists(log) else None))
+        with open(marker) as f:
+            dpid = int(f.read().strip())
+        try:
+            check(wait_gone(dpid, WAIT_S), "the daemon %d did not exit within %.0f s"
+                  % (dpid, WAIT_S))
+        finally:
+            if not wait_gone(dpid, 0):
+                try:
+                    os.kill(dpid, 9)
+                except OSError:
+                    pass
+        with open(log) as f:
+            text = f.read()
+        return work, dpid, text
+
+    def test_daemon(tmp):
+        _, _, plain_log = run_daemon(tmp, False)
+        check(plain_log == DAEMON_LOG, "without the preload the daemon log is %r (test program?)"
+              % plain_log)
+        work, dpid, log = run_daemon(tmp, True)
+        stray = "/wallprof.%d.json" % dpid
+        if os.path.exists(stray):
+            os.unlink(stray)
+            raise rt.Failure("the daemon's profile was written in / (its cwd after chdir), "
+                             "not in the original working directory")
+        path = os.path.join(work, "wallprof.%d.json" % dpid)
+        # The profile is renamed into place before the process ends.
+        check(os.path.exists(path), "no daemon profile wallprof.%d.json in the original "
+              "working directory (files: %s; daemon log %r)" % (dpid, sorted(os.listdir(work)),
+                                                                 log))
+        check(log == DAEMON_LOG, "the daemon's log (its fd 2) has foreign content: %r" % log)
+        obj = rt.load_profile(path)
+        rt.check_valid(obj, "daemon profile")
+        n = len(fn_samples(obj, "wpt_daemon_work"))
+        check(n >= 20, "daemon profile has %d wpt_daemon_work samples (want >= 20)" % n)
+        no_partial_files(work)
+
+    return [
+        ("proc_fork", test_fork),
+        ("proc_fork_exec", test_fork_exec),
+        ("proc_fork_exec_sh", test_fork_exec_sh),
+        ("proc_vfork_exec", test_vfork_exec),
+        ("proc_posix_spawn", test_posix_spawn),
+        ("proc_no_follow_exec", test_no_follow_exec),
+        ("proc_no_follow_spawn", test_no_follow_spawn),
+        ("proc_system", test_system),
+        ("proc_daemon", test_daemon),
+    ]

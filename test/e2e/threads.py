@@ -1,0 +1,130 @@
+"""Thread life cycles under the profiler (test/progs/h_threads.c): heavy
+thread churn, threads that block every signal, a thread renamed while it
+runs."""
+
+import time
+
+CHURN_N = 20000
+CHURN_BATCH = 50
+CHURN_MAX_RATIO = 2.0
+CHURN_SLACK_S = 0.3      # absolute slack on top of the ratio (start-up, dump)
+CHURN_TIMEOUT = 30
+SIGBLOCK_TIMEOUT = 15
+
+
+def tests(rt):
+    check, note = rt.check, rt.note
+
+    def fn_share(obj, samples, fn):
+        if not samples:
+            return 0.0
+        return sum(1 for s in samples if fn in rt.stack_functions(obj, s["stack_id"])) / len(samples)
+
+    def timed(argv, tmp, preload, env_extra=None, timeout=60):
+        t0 = time.monotonic()
+        r = rt.run_bounded(argv, tmp, env_extra, preload=preload, timeout=timeout)
+        return r, time.monotonic() - t0
+
+    def test_churn(tmp):
+        """20,000 short-lived threads (some named): the program completes as
+        without the profiler, at most ~2x slower, and the profile is valid."""
+        argv = [rt.prog("h_threads"), "churn", str(CHURN_N), str(CHURN_BATCH)]
+        want = "churn: %d threads, %d ok\n" % (CHURN_N, CHURN_N)
+        # Alternate plain and preload runs, keep the best of each: less noise
+        # from the machine than a single pair.
+        plain_t, pre_t, r = [], [], None
+        for _ in range(2):
+            p, tp = timed(argv, tmp, False, timeout=CHURN_TIMEOUT)
+            check(p.rc == 0 and p.stdout == want, "without the preload: stdout %r, %s (test "
+                  "program?)" % (p.stdout, p.describe()))
+            plain_t.append(tp)
+            q, tq = timed(argv, tmp, True, timeout=CHURN_TIMEOUT)
+            check(q.rc is not None, "under the preload churn did not finish within %d s (stdout "
+                  "%r, stderr %s)" % (CHURN_TIMEOUT, q.stdout, q.stderr[-300:]))
+            check(q.rc == 0, "under the preload: %s" % q.describe())
+            check(q.stdout == want, "under the preload stdout %r, want %r" % (q.stdout, want))
+            pre_t.append(tq)
+            r = q
+        tp, tq = min(plain_t), min(pre_t)
+        note("churn: plain %.2f s, preload %.2f s (x%.2f)" % (tp, tq, tq / tp))
+        check(tq <= CHURN_MAX_RATIO * tp + CHURN_SLACK_S,
+              "churn took %.2f s under the preload, %.2f s without (more than %.1fx + %.1f s)"
+              % (tq, tp, CHURN_MAX_RATIO, CHURN_SLACK_S))
+        obj = rt.exit_profile(r)
+        rt.check_valid(obj)
+        main = rt.samples_by_thread(obj).get(str(r.pid), [])
+        check(len(main) >= 10, "the main thread has only %d samples" % len(main))
+        w = rt.wallprof_section(obj)
+        note("churn: %d threads in the profile, wallprof counters: ticks %s pending %s "
+             "send_failed %s unwind_failed %s threads_untracked %s"
+             % (len(rt.profile_part(obj).get("thread_metadata") or {}), w.get("ticks"),
+                w.get("pending"), w.get("send_failed"), w.get("unwind_failed"),
+                w.get("threads_untracked")))
+
+    def test_sigblock(tmp):
+        """A thread blocking every signal while it spins may lose samples but
+        nothing hangs; one blocking every signal in nanosleep is still
+        sampled, off-CPU, with the syscall label."""
+        argv = [rt.prog("h_threads"), "sigblock"]
+        want = "sigblock: spin done, sleep interrupted 0 times\n"
+        r = rt.run_bounded(argv, tmp, timeout=SIGBLOCK_TIMEOUT)
+        check(r.rc is not None, "sigblock did not finish within %d s (stdout %r)"
+              % (SIGBLOCK_TIMEOUT, r.stdout))
+        check(r.rc == 0, "sigblock: %s" % r.describe())
+        check(r.stdout == want, "sigblock stdout %r, want %r" % (r.stdout, want))
+        obj = rt.exit_profile(r)
+        rt.check_valid(obj)
+        w = rt.wallprof_section(obj)
+        spin = rt.thread_samples(obj, "spinblk") if rt.tids_named(obj, "spinblk") else []
+        note("spinblk (all signals blocked, spinning): %d samples, %.0f%% in wpt_blocked_spin; "
+             "pending %s, send_failed %s"
+             % (len(spin), fn_share(obj, spin, "wpt_blocked_spin") * 100, w.get("pending"),
+                w.get("send_failed")))
+        lost = (w.get("pending") or 0) + (w.get("send_failed") or 0)
+        ticks = w.get("ticks") or 0
+        check(len(spin) + lost >= 0.4 * ticks, "spinblk has %d samples and only %d ticks are "
+              "accounted as lost (pending %r, send_failed %r); %d ticks in all"
+              % (len(spin), lost, w.get("pending"), w.get("send_failed"), ticks))
+        sleep = rt.thread_samples(obj, "sleepblk")
+        check(len(sleep) >= 40, "sleepblk (blocked in nanosleep) has only %d samples"
+              % len(sleep))
+        good = [s for s in sleep if s.get("on_cpu") is False
+                and s.get("syscall") in ("nanosleep", "clock_nanosleep")
+                and "wpt_blocked_sleep" in rt.stack_functions(obj, s["stack_id"])]
+        share = len(good) / len(sleep)
+        if share < 0.8:
+            bad = next(s for s in sleep if s not in good)
+            raise rt.Failure("only %.0f%% of %d sleepblk samples are off-CPU in nanosleep with "
+                             "wpt_blocked_sleep; e.g. on_cpu=%r syscall=%r stack %s"
+                             % (share * 100, len(sleep), bad.get("on_cpu"), bad.get("syscall"),
+                                rt.stack_functions(obj, bad["stack_id"])[:5]))
+
+    def test_rename(tmp):
+        """A thread renamed while it runs is listed under its last name."""
+        argv = [rt.prog("h_threads"), "rename"]
+        r = rt.run_under_preload(argv, cwd=tmp)
+        check(r.rc == 0 and r.stdout == "rename: done\n", "rename: stdout %r, %s"
+              % (r.stdout, r.describe()))
+        obj = rt.exit_profile(r)
+        rt.check_valid(obj)
+        names = rt.thread_names(obj)
+        check("before" not in names.values(), "thread_metadata still has the old name "
+              "\"before\": %s" % sorted(set(names.values())))
+        after = rt.thread_samples(obj, "after")
+        check(len(after) >= 100, "thread \"after\" has only %d samples (2 s at 101 Hz)"
+              % len(after))
+        share = fn_share(obj, after, "wpt_rename_work")
+        check(share >= 0.8, "wpt_rename_work in only %.0f%% of the samples of \"after\""
+              % (share * 100))
+        wt = rt.wallprof_section(obj).get("threads")
+        if isinstance(wt, dict):
+            tid = rt.tids_named(obj, "after")[0]
+            entry = wt.get(tid) or wt.get(int(tid)) or {}
+            check(entry.get("name") in (None, "after"),
+                  "wallprof.threads[%s].name is %r, want \"after\"" % (tid, entry.get("name")))
+
+    return [
+        ("thr_churn", test_churn),
+        ("thr_sigblock", test_sigblock),
+        ("thr_rename", test_rename),
+    ]

@@ -1,0 +1,272 @@
+/* h_procs: process creation under the profiler. Usage:
+ *   h_procs fork                 fork; the child works (wpt_child_work) and exit(0)s,
+ *                                the parent works (wpt_parent_work), waits, exits 0
+ *   h_procs forkexec PROG ARGS   fork + execv(PROG, ARGS) in the child
+ *   h_procs vfork PROG ARGS      vfork + execv
+ *   h_procs spawn PROG ARGS      posix_spawn
+ *   h_procs system CMD           system(CMD)
+ *   h_procs envwork              prints its LD_PRELOAD, works 0.3 s (wpt_exec_work), exits 0
+ *   h_procs daemon MARKER LOG    double fork + setsid + chdir("/") + stdio closed and
+ *                                reopened on /dev/null; the log file lands on fd 2; the
+ *                                daemon works 0.5 s (wpt_daemon_work), writes MARKER
+ *                                (its pid) by rename, exits 0
+ * The parent modes print "child PID" and "child status: exited N" /
+ * "killed by N" on stdout (lines the test normalizes by pid). Every mode
+ * retries its waits on EINTR. */
+/* noipa on the named functions: no inlining, cloning or identical-code folding
+ * (two functions with the same body would otherwise share one name). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static volatile uint64_t sink;
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static uint64_t spin(double seconds)
+{
+	double end = now_s() + seconds;
+	uint64_t x = 88172645463325252ULL;
+
+	do {
+		for (int i = 0; i < 100000; i++) {
+			x = (x * 6364136223846793005ULL + 1442695040888963407ULL) ^ (x >> 29);
+			__asm__ volatile("" : "+r"(x));
+		}
+	} while (now_s() < end);
+	return x;
+}
+
+__attribute__((noipa)) static void wpt_parent_work(double s)
+{
+	sink += spin(s);
+	__asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noipa)) static void wpt_child_work(double s)
+{
+	sink += spin(s);
+	__asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noipa)) static void wpt_exec_work(double s)
+{
+	sink += spin(s);
+	__asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noipa)) static void wpt_daemon_work(double s)
+{
+	sink += spin(s);
+	__asm__ volatile("" ::: "memory");
+}
+
+static void print_status(int st)
+{
+	if (WIFEXITED(st))
+		printf("child status: exited %d\n", WEXITSTATUS(st));
+	else if (WIFSIGNALED(st))
+		printf("child status: killed by %d\n", WTERMSIG(st));
+	else
+		printf("child status: 0x%x\n", st);
+}
+
+static int wait_child(pid_t pid)
+{
+	int st;
+
+	while (waitpid(pid, &st, 0) < 0) {
+		if (errno != EINTR) {
+			perror("waitpid");
+			exit(1);
+		}
+	}
+	print_status(st);
+	return st;
+}
+
+static int mode_fork(void)
+{
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0) {
+		perror("fork");
+		return 1;
+	}
+	if (pid == 0) {
+		wpt_child_work(0.3);
+		exit(0);
+	}
+	wpt_parent_work(0.3);
+	printf("child %d\n", (int)pid);
+	wait_child(pid);
+	return 0;
+}
+
+static int mode_forkexec(char **argv, int use_vfork)
+{
+	pid_t pid;
+
+	fflush(stdout);
+	pid = use_vfork ? vfork() : fork();
+	if (pid < 0) {
+		perror("fork");
+		return 1;
+	}
+	if (pid == 0) {
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	wpt_parent_work(0.2);
+	printf("child %d\n", (int)pid);
+	wait_child(pid);
+	return 0;
+}
+
+static int mode_spawn(char **argv)
+{
+	pid_t pid;
+	int rc;
+
+	fflush(stdout);
+	rc = posix_spawn(&pid, argv[0], NULL, NULL, argv, environ);
+	if (rc != 0) {
+		fprintf(stderr, "posix_spawn: %s\n", strerror(rc));
+		return 1;
+	}
+	wpt_parent_work(0.2);
+	printf("child %d\n", (int)pid);
+	wait_child(pid);
+	return 0;
+}
+
+static int mode_system(const char *cmd)
+{
+	int st;
+
+	fflush(stdout);
+	wpt_parent_work(0.2);
+	st = system(cmd);
+	if (st == -1) {
+		perror("system");
+		return 1;
+	}
+	print_status(st);
+	return 0;
+}
+
+static int mode_envwork(void)
+{
+	const char *p = getenv("LD_PRELOAD");
+
+	printf("envwork: LD_PRELOAD=[%s]\n", p ? p : "(unset)");
+	fflush(stdout);
+	wpt_exec_work(0.3);
+	printf("envwork: done\n");
+	return 0;
+}
+
+static void logline(const char *msg)
+{
+	/* fd 2 is the log file here. */
+	if (write(2, msg, strlen(msg)) < 0)
+		_exit(3);
+}
+
+static int mode_daemon(const char *marker, const char *log)
+{
+	pid_t pid;
+	int fd;
+	char tmp[4096], buf[64];
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid > 0) {
+		/* The original process: waits for the intermediate child only. */
+		int st;
+
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+		printf("daemon: launched\n");
+		return 0;
+	}
+	if (setsid() < 0)
+		_exit(1);
+	pid = fork();
+	if (pid < 0)
+		_exit(1);
+	if (pid > 0)
+		_exit(0);
+	/* The daemon. */
+	if (chdir("/") < 0)
+		exit(1);
+	umask(022);
+	close(0);
+	close(1);
+	close(2);
+	if (open("/dev/null", O_RDONLY) != 0)
+		exit(1);
+	if (open("/dev/null", O_WRONLY) != 1)
+		exit(1);
+	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+	if (fd != 2)
+		exit(1);
+	logline("daemon: start\n");
+	wpt_daemon_work(0.5);
+	logline("daemon: work done\n");
+	snprintf(tmp, sizeof(tmp), "%s.tmp", marker);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		exit(1);
+	snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+	if (write(fd, buf, strlen(buf)) < 0)
+		exit(1);
+	close(fd);
+	if (rename(tmp, marker) < 0)
+		exit(1);
+	logline("daemon: exiting\n");
+	exit(0);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 2 && strcmp(argv[1], "fork") == 0)
+		return mode_fork();
+	if (argc >= 3 && strcmp(argv[1], "forkexec") == 0)
+		return mode_forkexec(argv + 2, 0);
+	if (argc >= 3 && strcmp(argv[1], "vfork") == 0)
+		return mode_forkexec(argv + 2, 1);
+	if (argc >= 3 && strcmp(argv[1], "spawn") == 0)
+		return mode_spawn(argv + 2);
+	if (argc == 3 && strcmp(argv[1], "system") == 0)
+		return mode_system(argv[2]);
+	if (argc == 2 && strcmp(argv[1], "envwork") == 0)
+		return mode_envwork();
+	if (argc == 4 && strcmp(argv[1], "daemon") == 0)
+		return mode_daemon(argv[2], argv[3]);
+	fprintf(stderr, "usage: h_procs fork|forkexec PROG ARGS|vfork PROG ARGS|spawn PROG ARGS|"
+			"system CMD|envwork|daemon MARKER LOG\n");
+	return 2;
+}

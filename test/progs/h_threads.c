@@ -1,0 +1,213 @@
+/* h_threads: thread life cycles under the profiler. Usage:
+ *   h_threads churn N BATCH   creates N short-lived threads, BATCH at a time, joins
+ *                             each batch; every 4th thread names itself "churn-<i>"
+ *   h_threads sigblock        "spinblk" blocks every signal and spins 1 s
+ *                             (wpt_blocked_spin); "sleepblk" blocks every signal and
+ *                             sleeps 1 s in nanosleep (wpt_blocked_sleep)
+ *   h_threads rename          a thread named "before" works 0.5 s, renames itself
+ *                             "after" and works 1.5 s more
+ * Prints one deterministic result line per mode, exits 0. */
+/* noipa on the named functions: no inlining, cloning or identical-code folding
+ * (two functions with the same body would otherwise share one name). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile uint64_t sink;
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static uint64_t spin(double seconds)
+{
+	double end = now_s() + seconds;
+	uint64_t x = 88172645463325252ULL;
+
+	do {
+		for (int i = 0; i < 20000; i++) {
+			x = (x * 6364136223846793005ULL + 1442695040888963407ULL) ^ (x >> 29);
+			__asm__ volatile("" : "+r"(x));
+		}
+	} while (now_s() < end);
+	return x;
+}
+
+static void die(const char *what, int rc)
+{
+	fprintf(stderr, "h_threads: %s: %s\n", what, strerror(rc));
+	exit(1);
+}
+
+/* ---- churn ---- */
+
+__attribute__((noipa)) static void *wpt_churn_thread(void *arg)
+{
+	uintptr_t i = (uintptr_t)arg;
+	uint64_t x = i;
+
+	if (i % 4 == 0) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "churn-%u", (unsigned)(i % 100000));
+		pthread_setname_np(pthread_self(), name);
+	}
+	for (int k = 0; k < 2000; k++) {
+		x = x * 6364136223846793005ULL + 1;
+		__asm__ volatile("" : "+r"(x));
+	}
+	return (void *)(uintptr_t)(x | 1);
+}
+
+static int mode_churn(long n, long batch)
+{
+	pthread_t *t = calloc((size_t)batch, sizeof(*t));
+	long done = 0, ok = 0;
+
+	if (!t)
+		return 1;
+	while (done < n) {
+		long k, m = n - done < batch ? n - done : batch;
+
+		for (k = 0; k < m; k++) {
+			int rc = pthread_create(&t[k], NULL, wpt_churn_thread,
+						(void *)(uintptr_t)(done + k));
+			if (rc)
+				die("pthread_create", rc);
+		}
+		for (k = 0; k < m; k++) {
+			void *r;
+			int rc = pthread_join(t[k], &r);
+
+			if (rc)
+				die("pthread_join", rc);
+			ok += r != NULL;
+		}
+		done += m;
+	}
+	free(t);
+	printf("churn: %ld threads, %ld ok\n", done, ok);
+	return 0;
+}
+
+/* ---- sigblock ---- */
+
+static void block_all(void)
+{
+	sigset_t all;
+	int rc;
+
+	sigfillset(&all);
+	rc = pthread_sigmask(SIG_BLOCK, &all, NULL);
+	if (rc)
+		die("pthread_sigmask", rc);
+}
+
+__attribute__((noipa)) static void wpt_blocked_spin(double s)
+{
+	sink += spin(s);
+	__asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noipa)) static int wpt_blocked_sleep(double s)
+{
+	struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)}, rem;
+	int intr = 0;
+
+	while (nanosleep(&ts, &rem) < 0) {
+		if (errno != EINTR)
+			return -1;
+		intr++; /* cannot happen: every signal is blocked */
+		ts = rem;
+	}
+	return intr;
+}
+
+static void *spin_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "spinblk");
+	block_all();
+	wpt_blocked_spin(1.0);
+	return NULL;
+}
+
+static void *sleep_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "sleepblk");
+	block_all();
+	return (void *)(intptr_t)(wpt_blocked_sleep(1.0) + 1);
+}
+
+static int mode_sigblock(void)
+{
+	pthread_t a, b;
+	void *ra, *rb;
+	int rc;
+
+	if ((rc = pthread_create(&a, NULL, spin_main, NULL)) ||
+	    (rc = pthread_create(&b, NULL, sleep_main, NULL)))
+		die("pthread_create", rc);
+	pthread_join(a, &ra);
+	pthread_join(b, &rb);
+	printf("sigblock: spin done, sleep interrupted %ld times\n", (long)(intptr_t)rb - 1);
+	return 0;
+}
+
+/* ---- rename ---- */
+
+__attribute__((noipa)) static void wpt_rename_work(double s)
+{
+	sink += spin(s);
+	__asm__ volatile("" ::: "memory");
+}
+
+static void *rename_main(void *arg)
+{
+	(void)arg;
+	wpt_rename_work(0.5);
+	pthread_setname_np(pthread_self(), "after");
+	wpt_rename_work(1.5);
+	return NULL;
+}
+
+static int mode_rename(void)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc;
+
+	/* Named before it runs: created, then named by the creator before
+	 * the thread does anything that takes time. */
+	pthread_attr_init(&attr);
+	if ((rc = pthread_create(&t, &attr, rename_main, NULL)))
+		die("pthread_create", rc);
+	pthread_setname_np(t, "before");
+	pthread_join(t, NULL);
+	printf("rename: done\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && strcmp(argv[1], "churn") == 0)
+		return mode_churn(atol(argv[2]), atol(argv[3]));
+	if (argc == 2 && strcmp(argv[1], "sigblock") == 0)
+		return mode_sigblock();
+	if (argc == 2 && strcmp(argv[1], "rename") == 0)
+		return mode_rename();
+	fprintf(stderr, "usage: h_threads churn N BATCH | sigblock | rename\n");
+	return 2;
+}
