@@ -1241,6 +1241,18 @@ static void after_fork_child(void)
 	tls_tid = 0;
 	if (!g.started)
 		return;
+	if (!g.cfg.follow_children) {
+		/* Children are not profiled: this one leaves its parent's ring
+		 * alone and its snapshot signal gets its old meaning back. */
+		atomic_store(&g.sampling, 0);
+		g.started = 0;
+		for (i = 0; i < g.nr_slots; i++)
+			atomic_store(&g.slots[i].blk_pin, 0);
+		if (g.snapshot_signal)
+			__sigaction(g.snapshot_signal, &g.prev_snap_act, NULL);
+		g.snapshot_signal = 0;
+		return;
+	}
 	g.pid = getpid();
 	for (i = 0; i < g.nr_slots; i++) {
 		struct wp_slot *s = &g.slots[i];
