@@ -35,6 +35,7 @@ struct wp_thread {
 	char name[16];       /* kernel comm, latest seen */
 	uint64_t nr_signals; /* profiling signals sent to it */
 	uint64_t nr_samples; /* samples taken of it (before the window cut) */
+	uint64_t last_ns;    /* CLOCK_MONOTONIC of its newest sample (the sampler's bookkeeping) */
 };
 
 /* Loss and health counters: reported in every output so that a partial

@@ -53,6 +53,12 @@ void wp_log(int level, const char *fmt, ...)
 	if (n < 0)
 		n = 0;
 	len = 10 + ((size_t)n < sizeof(buf) - 11 ? (size_t)n : sizeof(buf) - 12);
+	/* One line, always: a control character from a variable's value
+	 * (a newline, an escape) must not forge or hide a line. */
+	for (off = 10; off < len; off++)
+		if ((unsigned char)buf[off] < 0x20 || buf[off] == 0x7f)
+			buf[off] = '?';
+	off = 0;
 	buf[len++] = '\n';
 	/* write(2), not stdio: the host's stderr buffer stays untouched. */
 	while (off < len) {
@@ -233,6 +239,10 @@ void wp_config_load(struct wp_config *c)
 		       wp_signal_name(c->signal, a, sizeof(a)));
 		c->snapshot_signal = 0;
 	}
+
+	s = getenv("WALLPROF_DEBUGINFOD");
+	if (s && *s && strcmp(s, "0") && strcmp(s, "1"))
+		wp_log(WP_LOG_ERROR, "WALLPROF_DEBUGINFOD='%.64s' is not 0 or 1; using 0", s);
 
 	s = getenv("WALLPROF_FOLLOW_CHILDREN");
 	c->follow_children = 1;

@@ -223,9 +223,19 @@ static void on_snapshot_signal(int sig, siginfo_t *si, void *uc)
 {
 	int saved = errno;
 
+	struct wp_slot *s = tls_slot;
+
 	(void)sig;
 	(void)si;
 	(void)uc;
+	/* The kernel picks any thread for it, maybe one blocked in a wrapped
+	 * call: that call must retry, not return EINTR to the program. */
+	if (s && atomic_load_explicit(&s->tid, memory_order_relaxed) == tls_tid) {
+		uint32_t seq = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
+
+		if (seq & 1)
+			atomic_store_explicit(&s->ours_seq, seq, memory_order_release);
+	}
 	atomic_fetch_or(&g.events, EV_SNAPSHOT);
 	futex_wake(&g.events);
 	errno = saved;
@@ -380,6 +390,7 @@ static struct wp_thread *slot_name(struct wp_slot *s)
 	t = &g.names[g.nr_names];
 	memset(t, 0, sizeof(*t));
 	t->tid = atomic_load(&s->tid);
+	t->last_ns = mono_ns();
 	read_comm(t->tid, t->name);
 	s->name_idx = (uint32_t)g.nr_names++;
 	return t;
@@ -491,8 +502,10 @@ static void collect(void)
 		s->nr_cached_ok = n > 0;
 		s->sampled_seq = 0;
 		g.ctr.nr_samples++;
-		if (t)
+		if (t) {
 			t->nr_samples++;
+			t->last_ns = s->t_ns;
+		}
 		atomic_store_explicit(&s->state, S_IDLE, memory_order_release);
 	}
 }
@@ -505,8 +518,10 @@ static void record_cached(struct wp_slot *s, uint64_t now)
 	wp_ring_add(g.ring, now, atomic_load(&s->tid), s->cached_flags, s->cached_sysno, s->stk,
 		    s->cached_nr, 1);
 	g.ctr.nr_samples++;
-	if (t)
+	if (t) {
 		t->nr_samples++;
+		t->last_ns = now;
+	}
 }
 
 /* Unwinds a thread blocked in a wrapped call from the registers it
@@ -729,6 +744,44 @@ static int user_threads_left(void)
 	return 0;
 }
 
+/* Forgets threads that are gone and whose samples all left the window, so
+ * that thread churn costs no memory over time. */
+static void prune_names(uint64_t now)
+{
+	uint32_t *map, i, hw = atomic_load(&g.hiwater);
+	char *live;
+	size_t k, n = 0;
+	uint64_t window = (uint64_t)g.cfg.ring_seconds * 1000000000ull;
+
+	live = calloc(g.nr_names + 1, 1);
+	map = malloc((g.nr_names + 1) * sizeof(*map));
+	if (!live || !map)
+		goto out;
+	for (i = 0; i < hw; i++) {
+		struct wp_slot *s = &g.slots[i];
+
+		if (atomic_load(&s->state) >= S_IDLE && s->name_idx != UINT32_MAX)
+			live[s->name_idx] = 1;
+	}
+	for (k = 0; k < g.nr_names; k++) {
+		map[k] = UINT32_MAX;
+		if (live[k] || g.names[k].last_ns + window >= now) {
+			g.names[n] = g.names[k];
+			map[k] = (uint32_t)n++;
+		}
+	}
+	g.nr_names = n;
+	for (i = 0; i < hw; i++) {
+		struct wp_slot *s = &g.slots[i];
+
+		if (s->name_idx != UINT32_MAX)
+			s->name_idx = map[s->name_idx];
+	}
+out:
+	free(live);
+	free(map);
+}
+
 static void tick(uint64_t now)
 {
 	uint32_t i, hw;
@@ -751,6 +804,8 @@ static void tick(uint64_t now)
 	}
 	/* Names change: right after a pthread_setname_np, else once a second
 	 * (prctl and /proc writes are not seen otherwise). */
+	if (g.ctr.nr_ticks % g.cfg.hz == 0)
+		prune_names(now);
 	if (atomic_exchange(&g.names_dirty, 0) || g.ctr.nr_ticks % g.cfg.hz == 0) {
 		for (i = 0; i < hw; i++) {
 			struct wp_slot *s = &g.slots[i];
@@ -906,11 +961,17 @@ static void write_profile(struct wp_profile *p, const char *path_override)
 	memset(&st, 0, sizeof(st));
 	if (guarded_write(p, sym, &opts, path, &st, err, sizeof(err)) < 0) {
 		/* Keep it somewhere: $TMPDIR (or /tmp), same file name. */
-		const char *tmp = getenv("TMPDIR"), *base = strrchr(path, '/');
+		const char *tmp = getenv("TMPDIR");
 		char fb[2 * WP_PATH_MAX], err2[512] = "";
 
-		snprintf(fb, sizeof(fb), "%s/%s", tmp && *tmp == '/' ? tmp : "/tmp",
-			 base ? base + 1 : path);
+		/* wallprof.<pid>[.<n>].json: unique per process, whatever the
+		 * configured name (a fixed one would collide). */
+		if (p->snapshot)
+			snprintf(fb, sizeof(fb), "%s/wallprof.%u.%d.json",
+				 tmp && *tmp == '/' ? tmp : "/tmp", p->pid, p->snapshot);
+		else
+			snprintf(fb, sizeof(fb), "%s/wallprof.%u.json", tmp && *tmp == '/' ? tmp : "/tmp",
+				 p->pid);
 		if (strlen(fb) < sizeof(path) && strcmp(fb, path) &&
 		    guarded_write(p, sym, &opts, fb, &st, err2, sizeof(err2)) == 0) {
 			wp_log(WP_LOG_ERROR, "%s; wrote the profile to %s instead", err, fb);
@@ -1687,11 +1748,9 @@ static void set_raw_paths(void)
 	if (n > 5 && !strcmp(base + n - 5, ".json"))
 		base[n - 5] = 0;
 	snprintf(g.raw_path, sizeof(g.raw_path), "%s.raw", base);
-	b = strrchr(g.raw_path, '/');
-	b = b ? b + 1 : g.raw_path;
-	if (strlen(b) + 256 < sizeof(g.raw_fallback))
-		snprintf(g.raw_fallback, sizeof(g.raw_fallback), "%.255s/%s",
-			 tmp && *tmp == '/' ? tmp : "/tmp", b);
+	(void)b;
+	snprintf(g.raw_fallback, sizeof(g.raw_fallback), "%.255s/wallprof.%u.raw",
+		 tmp && *tmp == '/' ? tmp : "/tmp", (unsigned)g.pid);
 }
 
 static void install_fatal(void)

@@ -44,7 +44,7 @@ DEFAULT_HZ = 101
 DEFAULT_RING_SECONDS = 30
 
 # "wallprof: wrote PATH (...)", for snapshots too.
-WROTE_RE = re.compile(r"wallprof: wrote (\S+)")
+WROTE_RE = re.compile(r"^wallprof: wrote (\S+)", re.M)  # a whole line, never text inside one
 
 VERBOSE = False
 
