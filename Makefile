@@ -126,3 +126,14 @@ SOAK_ARGS    ?=
 soak: deps
 	@$(MAKE) --no-print-directory $(LIB) $(BUILD)/progs/soak $(BUILD)/progs/libwpt_plugin.so
 	@$(PYTHON) scripts/soak.py --seconds $(SOAK_SECONDS) $(SOAK_ARGS)
+
+# Benchmark programs that link parts of the library (explicit rules win over
+# the pattern rule above): handler links the unwinder alone, dump the core
+# sources (ring, modules, symbolize, output) like the unit tests.
+$(BUILD)/bench/handler: test/bench/handler.c unwind/unwind.c unwind/unwind.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -D_GNU_SOURCE $(PKG_CFLAGS) -o $@ $< unwind/unwind.c -lunwind
+
+$(BUILD)/bench/dump: test/bench/dump.c $(CORE_SRCS) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(CORE_SRCS) $(LIBS)

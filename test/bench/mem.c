@@ -1,0 +1,105 @@
+/* mem: resident memory of a process with N idle threads.
+ *
+ *   mem NTHREADS SECONDS
+ *
+ * Starts NTHREADS threads that wait in pthread_cond_wait for the whole run
+ * and one busy thread that spins, lets them run for SECONDS, reads VmRSS and
+ * VmHWM from /proc/self/status 100 ms before the end, then stops everything.
+ * One line on stdout: rss_kb=... hwm_kb=... threads=N seconds=S. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int stop;
+static volatile int spin_stop;
+
+static void *waiter(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&mu);
+	while (!stop)
+		pthread_cond_wait(&cv, &mu);
+	pthread_mutex_unlock(&mu);
+	return NULL;
+}
+
+__attribute__((noinline)) static uint64_t spin(uint64_t x)
+{
+	while (!spin_stop)
+		for (int i = 0; i < 100000; i++)
+			x = (x * 6364136223846793005ULL + 1) ^ (x >> 29);
+	return x;
+}
+
+static void *busy(void *arg)
+{
+	return (void *)(uintptr_t)spin((uintptr_t)arg);
+}
+
+static long status_kb(const char *buf, const char *key)
+{
+	const char *p = strstr(buf, key);
+
+	return p ? strtol(p + strlen(key), NULL, 10) : -1;
+}
+
+static void sleep_s(double s)
+{
+	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+int main(int argc, char **argv)
+{
+	long n, i;
+	double secs;
+	pthread_t *t, b;
+	char buf[4096];
+	size_t len;
+	FILE *f;
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: mem NTHREADS SECONDS\n");
+		return 2;
+	}
+	n = strtol(argv[1], NULL, 10);
+	secs = strtod(argv[2], NULL);
+	if (n < 0 || secs < 0.2 || !(t = calloc((size_t)n + 1, sizeof(*t))))
+		return 2;
+	for (i = 0; i < n; i++)
+		if (pthread_create(&t[i], NULL, waiter, NULL) != 0)
+			return 2;
+	if (pthread_create(&b, NULL, busy, NULL) != 0)
+		return 2;
+	sleep_s(secs - 0.1);
+	f = fopen("/proc/self/status", "r");
+	if (!f)
+		return 2;
+	len = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[len] = 0;
+	fclose(f);
+	printf("rss_kb=%ld hwm_kb=%ld threads=%ld seconds=%.2f\n", status_kb(buf, "VmRSS:"),
+	       status_kb(buf, "VmHWM:"), n, secs);
+	fflush(stdout);
+	sleep_s(0.1);
+	spin_stop = 1;
+	pthread_mutex_lock(&mu);
+	stop = 1;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+	for (i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	pthread_join(b, NULL);
+	free(t);
+	return 0;
+}
