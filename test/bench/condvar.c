@@ -33,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
+
 #define BLOCKED_STACK (64 * 1024)
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -50,13 +52,6 @@ struct busy {
 	uint64_t result;
 };
 
-static double clock_s(clockid_t id)
-{
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void die(const char *what, int err)
 {
@@ -74,12 +69,6 @@ static void *blocked_main(void *arg)
 		pthread_cond_wait(&cv, &mu);
 	pthread_mutex_unlock(&mu);
 	return NULL;
-}
-
-/* A long dependency chain (LCG + xorshift) the compiler cannot fold. */
-static inline uint64_t step(uint64_t x)
-{
-	return (x * 6364136223846793005ULL + 1442695040888963407ULL) ^ (x >> 29);
 }
 
 __attribute__((noinline)) static uint64_t burn_iters(uint64_t n, uint64_t x)
@@ -109,73 +98,6 @@ static void *busy_main(void *arg)
 	b->cpu_s = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
 	b->wall_s = clock_s(CLOCK_MONOTONIC) - w0;
 	return NULL;
-}
-
-/* The tid of the thread named exactly "wallprof", or 0. */
-static pid_t find_sampler(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	pid_t found = 0;
-
-	if (!d)
-		return 0;
-	while (!found && (e = readdir(d))) {
-		char path[300], name[32];
-		ssize_t n;
-		int fd;
-
-		if (e->d_name[0] < '0' || e->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		n = read(fd, name, sizeof(name) - 1);
-		close(fd);
-		if (n > 0 && name[n - 1] == '\n')
-			n--;
-		if (n == 8 && memcmp(name, "wallprof", 8) == 0)
-			found = (pid_t)atoi(e->d_name);
-	}
-	closedir(d);
-	return found;
-}
-
-static ssize_t read_file(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n >= 0)
-		buf[n] = 0;
-	return n;
-}
-
-/* CPU seconds of thread `tid` of this process, or -1. */
-static double thread_cpu_s(pid_t tid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long ns, ut, st;
-	int i;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)tid);
-	if (read_file(path, buf, sizeof(buf)) > 0 && sscanf(buf, "%llu", &ns) == 1)
-		return (double)ns / 1e9;
-	/* stat: fields 14 and 15 (utime, stime) in clock ticks, after "(comm)". */
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-	if (read_file(path, buf, sizeof(buf)) <= 0 || !(p = strrchr(buf, ')')))
-		return -1;
-	p++;
-	for (i = 0; i < 11 && p; i++) /* skip fields 3..13 */
-		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p, " %llu %llu", &ut, &st) != 2)
-		return -1;
-	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
 static void usage(void)
