@@ -22,6 +22,7 @@ struct rsample {
 
 struct wp_ring {
 	struct wp_ring_config cfg;
+	uint64_t serial;         /* which ring this is: refs from another never match */
 	struct wp_ring_stats stats;
 
 	struct rsample *samples; /* circular: [head, head + count) mod cap */
@@ -45,6 +46,15 @@ struct wp_ring {
 	void *map;
 	size_t map_len;
 };
+
+static uint64_t ring_serials; /* rings are created by one thread at a time */
+
+/* What a ref must carry to be current: this ring, this compaction epoch
+ * (never 0, so a zeroed ref never matches). */
+static uint64_t ref_gen(const struct wp_ring *r)
+{
+	return (r->serial << 32) + r->stats.nr_compactions + 1;
+}
 
 static size_t pow2_at_least(size_t n)
 {
@@ -125,6 +135,7 @@ struct wp_ring *wp_ring_create(const struct wp_ring_config *cfg)
 		return NULL;
 	r = (struct wp_ring *)(base + l.total);
 	r->cfg = *cfg;
+	r->serial = ++ring_serials;
 	r->map = base;
 	r->map_len = l.total + sizeof(*r);
 	r->samples = (struct rsample *)(base + l.samples);
@@ -295,18 +306,10 @@ static int intern_frames(struct wp_ring *r, const uint64_t *pcs, unsigned n, int
 	return 0;
 }
 
-int wp_ring_add(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
-		uint32_t syscall, const uint64_t *pcs, unsigned n, int exact_leaf)
+/* Makes room for one sample: expires what fell out of the window (which
+ * frees table entries too), then overwrites the oldest if still full. */
+static void make_room(struct wp_ring *r, uint64_t t_ns)
 {
-	int64_t stack = -1;
-	int attempt;
-	struct rsample *x;
-
-	if (n > RING_MAX_FRAMES) {
-		n = RING_MAX_FRAMES;
-		flags |= WP_SAMPLE_TRUNCATED;
-	}
-	/* Expire what fell out of the window: it frees table entries too. */
 	while (r->count > 0 && sample_at(r, 0)->t_ns + r->cfg.window_ns < t_ns) {
 		r->head = (r->head + 1) % r->cfg.nr_samples;
 		r->count--;
@@ -316,6 +319,50 @@ int wp_ring_add(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
 		r->count--;
 		r->stats.nr_overwritten++;
 	}
+}
+
+static void append(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t stack,
+		   uint32_t flags, uint32_t syscall)
+{
+	struct rsample *x = sample_at(r, r->count);
+
+	x->t_ns = t_ns;
+	x->tid = tid;
+	x->stack = stack;
+	x->flags = flags;
+	x->syscall = syscall;
+	r->count++;
+	r->stats.nr_added++;
+}
+
+int wp_ring_add_ref(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
+		    uint32_t syscall, const struct wp_ring_ref *ref)
+{
+	if (ref->gen != ref_gen(r) || ref->stack >= r->nr_stacks)
+		return -1;
+	make_room(r, t_ns);
+	append(r, t_ns, tid, ref->stack, flags, syscall);
+	return 0;
+}
+
+int wp_ring_add(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
+		uint32_t syscall, const uint64_t *pcs, unsigned n, int exact_leaf)
+{
+	return wp_ring_add_get_ref(r, t_ns, tid, flags, syscall, pcs, n, exact_leaf, NULL);
+}
+
+int wp_ring_add_get_ref(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
+			uint32_t syscall, const uint64_t *pcs, unsigned n, int exact_leaf,
+			struct wp_ring_ref *ref)
+{
+	int64_t stack = -1;
+	int attempt;
+
+	if (n > RING_MAX_FRAMES) {
+		n = RING_MAX_FRAMES;
+		flags |= WP_SAMPLE_TRUNCATED;
+	}
+	make_room(r, t_ns);
 	for (attempt = 0; attempt < 2; attempt++) {
 		if (intern_frames(r, pcs, n, exact_leaf) == 0 &&
 		    (stack = stack_intern(r, r->scratch, n)) >= 0)
@@ -327,14 +374,11 @@ int wp_ring_add(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
 		r->stats.nr_dropped_full++;
 		return -1;
 	}
-	x = sample_at(r, r->count);
-	x->t_ns = t_ns;
-	x->tid = tid;
-	x->stack = (uint32_t)stack;
-	x->flags = flags;
-	x->syscall = syscall;
-	r->count++;
-	r->stats.nr_added++;
+	append(r, t_ns, tid, (uint32_t)stack, flags, syscall);
+	if (ref) {
+		ref->stack = (uint32_t)stack;
+		ref->gen = ref_gen(r);
+	}
 	return 0;
 }
 

@@ -43,6 +43,24 @@ void wp_ring_destroy(struct wp_ring *r);
 int wp_ring_add(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
 		uint32_t syscall, const uint64_t *pcs, unsigned n, int exact_leaf);
 
+/* A stack already in the ring, valid until the next compaction: lets a
+ * thread whose stack did not change add a sample without hashing it again.
+ * A zeroed ref is invalid. */
+struct wp_ring_ref {
+	uint32_t stack;
+	uint64_t gen;
+};
+
+/* wp_ring_add() that also fills `ref` (may be NULL) for wp_ring_add_ref(). */
+int wp_ring_add_get_ref(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
+			uint32_t syscall, const uint64_t *pcs, unsigned n, int exact_leaf,
+			struct wp_ring_ref *ref);
+
+/* Stores one sample of a stack added before. Returns -1 when `ref` is no
+ * longer valid (a compaction renumbered the stacks): add it in full. */
+int wp_ring_add_ref(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
+		    uint32_t syscall, const struct wp_ring_ref *ref);
+
 /* Copies the samples of the window ending at the newest sample, with only the
  * frames and stacks they use, into out->pcs, stack_frames, stack_off, samples (malloc'd; other
  * fields untouched), sorted by time. Returns 0, or -1 on out of memory. */

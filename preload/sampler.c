@@ -268,6 +268,7 @@ static struct wp_slot *slot_claim(uint32_t tid)
 		atomic_store_explicit(&s->ours_seq, 0, memory_order_relaxed);
 		s->sampled_seq = 0;
 		s->nr_pend = 0;
+		memset(&s->stk_ref, 0, sizeof(s->stk_ref));
 		s->nr_cached_ok = 0;
 		s->cpu_ns = 0;
 		s->name_idx = UINT32_MAX;
@@ -496,6 +497,7 @@ static void collect(void)
 		s->nr_pend = 0;
 		/* Cache it: reused while the thread does not run. */
 		memcpy(s->stk, s->buf, n * sizeof(*s->stk));
+		memset(&s->stk_ref, 0, sizeof(s->stk_ref));
 		s->cached_nr = n;
 		s->cached_flags = flags;
 		s->cached_sysno = s->sig_sysno;
@@ -515,8 +517,12 @@ static void record_cached(struct wp_slot *s, uint64_t now)
 {
 	struct wp_thread *t = slot_name(s);
 
-	wp_ring_add(g.ring, now, atomic_load(&s->tid), s->cached_flags, s->cached_sysno, s->stk,
-		    s->cached_nr, 1);
+	uint32_t tid = atomic_load(&s->tid);
+
+	/* The same stack as last time: no hashing of its frames again. */
+	if (wp_ring_add_ref(g.ring, now, tid, s->cached_flags, s->cached_sysno, &s->stk_ref) < 0)
+		wp_ring_add_get_ref(g.ring, now, tid, s->cached_flags, s->cached_sysno, s->stk,
+				    s->cached_nr, 1, &s->stk_ref);
 	g.ctr.nr_samples++;
 	if (t) {
 		t->nr_samples++;
@@ -549,6 +555,7 @@ static int unwind_blocked(struct wp_slot *s, uint32_t seq)
 	uc.uc_mcontext.gregs[REG_R15] = (greg_t)s->blk_regs.r15;
 	/* Leaf: the libc function the thread is blocked in; then the
 	 * wrapper's callers (the wrapper's own frame is skipped). */
+	memset(&s->stk_ref, 0, sizeof(s->stk_ref));
 	s->stk[n++] = s->blk_fn;
 	if (unw_init_local(&c, (unw_context_t *)&uc) == 0) {
 		while (unw_step(&c) > 0) {

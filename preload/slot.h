@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "ring.h"
+
 /* Ticks remembered while a signal is undelivered: the capture it brings is
  * valid for all of them (the thread did not run meanwhile). */
 #define WP_SLOT_PEND 16
@@ -61,6 +63,7 @@ struct wp_slot {
 	uint64_t scan;             /* last /proc scan that listed the thread */
 	uint32_t name_idx;         /* entry in the names table, UINT32_MAX until assigned */
 	uint64_t *stk;             /* max_depth entries: the last stack of this thread */
+	struct wp_ring_ref stk_ref; /* stk's place in the ring, zeroed when stk changes */
 };
 
 /* The calling thread's slot, or NULL (not yet known: the lookup is retried).

@@ -156,6 +156,40 @@ static void test_empty(void)
 	wp_ring_destroy(r);
 }
 
+static void test_refs(void)
+{
+	struct wp_ring *r = mk(2, 4, 1000000000), *r2;
+	struct wp_ring_ref ref, zero = { 0, 0 };
+	struct wp_profile p = { 0 };
+	uint64_t a[] = { 0x10, 0x20 }, b[3];
+	int i;
+
+	CHECK(wp_ring_add_ref(r, 1, 1, 0, 0, &zero) < 0, "a zeroed ref is invalid");
+	CHECK(wp_ring_add_get_ref(r, 1, 1, 0, 0, a, 2, 1, &ref) == 0, "add with ref");
+	CHECK(wp_ring_add_ref(r, 2, 1, 0, 0, &ref) == 0, "same stack again by ref");
+	CHECK(wp_ring_snapshot(r, &p) == 0 && p.nr_samples == 2 && p.nr_stacks == 1 &&
+	      p.samples[1].stack_id == p.samples[0].stack_id, "the ref'd sample has the same stack");
+	wp_profile_free(&p);
+	/* Force compactions: the ref must go stale, not point at another stack. */
+	for (i = 0; i < 20; i++) {
+		b[0] = 0x1000 + (uint64_t)i;
+		b[1] = 0x2000;
+		b[2] = 0x3000;
+		wp_ring_add(r, 3 + (uint64_t)i, 2, 0, 0, b, 3, 1);
+	}
+	CHECK(wp_ring_stats(r)->nr_compactions > 0, "compacted");
+	CHECK(wp_ring_add_ref(r, 100, 1, 0, 0, &ref) < 0, "a ref from before a compaction is stale");
+	/* A ref from another ring never matches, even at the same epoch. */
+	r2 = mk(16, 16, 1000000000);
+	CHECK(wp_ring_add_get_ref(r2, 1, 1, 0, 0, a, 2, 1, &ref) == 0, "add in a second ring");
+	wp_ring_destroy(r2);
+	r2 = mk(16, 16, 1000000000);
+	wp_ring_add(r2, 1, 1, 0, 0, b, 3, 1);
+	CHECK(wp_ring_add_ref(r2, 2, 1, 0, 0, &ref) < 0, "a ref from another ring is stale");
+	wp_ring_destroy(r2);
+	wp_ring_destroy(r);
+}
+
 int main(void)
 {
 	test_dedup();
@@ -165,6 +199,7 @@ int main(void)
 	test_full_drops();
 	test_sorted_snapshot();
 	test_empty();
+	test_refs();
 	printf("ring: %d passed, %d failed\n", nr_pass, nr_fail);
 	return nr_fail != 0;
 }
