@@ -61,7 +61,7 @@ $(BUILD)/asan/%: test/unit/%.c $(CORE_SRCS) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $< $(CORE_SRCS) $(LIBS)
 
-$(BUILD)/progs/%: test/progs/%.c
+$(BUILD)/progs/%: test/progs/%.c $(wildcard test/progs/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(PROG_CFLAGS) -std=gnu11 -o $@ $< -lm
 

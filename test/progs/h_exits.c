@@ -23,42 +23,13 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile uint64_t sink;
+#include "h_work.h"
+
 static int *volatile nullp; /* the compiler cannot know it is NULL */
 
-static double now_s(void)
-{
-	struct timespec ts;
+WPT_WORK(wpt_exit_work)
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static uint64_t spin(double seconds)
-{
-	double end = now_s() + seconds;
-	uint64_t x = 88172645463325252ULL;
-
-	do {
-		for (int i = 0; i < 20000; i++) {
-			x = (x * 6364136223846793005ULL + 1442695040888963407ULL) ^ (x >> 29);
-			__asm__ volatile("" : "+r"(x));
-		}
-	} while (now_s() < end);
-	return x;
-}
-
-__attribute__((noipa)) static void wpt_exit_work(double s)
-{
-	sink += spin(s);
-	__asm__ volatile("" ::: "memory");
-}
-
-__attribute__((noipa)) static void wpt_tail_work(double s)
-{
-	sink += spin(s);
-	__asm__ volatile("" ::: "memory");
-}
+WPT_WORK(wpt_tail_work)
 
 static void say(const char *line)
 {

@@ -29,55 +29,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "h_work.h"
+
 extern char **environ;
 
-static volatile uint64_t sink;
+WPT_WORK(wpt_parent_work)
 
-static double now_s(void)
-{
-	struct timespec ts;
+WPT_WORK(wpt_child_work)
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+WPT_WORK(wpt_exec_work)
 
-static uint64_t spin(double seconds)
-{
-	double end = now_s() + seconds;
-	uint64_t x = 88172645463325252ULL;
-
-	do {
-		for (int i = 0; i < 100000; i++) {
-			x = (x * 6364136223846793005ULL + 1442695040888963407ULL) ^ (x >> 29);
-			__asm__ volatile("" : "+r"(x));
-		}
-	} while (now_s() < end);
-	return x;
-}
-
-__attribute__((noipa)) static void wpt_parent_work(double s)
-{
-	sink += spin(s);
-	__asm__ volatile("" ::: "memory");
-}
-
-__attribute__((noipa)) static void wpt_child_work(double s)
-{
-	sink += spin(s);
-	__asm__ volatile("" ::: "memory");
-}
-
-__attribute__((noipa)) static void wpt_exec_work(double s)
-{
-	sink += spin(s);
-	__asm__ volatile("" ::: "memory");
-}
-
-__attribute__((noipa)) static void wpt_daemon_work(double s)
-{
-	sink += spin(s);
-	__asm__ volatile("" ::: "memory");
-}
+WPT_WORK(wpt_daemon_work)
 
 static void print_status(int st)
 {

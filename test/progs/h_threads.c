@@ -20,29 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile uint64_t sink;
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static uint64_t spin(double seconds)
-{
-	double end = now_s() + seconds;
-	uint64_t x = 88172645463325252ULL;
-
-	do {
-		for (int i = 0; i < 20000; i++) {
-			x = (x * 6364136223846793005ULL + 1442695040888963407ULL) ^ (x >> 29);
-			__asm__ volatile("" : "+r"(x));
-		}
-	} while (now_s() < end);
-	return x;
-}
+#include "h_work.h"
 
 static void die(const char *what, int rc)
 {
@@ -114,11 +92,7 @@ static void block_all(void)
 		die("pthread_sigmask", rc);
 }
 
-__attribute__((noipa)) static void wpt_blocked_spin(double s)
-{
-	sink += spin(s);
-	__asm__ volatile("" ::: "memory");
-}
+WPT_WORK(wpt_blocked_spin)
 
 __attribute__((noipa)) static int wpt_blocked_sleep(double s)
 {
@@ -168,11 +142,7 @@ static int mode_sigblock(void)
 
 /* ---- rename ---- */
 
-__attribute__((noipa)) static void wpt_rename_work(double s)
-{
-	sink += spin(s);
-	__asm__ volatile("" ::: "memory");
-}
+WPT_WORK(wpt_rename_work)
 
 static void *rename_main(void *arg)
 {
