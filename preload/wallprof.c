@@ -74,9 +74,9 @@ static void *next_symbol(const char *name)
 
 /* _exit and _Exit skip atexit and destructors: write the profile first.
  * A vfork child (another pid on our memory) leaves everything alone. */
-WP_EXPORT __attribute__((noreturn)) void _exit(int status)
+static __attribute__((noreturn)) void exit_after_dump(const char *name, int status)
 {
-	wp_exit_fn real = (wp_exit_fn)next_symbol("_exit");
+	wp_exit_fn real = (wp_exit_fn)next_symbol(name);
 
 	wp_sampler_stop_and_dump();
 	if (real)
@@ -85,15 +85,14 @@ WP_EXPORT __attribute__((noreturn)) void _exit(int status)
 	__builtin_unreachable();
 }
 
+WP_EXPORT __attribute__((noreturn)) void _exit(int status)
+{
+	exit_after_dump("_exit", status);
+}
+
 WP_EXPORT __attribute__((noreturn)) void _Exit(int status)
 {
-	wp_exit_fn real = (wp_exit_fn)next_symbol("_Exit");
-
-	wp_sampler_stop_and_dump();
-	if (real)
-		real(status);
-	syscall(SYS_exit_group, status);
-	__builtin_unreachable();
+	exit_after_dump("_Exit", status);
 }
 
 /* main() leaving through pthread_exit: the process ends with its last
