@@ -53,11 +53,11 @@ $(LIB): $(LIB_SRCS) $(HEADERS) Makefile
 	@mkdir -p $(BUILD)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -Wl,-z,defs -o $@ $(LIB_SRCS) $(LIBS)
 
-$(BUILD)/unit/%: test/unit/%.c $(CORE_SRCS) $(HEADERS)
+$(BUILD)/unit/%: test/unit/%.c $(CORE_SRCS) $(HEADERS) $(wildcard test/unit/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(CORE_SRCS) $(LIBS)
 
-$(BUILD)/asan/%: test/unit/%.c $(CORE_SRCS) $(HEADERS)
+$(BUILD)/asan/%: test/unit/%.c $(CORE_SRCS) $(HEADERS) $(wildcard test/unit/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $< $(CORE_SRCS) $(LIBS)
 

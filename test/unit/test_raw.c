@@ -23,27 +23,7 @@
 #include "../../preload/ring.h"
 #include "../../preload/wallprof.h"
 
-static int nr_passed, nr_failed;
-
-/* REQ records the first failed condition of the current check. */
-static char why[512];
-#define REQ(c)                                                                  \
-	do {                                                                    \
-		if (!(c) && !why[0])                                            \
-			snprintf(why, sizeof(why), "line %d: %s", __LINE__, #c); \
-	} while (0)
-
-static void report(const char *name)
-{
-	if (why[0]) {
-		printf("FAIL %s: %s\n", name, why);
-		nr_failed++;
-	} else {
-		printf("ok   %s\n", name);
-		nr_passed++;
-	}
-	why[0] = '\0';
-}
+#include "check.h"
 
 static char tmpdir[1024];
 
