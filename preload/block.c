@@ -540,11 +540,15 @@ static void restore_timeout(int fd, int opt, struct timeval orig)
 }
 
 /* Retries a receive-side call after our signal interrupted it. */
+/* Calls `call` once, then again each time our signal alone interrupted it,
+ * with SO_RCVTIMEO shortened to what is left. Every EINTR is judged by
+ * OURS(): one from the program's own signal, even during a retry, returns. */
 #define RETRY_RECV(fd, call)                                                   \
 	do {                                                                   \
 		uint64_t t0 = 0;                                               \
-		int expired;                                                   \
-		while ((rc = (call)) < 0 && errno == EINTR && OURS()) {        \
+		int expired, e_;                                               \
+		rc = (call);                                                   \
+		while (rc < 0 && errno == EINTR && OURS()) {                   \
 			uint64_t now = now_ns();                               \
 			struct timeval o;                                      \
 			if (!t0)                                               \
@@ -555,9 +559,9 @@ static void restore_timeout(int fd, int opt, struct timeval orig)
 				break;                                         \
 			}                                                      \
 			rc = (call);                                           \
+			e_ = errno;                                            \
 			restore_timeout((fd), SO_RCVTIMEO, o);                 \
-			if (!(rc < 0 && errno == EINTR))                       \
-				break;                                         \
+			errno = e_;                                            \
 		}                                                              \
 	} while (0)
 
@@ -647,7 +651,7 @@ WP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 	 * EALREADY (or EISCONN once done). */
 	{
 		uint64_t t0 = now_ns();
-		int expired;
+		int expired, e;
 
 		do {
 			struct timeval o = shorten_timeout(fd, SO_SNDTIMEO, now_ns() - t0, &expired);
@@ -657,7 +661,9 @@ WP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 				return -1;
 			}
 			rc = real_connect(fd, addr, alen);
+			e = errno;
 			restore_timeout(fd, SO_SNDTIMEO, o);
+			errno = e;
 		} while (rc < 0 && errno == EINTR && OURS());
 	}
 	if (rc == 0 || errno == EISCONN)
