@@ -16,36 +16,44 @@ static dev_t stderr_dev;
 static ino_t stderr_ino;
 static int stderr_ok = -1; /* -1: not yet looked at */
 
-/* Whether fd 2 is still the stderr we started with. */
-static int stderr_same(void)
+/* Whether `fd` (the program's fd 2) is still the stderr we started with. */
+static int stderr_same(int fd)
 {
 	struct stat st;
 
+	if (fd < 0)
+		return 0;
 	if (stderr_ok < 0) {
-		stderr_ok = fstat(STDERR_FILENO, &st) == 0;
+		stderr_ok = fstat(fd, &st) == 0;
 		stderr_dev = st.st_dev;
 		stderr_ino = st.st_ino;
 		return stderr_ok;
 	}
-	return stderr_ok && fstat(STDERR_FILENO, &st) == 0 && st.st_dev == stderr_dev &&
+	return stderr_ok && fstat(fd, &st) == 0 && st.st_dev == stderr_dev &&
 	       st.st_ino == stderr_ino;
 }
 
-/* async-signal-safe */
+/* async-signal-safe (from a thread of the program's, where fd 2 is direct) */
 int wp_log_stderr_ok(void)
 {
-	return stderr_same();
+	return stderr_same(STDERR_FILENO);
 }
 
 void wp_log(int level, const char *fmt, ...)
 {
 	char buf[1024];
 	va_list ap;
-	int n, saved = errno;
+	int n, fd, saved = errno;
 	size_t len, off = 0;
 
-	if (level > wp_log_level || !stderr_same())
+	if (level > wp_log_level)
 		return;
+	fd = wp_fds_stderr();
+	if (!stderr_same(fd)) {
+		wp_fds_stderr_done(fd);
+		errno = saved;
+		return;
+	}
 	memcpy(buf, "wallprof: ", 10);
 	va_start(ap, fmt);
 	n = vsnprintf(buf + 10, sizeof(buf) - 11, fmt, ap);
@@ -62,7 +70,7 @@ void wp_log(int level, const char *fmt, ...)
 	buf[len++] = '\n';
 	/* write(2), not stdio: the host's stderr buffer stays untouched. */
 	while (off < len) {
-		ssize_t w = write(STDERR_FILENO, buf + off, len - off);
+		ssize_t w = write(fd, buf + off, len - off);
 
 		if (w < 0 && errno == EINTR)
 			continue;
@@ -70,6 +78,7 @@ void wp_log(int level, const char *fmt, ...)
 			break;
 		off += (size_t)w;
 	}
+	wp_fds_stderr_done(fd);
 	errno = saved;
 }
 
@@ -207,7 +216,7 @@ void wp_config_load(struct wp_config *c)
 			wp_log(WP_LOG_ERROR, "WALLPROF_LOG='%.64s' is not quiet, error, info or debug; using info", s);
 	}
 	c->log_level = wp_log_level;
-	(void)stderr_same(); /* remember which file stderr is */
+	(void)stderr_same(STDERR_FILENO); /* remember which file stderr is */
 
 	s = getenv("WALLPROF_ENABLE");
 	c->enabled = 1;

@@ -29,8 +29,6 @@
 #include "../output/output.h"
 #include "../output/raw.h"
 #include "../symbolize/symbolize.h"
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
 #include <ucontext.h>
 
 #include "../unwind/unwind.h"
@@ -88,6 +86,7 @@ static struct {
 	_Atomic pid_t dumper_tid;
 	_Atomic int dumper_done;
 	int dumper_running;
+	int fds_private; /* the sampler works in a private descriptor table */
 	int snapshots_waiting;
 	struct wp_profile dump_profile;
 
@@ -536,8 +535,6 @@ static void record_cached(struct wp_slot *s, uint64_t now)
 static int unwind_blocked(struct wp_slot *s, uint32_t seq)
 {
 	ucontext_t uc;
-	unw_cursor_t c;
-	unw_word_t ip;
 	uint32_t n = 0, max = g.cfg.max_depth;
 	int truncated = 0;
 
@@ -557,17 +554,7 @@ static int unwind_blocked(struct wp_slot *s, uint32_t seq)
 	 * wrapper's callers (the wrapper's own frame is skipped). */
 	memset(&s->stk_ref, 0, sizeof(s->stk_ref));
 	s->stk[n++] = s->blk_fn;
-	if (unw_init_local(&c, (unw_context_t *)&uc) == 0) {
-		while (unw_step(&c) > 0) {
-			if (n == max) {
-				truncated = 1;
-				break;
-			}
-			if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
-				break;
-			s->stk[n++] = ip;
-		}
-	}
+	n += (uint32_t)wp_unwind_regs(&uc, s->stk + n, (int)(max - n), &truncated);
 	if (atomic_exchange(&s->blk_pin, 0) == 2)
 		futex_wake(&s->blk_pin);
 	s->cached_nr = n;
@@ -1013,6 +1000,8 @@ static void *dumper_main(void *arg)
 	(void)arg;
 	prctl(PR_SET_NAME, "wallprof-dump");
 	tls_internal = 1;
+	if (g.fds_private)
+		wp_fds_mark_private(); /* created by the sampler: its table */
 	atomic_store(&g.dumper_tid, (pid_t)syscall(SYS_gettid));
 	futex_wake((_Atomic uint32_t *)&g.dumper_tid);
 	write_profile(&g.dump_profile, NULL);
@@ -1075,6 +1064,9 @@ static void *sampler_main(void *arg)
 	uint64_t next = mono_ns();
 
 	(void)arg;
+	/* Before anything opens a file: our descriptors in a table of our own
+	 * (before the name, which tests take as the sign that it is done). */
+	g.fds_private = wp_fds_go_private() == 0;
 	prctl(PR_SET_NAME, "wallprof");
 	tls_internal = 1;
 	g.sampler_tid = (pid_t)syscall(SYS_gettid); /* never samples itself */

@@ -77,9 +77,19 @@ int wp_modmap_refresh(struct wp_modmap *m);
 /* Deep copy for a profile (the copy is freed by wp_profile_free). */
 int wp_modmap_copy(const struct wp_modmap *m, struct wp_module **out, size_t *nr);
 
-/* Moves `fd` to a high descriptor number (close to the RLIMIT_NOFILE soft
- * limit) so the host's own descriptors keep the numbers they would have had.
- * Returns the new fd (close-on-exec), or `fd` if moving failed. */
-int wp_fd_hide(int fd);
+/* Descriptors (fds.c). The sampler thread calls wp_fds_go_private() first:
+ * from then on it works in a private copy of the descriptor table holding
+ * none of the program's descriptors, so its opens never take a number the
+ * program would have got. Returns 0, or -1 (unsupported kernel: it stays in
+ * the shared table). Threads it starts share the private table and say so
+ * with wp_fds_mark_private(). */
+int wp_fds_go_private(void);
+void wp_fds_mark_private(void);
+
+/* The program's current fd 2 as a descriptor this thread can write to (from
+ * a private table: a duplicate through pidfd_getfd), or -1. Give it back with
+ * wp_fds_stderr_done(). */
+int wp_fds_stderr(void);
+void wp_fds_stderr_done(int fd);
 
 #endif

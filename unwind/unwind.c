@@ -6,18 +6,103 @@
 #include <libunwind.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "unwind.h"
 
+/* Set while this thread is inside libunwind on our behalf. */
+static __thread int tls_in_unw __attribute__((tls_model("initial-exec")));
+
+/* libunwind checks suspicious addresses by writing a byte of them into a pipe
+ * it creates on first use and re-creates when a read from it fails. Program
+ * threads use that pipe inside our handler, so it lives in the program's
+ * descriptor table: at the lowest free numbers it would shift every number the
+ * program gets from open() after us (3 and 4 taken). Our pipe2 moves the pair
+ * libunwind creates to high numbers; everyone else's pipe2 is the system call. */
+static int fd_base = 3;
+static _Atomic int unw_pipe[2] = { -1, -1 };
+
+/* async-signal-safe */
+static int hide_fd(int fd)
+{
+	int hi = fcntl(fd, F_DUPFD_CLOEXEC, fd_base);
+
+	if (hi < 0)
+		return fd;
+	close(fd);
+	return hi;
+}
+
+/* async-signal-safe */
+__attribute__((visibility("default"))) int pipe2(int fds[2], int flags)
+{
+	long rc = syscall(SYS_pipe2, fds, flags);
+
+	if (rc == 0 && tls_in_unw && fd_base > 3) {
+		fds[0] = hide_fd(fds[0]);
+		fds[1] = hide_fd(fds[1]);
+		atomic_store(&unw_pipe[0], fds[0]);
+		atomic_store(&unw_pipe[1], fds[1]);
+	}
+	return (int)rc;
+}
+
+void wp_unwind_pipe_fds(int fds[2])
+{
+	fds[0] = atomic_load(&unw_pipe[0]);
+	fds[1] = atomic_load(&unw_pipe[1]);
+}
+
 void wp_unwind_init(void)
 {
+	struct rlimit rl;
 	void *buf[16];
 
+	/* Three quarters of the soft limit, at most 768: far above what a
+	 * program opening files one by one reaches first. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rlim_t lim = rl.rlim_cur < 1024 ? rl.rlim_cur : 1024;
+
+		fd_base = (int)(lim - lim / 4);
+		if (fd_base < 3)
+			fd_base = 3;
+	}
 	/* The first unw_backtrace of a process runs pthread_once, creates a
-	 * pthread key and maps cache memory; do that here, not in a handler. */
+	 * pthread key, the validation pipe and cache memory; do that here,
+	 * not in a handler. */
+	tls_in_unw = 1;
 	(void)unw_backtrace(buf, 16);
+	tls_in_unw = 0;
+}
+
+/* async-signal-safe */
+int wp_unwind_regs(const void *ucontext, uint64_t *buf, int cap, int *truncated)
+{
+	unw_cursor_t c;
+	unw_word_t ip;
+	int n = 0;
+
+	*truncated = 0;
+	tls_in_unw = 1;
+	if (unw_init_local(&c, (unw_context_t *)ucontext) == 0) {
+		while (unw_step(&c) > 0) {
+			if (n == cap) {
+				*truncated = 1;
+				break;
+			}
+			if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
+				break;
+			buf[n++] = ip;
+		}
+	}
+	tls_in_unw = 0;
+	return n;
 }
 
 /* async-signal-safe */
@@ -65,6 +150,7 @@ int wp_unwind_capture(void *ucontext, uint64_t *buf, int max_depth, unsigned *fl
 	int n, i, skip = -1, depth;
 
 	*flags = wp_unwind_in_syscall(uc) ? WP_UNW_BLOCKED : 0;
+	tls_in_unw = 1;
 
 	/* The walk starts in this function, goes through the handler and the
 	 * sigreturn trampoline, then reaches the interrupted PC. */
@@ -84,6 +170,7 @@ int wp_unwind_capture(void *ucontext, uint64_t *buf, int max_depth, unsigned *fl
 		if (n == 0 || buf[0] != pc) {
 			buf[0] = pc;
 			*flags |= WP_UNW_FAILED;
+			tls_in_unw = 0;
 			return 1;
 		}
 	}
@@ -97,5 +184,6 @@ int wp_unwind_capture(void *ucontext, uint64_t *buf, int max_depth, unsigned *fl
 		for (i = 0; i < depth; i++)
 			buf[i] = buf[i + skip];
 	}
+	tls_in_unw = 0;
 	return depth;
 }

@@ -22,6 +22,17 @@
  * Not async-signal-safe. */
 void wp_unwind_init(void);
 
+/* Unwinds from a register set (RIP, RSP, RBP and the callee-saved ones
+ * filled in, the rest zero) that another thread published: stores up to `cap`
+ * return addresses, callers of the context's PC, and sets *truncated when
+ * there were more. Returns the count. async-signal-safe */
+int wp_unwind_regs(const void *ucontext, uint64_t *buf, int cap, int *truncated);
+
+/* libunwind's memory-validation pipe as moved by our pipe2 (-1 if it was
+ * never created): the sampler keeps these two in its private descriptor
+ * table. */
+void wp_unwind_pipe_fds(int fds[2]);
+
 /* Captures the stack of the thread interrupted by a signal, from inside that
  * thread's handler. `ucontext` is the handler's third argument. `buf` holds
  * `max_depth + WP_UNW_SCRATCH` entries; on return buf[0] is the interrupted

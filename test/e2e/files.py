@@ -31,6 +31,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import threading
 
 NOBODY = (65534, 65534)   # nobody:nogroup, the "attacker" in symlink tests
 VICTIM = (65533, 65533)   # a second unprivileged user without a passwd entry
@@ -554,7 +555,48 @@ def tests(rt):
             rt.check(mode == want, "umask %03o: fallback mode %03o, want %03o" % (umask, mode, want))
         scan("umask", tmp)
 
+    def test_fd_numbers(tmp):
+        """open() returns the numbers it would without the library: the first
+        one is 3, and a daemon-style close(0) + open gets 0 back every time
+        while threads come and go at 1000 Hz (the sampler's /proc reads
+        happen in a descriptor table of its own)."""
+        argv = [rt.prog("h_fds"), "2"]
+        plain = rt.run_plain(argv, tmp)
+        rt.check(plain.rc == 0 and "got another number: 0 times" in plain.stdout,
+                 "h_fds without the library: %s" % plain.describe())
+        run = rt.run_under_preload(argv, {"WALLPROF_HZ": "1000"}, cwd=tmp)
+        same_behaviour("fd numbers", plain, run)
+        rt.check(run.profile_path(), "fd numbers: no profile (%s)" % run.describe())
+        rt.check_valid(rt.load_profile(run.profile_path()), "fd numbers profile")
+
+    def test_closed_stdout_eof(tmp):
+        """A program that closes stdout and stderr and runs on (until its
+        stdin ends): its reader sees end-of-file at once, since no copy of
+        ours holds the pipe open."""
+        env = rt.clean_env({"WALLPROF_HZ": "1000"})
+        proc = subprocess.Popen([rt.prog("h_fds"), "closeout"], cwd=tmp, env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL)
+        got = []
+        reader = threading.Thread(target=lambda: got.append(proc.stdout.read()))
+        reader.start()
+        reader.join(timeout=20)  # a bound on failure only: EOF comes at once
+        eof = not reader.is_alive()
+        proc.stdin.close()
+        rc = proc.wait(timeout=30)
+        reader.join()
+        proc.stdout.close()
+        rt.check(eof, "no end-of-file on the program's stdout in 20 s after it closed it: "
+                 "something of the profiler's holds the pipe open")
+        rt.check(got == [b"closing\n"], "closeout printed %r" % got)
+        rt.check(rc == 0, "closeout exited %s" % rc)
+        path = os.path.join(tmp, "wallprof.%d.json" % proc.pid)
+        rt.check(os.path.isfile(path), "no profile %s" % path)
+        rt.check_valid(rt.load_profile(path), "closeout profile")
+
     return [
+        ("files_fd_numbers", test_fd_numbers),
+        ("files_closed_stdout_eof", test_closed_stdout_eof),
         ("files_garbage_config", test_garbage_config),
         ("files_config_control_chars", test_config_control_chars),
         ("files_missing_dir", test_missing_dir),
