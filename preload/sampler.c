@@ -265,6 +265,7 @@ static struct wp_slot *slot_claim(uint32_t tid)
 			continue;
 		atomic_store_explicit(&s->tid, tid, memory_order_relaxed);
 		atomic_store_explicit(&s->ours_seq, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->in_loader, 0, memory_order_relaxed);
 		s->sampled_seq = 0;
 		s->nr_pend = 0;
 		memset(&s->stk_ref, 0, sizeof(s->stk_ref));
@@ -335,13 +336,23 @@ void wp_slot_wait_unpinned(struct wp_slot *s)
 /* async-signal-safe */
 void wp_sampler_loader_enter(void)
 {
+	struct wp_slot *s = wp_slot_self();
+
 	tls_in_loader++;
+	if (s)
+		atomic_fetch_add(&s->in_loader, 1);
 }
 
 /* async-signal-safe */
 void wp_sampler_loader_leave(void)
 {
+	struct wp_slot *s = tls_slot;
+
 	tls_in_loader--;
+	/* The slot the enter counted in, unless it changed hands since. */
+	if (s && atomic_load_explicit(&s->tid, memory_order_relaxed) == tls_tid &&
+	    atomic_load(&s->in_loader) > 0)
+		atomic_fetch_sub(&s->in_loader, 1);
 }
 
 /* async-signal-safe */
@@ -541,6 +552,15 @@ static int unwind_blocked(struct wp_slot *s, uint32_t seq)
 	atomic_store_explicit(&s->blk_pin, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&s->blk_seq, memory_order_seq_cst) != seq)
 		goto unpin;
+	memset(&s->stk_ref, 0, sizeof(s->stk_ref));
+	if (atomic_load_explicit(&s->in_loader, memory_order_seq_cst)) {
+		/* Blocked inside a dl_iterate_phdr callback: the thread holds the
+		 * loader's lock, which libunwind would wait for while the thread
+		 * waits for us. The blocking call alone, as in a handler. */
+		s->stk[n++] = s->blk_fn;
+		g.ctr.nr_dl_guarded++;
+		goto done;
+	}
 	memset(&uc, 0, sizeof(uc));
 	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)s->blk_regs.rip;
 	uc.uc_mcontext.gregs[REG_RSP] = (greg_t)s->blk_regs.rsp;
@@ -552,9 +572,9 @@ static int unwind_blocked(struct wp_slot *s, uint32_t seq)
 	uc.uc_mcontext.gregs[REG_R15] = (greg_t)s->blk_regs.r15;
 	/* Leaf: the libc function the thread is blocked in; then the
 	 * wrapper's callers (the wrapper's own frame is skipped). */
-	memset(&s->stk_ref, 0, sizeof(s->stk_ref));
 	s->stk[n++] = s->blk_fn;
 	n += (uint32_t)wp_unwind_regs(&uc, s->stk + n, (int)(max - n), &truncated);
+done:
 	if (atomic_exchange(&s->blk_pin, 0) == 2)
 		futex_wake(&s->blk_pin);
 	s->cached_nr = n;

@@ -47,6 +47,7 @@ struct wp_slot {
 	uint32_t blk_foreign;      /* nr_foreign when the wrapped call began */
 	uint32_t blk_sysno;        /* system call the wrapper issues */
 	uint64_t blk_fn;           /* the real libc function: the leaf frame */
+	_Atomic uint32_t in_loader; /* inside dl_iterate_phdr/dlclose: never unwound by the sampler */
 	struct wp_regs blk_regs;   /* the wrapper's registers at entry */
 
 	/* sampler only */

@@ -341,7 +341,26 @@ def tests(rt):
     def test_recursion_64(tmp):
         recursion(tmp, 64)
 
+    def test_block_in_loader(tmp):
+        """A blocking call inside a dl_iterate_phdr callback (the thread holds
+        the loader's lock): the sampler must not unwind it with libunwind,
+        which takes that lock (it used to hang the program for good)."""
+        argv = [rt.prog("h_code"), "dlblock", "300"]
+        plain = rt.run_plain(argv, tmp)
+        check(plain.rc == 0 and plain.stdout == "dlblock: 300 callbacks\n",
+              "h_code dlblock without the library: %s" % plain.describe())
+        run = rt.run_under_preload(argv, {"WALLPROF_HZ": "1000"}, cwd=tmp, timeout=60)
+        check(run.rc == plain.rc and run.stdout == plain.stdout,
+              "under the preload: rc %s, stdout %r (%s)" % (run.rc, run.stdout, run.describe()))
+        obj = rt.load_profile(run.profile_path())
+        rt.check_valid(obj, "dlblock profile")
+        labels = [s.get("syscall") for s in rt.profile_part(obj)["samples"]]
+        check(labels.count("nanosleep") + labels.count("clock_nanosleep") >= 100,
+              "fewer than 100 samples in the callback's sleep (labels seen: %s)"
+              % sorted(set(map(str, labels))))
+
     return [
+        ("code_dl_callback_blocks", test_block_in_loader),
         ("code_plugin_deleted", test_plugin_deleted),
         ("code_plugin_replaced", test_plugin_replaced),
         ("code_no_frame_pointers", test_no_frame_pointers),

@@ -6,11 +6,14 @@
  *   h_code plugin PATH unlink     dlopen PATH, wpt_hplugin_work 0.5 s, unlink PATH,
  *                                 wpt_hplugin_work 0.3 s more
  *   h_code plugin PATH replace OTHER   ... rename(OTHER, PATH) instead of unlink
+ *   h_code dlblock N              N times dl_iterate_phdr with a callback that sleeps
+ *                                 2 ms in usleep (a blocking call under the loader's lock)
  * Prints one deterministic result line, exits 0. */
 /* noipa on the named functions: no inlining, cloning or identical-code folding
  * (two functions with the same body would otherwise share one name). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +109,27 @@ static int mode_plugin(char **argv, int argc)
 	return 0;
 }
 
+/* Called by dl_iterate_phdr for the first object, under the loader's lock. */
+__attribute__((noipa)) static int wpt_dl_callback(struct dl_phdr_info *info, size_t size,
+						  void *data)
+{
+	(void)info;
+	(void)size;
+	++*(int *)data;
+	usleep(2000);
+	return 1;
+}
+
+static int mode_dlblock(int n)
+{
+	int calls = 0;
+
+	for (int i = 0; i < n; i++)
+		dl_iterate_phdr(wpt_dl_callback, &calls);
+	printf("dlblock: %d callbacks\n", calls);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "chain") == 0) {
@@ -120,7 +144,9 @@ int main(int argc, char **argv)
 	}
 	if ((argc == 4 || argc == 5) && strcmp(argv[1], "plugin") == 0)
 		return mode_plugin(argv, argc);
+	if (argc == 3 && strcmp(argv[1], "dlblock") == 0)
+		return mode_dlblock(atoi(argv[2]));
 	fprintf(stderr, "usage: h_code chain SECONDS | recurse DEPTH SECONDS | "
-			"plugin PATH unlink | plugin PATH replace OTHER\n");
+			"plugin PATH unlink | plugin PATH replace OTHER | dlblock N\n");
 	return 2;
 }
