@@ -57,6 +57,8 @@ struct wp_counters {
 	uint64_t nr_from_wrapper;    /* samples unwound from a blocking call's published context */
 	uint64_t nr_reused;          /* samples that reused the thread's previous stack */
 	uint64_t nr_dl_guarded;      /* samples cut to the PC: the thread was inside the loader */
+	uint64_t nr_site_replayed;   /* walks from published registers replayed from the cache */
+	uint64_t nr_site_mismatch;   /* WALLPROF_TEST_SITE_CHECK: replays a real walk contradicted */
 };
 
 struct wp_profile {

@@ -714,6 +714,8 @@ static int write_tail(struct jw *w, const struct plan *pl)
 		{"from_wrapper", c->nr_from_wrapper},
 		{"reused", c->nr_reused},
 		{"dl_guarded", c->nr_dl_guarded},
+		{"site_replayed", c->nr_site_replayed},
+		{"site_mismatch", c->nr_site_mismatch},
 	};
 
 	/* Streamed member by member: "threads" can have tens of thousands. */

@@ -231,6 +231,9 @@ void wp_config_load(struct wp_config *c)
 	 * tick, so that the EINTR-retry safety net is exercised on purpose. */
 	s = getenv("WALLPROF_TEST_SIGNAL_BLOCKED");
 	c->test_signal_blocked = s && !strcmp(s, "1");
+	/* Tests only: check every replayed walk against libunwind. */
+	s = getenv("WALLPROF_TEST_SITE_CHECK");
+	c->test_site_check = s && !strcmp(s, "1");
 
 	env_uint("WALLPROF_HZ", WP_DEFAULT_HZ, 1, WP_MAX_HZ, &c->hz);
 	env_uint("WALLPROF_RING_SECONDS", WP_DEFAULT_RING_SECONDS, 1, WP_MAX_RING_SECONDS,

@@ -32,6 +32,8 @@
 #include <ucontext.h>
 
 #include "../unwind/unwind.h"
+
+#define WP_SITES 4 /* replayable walks kept per thread */
 #include "ring.h"
 #include "sampler.h"
 #include "slot.h"
@@ -87,6 +89,7 @@ static struct {
 	_Atomic int dumper_done;
 	int dumper_running;
 	int fds_private; /* the sampler works in a private descriptor table */
+	struct wp_unw_site *sites; /* WP_SITES per slot: walks from published registers */
 	int snapshots_waiting;
 	struct wp_profile dump_profile;
 
@@ -540,6 +543,54 @@ static void record_cached(struct wp_slot *s, uint64_t now)
 	}
 }
 
+/* The walk from a blocked thread's published registers. A thread that
+ * blocks again where it blocked before (same wrapper, same stack pointer and
+ * frame pointer, every return address and saved frame pointer the walk read
+ * unchanged on its stack) has the same callers: the walk is replayed from the
+ * slot's small cache with one process_vm_readv instead of libunwind's
+ * unw_step, which costs system calls per frame on libunwind 1.6. With
+ * WALLPROF_TEST_SITE_CHECK=1 every replay is checked against a real walk. */
+static uint32_t walk_published(struct wp_slot *s, const ucontext_t *uc, uint64_t *out,
+			       uint32_t cap, int *truncated)
+{
+	struct wp_unw_site *e = &g.sites[(size_t)(s - g.slots) * WP_SITES], *hit = NULL;
+	uint64_t epoch = ((uint64_t)atomic_load(&s->gen) << 32) ^ g.mods.subs;
+	uint32_t i, n;
+
+	for (i = 0; i < WP_SITES; i++) {
+		if (e[i].nr && e[i].nr <= cap && e[i].epoch == epoch && e[i].rip == s->blk_regs.rip &&
+		    e[i].rsp == s->blk_regs.rsp && e[i].rbp == s->blk_regs.rbp &&
+		    e[i].fn == s->blk_fn) {
+			hit = &e[i];
+			break;
+		}
+	}
+	if (hit && wp_unwind_site_check(hit)) {
+		g.ctr.nr_site_replayed++;
+		*truncated = 0;
+		if (!g.cfg.test_site_check) {
+			memcpy(out, hit->ip, hit->nr * sizeof(*out));
+			return hit->nr;
+		}
+		n = (uint32_t)wp_unwind_regs(uc, out, (int)cap, truncated, NULL);
+		if (n != hit->nr || *truncated || memcmp(out, hit->ip, n * sizeof(*out)))
+			g.ctr.nr_site_mismatch++;
+		return n;
+	}
+	/* Fill the entry that matched (it went stale) or the next victim. */
+	if (!hit) {
+		hit = &e[s->site_next % WP_SITES];
+		s->site_next++;
+	}
+	n = (uint32_t)wp_unwind_regs(uc, out, (int)cap, truncated, hit);
+	hit->rip = s->blk_regs.rip;
+	hit->rsp = s->blk_regs.rsp;
+	hit->rbp = s->blk_regs.rbp;
+	hit->fn = s->blk_fn;
+	hit->epoch = epoch;
+	return n;
+}
+
 /* Unwinds a thread blocked in a wrapped call from the registers it
  * published, while it is pinned (it cannot return past the wrapper).
  * Returns 0 with the stack in the slot's cache, or -1 if the call ended. */
@@ -573,7 +624,7 @@ static int unwind_blocked(struct wp_slot *s, uint32_t seq)
 	/* Leaf: the libc function the thread is blocked in; then the
 	 * wrapper's callers (the wrapper's own frame is skipped). */
 	s->stk[n++] = s->blk_fn;
-	n += (uint32_t)wp_unwind_regs(&uc, s->stk + n, (int)(max - n), &truncated);
+	n += (uint32_t)walk_published(s, &uc, s->stk + n, max - n, &truncated);
 done:
 	if (atomic_exchange(&s->blk_pin, 0) == 2)
 		futex_wake(&s->blk_pin);
@@ -1173,7 +1224,9 @@ static int alloc_state(void)
 	stks = map_zero(g.nr_slots * (size_t)g.cfg.max_depth * sizeof(uint64_t));
 	g.dents_len = 64 * 1024;
 	g.dents = map_zero(g.dents_len);
-	if (!g.slots || !g.tid_slot || !bufs || !stks || !g.dents)
+	/* Replayable walks, WP_SITES per slot (pages touched per slot used). */
+	g.sites = map_zero(g.nr_slots * WP_SITES * sizeof(*g.sites));
+	if (!g.slots || !g.tid_slot || !bufs || !stks || !g.dents || !g.sites)
 		return -1;
 	for (i = 0; i < g.nr_slots; i++) {
 		g.slots[i].buf = bufs + i * depth;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -82,27 +83,121 @@ void wp_unwind_init(void)
 }
 
 /* async-signal-safe */
-int wp_unwind_regs(const void *ucontext, uint64_t *buf, int cap, int *truncated)
+int wp_unwind_regs(const void *ucontext, uint64_t *buf, int cap, int *truncated,
+		   struct wp_unw_site *site)
 {
+	const ucontext_t *uc = ucontext;
 	unw_cursor_t c;
-	unw_word_t ip;
-	int n = 0;
+	unw_word_t ip, sp, cfa, rbp, prev_sp = (unw_word_t)uc->uc_mcontext.gregs[REG_RSP];
+	unw_word_t rsp0 = prev_sp; /* every word the walk reads lies above */
+	unw_word_t cur_rbp = (unw_word_t)uc->uc_mcontext.gregs[REG_RBP], rbp_at = 0;
+	unw_save_loc_t loc;
+	int n = 0, ok = site != NULL, r = -1;
 
 	*truncated = 0;
+	if (site)
+		site->nr = site->nr_chk = 0;
 	tls_in_unw = 1;
 	if (unw_init_local(&c, (unw_context_t *)ucontext) == 0) {
-		while (unw_step(&c) > 0) {
+		while ((r = unw_step(&c)) > 0) {
 			if (n == cap) {
 				*truncated = 1;
+				ok = 0;
 				break;
 			}
-			if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
+			if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0) {
+				ok = 0;
 				break;
+			}
 			buf[n++] = ip;
+			if (!ok)
+				continue;
+			/* The frame just left had its CFA (the caller's stack
+			 * pointer) at `cfa`; it was computed from the frame pointer
+			 * if cfa == rbp + 16 (push %rbp; mov %rsp,%rbp), and then the
+			 * word the frame pointer was restored from is checked too
+			 * (the published one is part of the key). */
+			cfa = 0;
+			if (n > WP_SITE_MAX || unw_get_reg(&c, UNW_REG_SP, &cfa) < 0 || cfa <= prev_sp ||
+			    cfa - prev_sp > (1u << 20) || unw_get_save_loc(&c, UNW_REG_IP, &loc) < 0 ||
+			    loc.type != UNW_SLT_MEMORY || loc.u.addr < rsp0 ||
+			    site->nr_chk + 2 > 2 * WP_SITE_MAX) {
+				ok = 0;
+				continue;
+			}
+			sp = cfa;
+			site->ip[n - 1] = ip;
+			site->at[site->nr_chk] = loc.u.addr;
+			site->val[site->nr_chk++] = ip;
+			if (cfa == cur_rbp + 16 && rbp_at) {
+				site->at[site->nr_chk] = rbp_at;
+				site->val[site->nr_chk++] = cur_rbp;
+			}
+			/* Where the caller's frame pointer comes from. */
+			if (unw_get_save_loc(&c, UNW_X86_64_RBP, &loc) < 0 ||
+			    unw_get_reg(&c, UNW_X86_64_RBP, &rbp) < 0) {
+				ok = 0;
+				continue;
+			}
+			if (loc.type == UNW_SLT_MEMORY) {
+				if (loc.u.addr < rsp0) {
+					ok = 0;
+					continue;
+				}
+				rbp_at = loc.u.addr;
+			} else if (loc.type != UNW_SLT_REG && loc.type != UNW_SLT_NONE) {
+				ok = 0;
+				continue;
+			}
+			cur_rbp = rbp;
+			prev_sp = sp;
 		}
 	}
 	tls_in_unw = 0;
+	if (ok && r == 0)
+		site->nr = (uint32_t)n;
 	return n;
+}
+
+int wp_unwind_site_check(const struct wp_unw_site *site)
+{
+	uint64_t span[2048]; /* 16 KiB: the words of one replayed walk, usually */
+	struct iovec local[2 * WP_SITE_MAX], remote[2 * WP_SITE_MAX];
+	uint64_t got[2 * WP_SITE_MAX], lo = UINT64_MAX, hi = 0;
+	uint32_t i, n = site->nr_chk;
+
+	if (n == 0 || site->nr == 0)
+		return 0;
+	for (i = 0; i < n; i++) {
+		lo = site->at[i] < lo ? site->at[i] : lo;
+		hi = site->at[i] > hi ? site->at[i] : hi;
+	}
+	if (hi + 8 - lo <= sizeof(span) && !(lo & 7)) {
+		/* One copy of the stretch of stack the words lie in: the kernel
+		 * pins one or two pages instead of one per word. */
+		local[0].iov_base = span;
+		local[0].iov_len = hi + 8 - lo;
+		remote[0].iov_base = (void *)(uintptr_t)lo;
+		remote[0].iov_len = hi + 8 - lo;
+		if (process_vm_readv(getpid(), local, 1, remote, 1, 0) != (ssize_t)(hi + 8 - lo))
+			return 0;
+		for (i = 0; i < n; i++)
+			if ((site->at[i] & 7) || span[(site->at[i] - lo) / 8] != site->val[i])
+				return 0;
+		return 1;
+	}
+	for (i = 0; i < n; i++) {
+		local[i].iov_base = &got[i];
+		local[i].iov_len = sizeof(got[i]);
+		remote[i].iov_base = (void *)(uintptr_t)site->at[i];
+		remote[i].iov_len = sizeof(got[i]);
+	}
+	if (process_vm_readv(getpid(), local, n, remote, n, 0) != (ssize_t)(n * sizeof(got[0])))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (got[i] != site->val[i])
+			return 0;
+	return 1;
 }
 
 /* async-signal-safe */

@@ -22,11 +22,33 @@
  * Not async-signal-safe. */
 void wp_unwind_init(void);
 
+/* What a walk from published registers read from the stack, so that the
+ * same walk can be replayed without libunwind: if the registers are the same
+ * and every stack word it read still holds the value it read, libunwind would
+ * return the same frames (the code and its unwind tables being unchanged). */
+#define WP_SITE_MAX 32
+struct wp_unw_site {
+	uint64_t rip, rsp, rbp, fn; /* key: published registers and the leaf */
+	uint64_t epoch;             /* caller's module-map generation */
+	uint32_t nr;                /* frames in ip[]; 0: empty or not replayable */
+	uint32_t nr_chk;            /* words in at[]/val[] */
+	uint64_t ip[WP_SITE_MAX];
+	uint64_t at[2 * WP_SITE_MAX], val[2 * WP_SITE_MAX];
+};
+
 /* Unwinds from a register set (RIP, RSP, RBP and the callee-saved ones
  * filled in, the rest zero) that another thread published: stores up to `cap`
  * return addresses, callers of the context's PC, and sets *truncated when
- * there were more. Returns the count. async-signal-safe */
-int wp_unwind_regs(const void *ucontext, uint64_t *buf, int cap, int *truncated);
+ * there were more. Returns the count. With `site`, also records what the walk
+ * read (site->nr stays 0 if it cannot be replayed: deeper than WP_SITE_MAX,
+ * truncated, or a frame whose return address or frame pointer did not come
+ * from the stack above the previous one). async-signal-safe */
+int wp_unwind_regs(const void *ucontext, uint64_t *buf, int cap, int *truncated,
+		   struct wp_unw_site *site);
+
+/* Whether every stack word `site` recorded still holds its value, read with
+ * process_vm_readv (an unmapped address is a mismatch, not a fault). */
+int wp_unwind_site_check(const struct wp_unw_site *site);
 
 /* libunwind's memory-validation pipe as moved by our pipe2 (-1 if it was
  * never created): the sampler keeps these two in its private descriptor

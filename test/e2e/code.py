@@ -359,7 +359,31 @@ def tests(rt):
               "fewer than 100 samples in the callback's sleep (labels seen: %s)"
               % sorted(set(map(str, labels))))
 
+    def test_site_replay(tmp):
+        """Walks from published registers are replayed when a thread blocks
+        again where it blocked before; WALLPROF_TEST_SITE_CHECK=1 checks each
+        replay against a real libunwind walk. h_sites blocks from two
+        look-alike functions (same stack pointer, other return addresses)."""
+        argv = [rt.prog("h_sites"), "3"]
+        run = rt.run_under_preload(argv, {"WALLPROF_HZ": "1000", "WALLPROF_TEST_SITE_CHECK": "1"},
+                                   cwd=tmp)
+        check(run.rc == 0 and run.stdout == "sites: done\n", "h_sites: %s" % run.describe())
+        obj = rt.load_profile(run.profile_path())
+        rt.check_valid(obj, "h_sites profile")
+        ctr = obj["wallprof"]
+        check(ctr["site_mismatch"] == 0, "%d of %d replayed walks differ from libunwind's"
+              % (ctr["site_mismatch"], ctr["site_replayed"]))
+        check(ctr["site_replayed"] >= 200, "only %d walks replayed (from_wrapper %d)"
+              % (ctr["site_replayed"], ctr["from_wrapper"]))
+        seen = set()
+        for smp in rt.profile_part(obj)["samples"]:
+            fns = rt.stack_functions(obj, smp["stack_id"])
+            if "block_once" in fns:
+                seen.update(f for f in ("wpt_site_a", "wpt_site_b") if f in fns)
+        check(seen == {"wpt_site_a", "wpt_site_b"}, "blocked stacks name only %s" % sorted(seen))
+
     return [
+        ("code_site_replay", test_site_replay),
         ("code_dl_callback_blocks", test_block_in_loader),
         ("code_plugin_deleted", test_plugin_deleted),
         ("code_plugin_replaced", test_plugin_replaced),
