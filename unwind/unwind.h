@@ -42,7 +42,7 @@ struct wp_unw_site {
  * there were more. Returns the count. With `site`, also records what the walk
  * read (site->nr stays 0 if it cannot be replayed: deeper than WP_SITE_MAX,
  * truncated, or a frame whose return address or frame pointer did not come
- * from the stack above the previous one). async-signal-safe */
+ * from the stack above the published stack pointer). async-signal-safe */
 int wp_unwind_regs(const void *ucontext, uint64_t *buf, int cap, int *truncated,
 		   struct wp_unw_site *site);
 
