@@ -15,7 +15,6 @@
  * seccomp filter), the sampler stays in the shared table as before. */
 #include <errno.h>
 #include <sched.h>
-#include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -48,20 +47,14 @@ static int kernel_has_them(void)
 	return 1;
 }
 
-static int cmp_int(const void *a, const void *b)
+/* Closes every descriptor of the (private) table but `a` and `b` (-1: none). */
+static void close_all_but(int a, int b)
 {
-	return *(const int *)a - *(const int *)b;
-}
-
-/* Closes every descriptor of the (private) table but the `n` in `keep`. */
-static void close_all_but(int *keep, int n)
-{
+	int keep[2] = { a < b ? a : b, a < b ? b : a };
 	unsigned lo = 0;
-	int i;
 
-	qsort(keep, (size_t)n, sizeof(*keep), cmp_int);
-	for (i = 0; i < n; i++) {
-		if (keep[i] < 0 || (unsigned)keep[i] < lo)
+	for (int i = 0; i < 2; i++) {
+		if (keep[i] < 0)
 			continue;
 		if ((unsigned)keep[i] > lo)
 			syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0);
@@ -79,7 +72,7 @@ int wp_fds_go_private(void)
 	if (!kernel_has_them() || unshare(CLONE_FILES) < 0)
 		return -1;
 	wp_unwind_pipe_fds(keep);
-	close_all_but(keep, 2);
+	close_all_but(keep[0], keep[1]);
 	private_pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
 	tls_private = 1;
 	return 0;

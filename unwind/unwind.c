@@ -161,41 +161,30 @@ int wp_unwind_regs(const void *ucontext, uint64_t *buf, int cap, int *truncated,
 
 int wp_unwind_site_check(const struct wp_unw_site *site)
 {
-	uint64_t span[2048]; /* 16 KiB: the words of one replayed walk, usually */
-	struct iovec local[2 * WP_SITE_MAX], remote[2 * WP_SITE_MAX];
-	uint64_t got[2 * WP_SITE_MAX], lo = UINT64_MAX, hi = 0;
+	uint64_t span[2048]; /* 16 KiB: the stretch of stack one walk read */
+	struct iovec local, remote;
+	uint64_t lo = UINT64_MAX, hi = 0;
 	uint32_t i, n = site->nr_chk;
 
 	if (n == 0 || site->nr == 0)
 		return 0;
 	for (i = 0; i < n; i++) {
+		if (site->at[i] & 7)
+			return 0;
 		lo = site->at[i] < lo ? site->at[i] : lo;
 		hi = site->at[i] > hi ? site->at[i] : hi;
 	}
-	if (hi + 8 - lo <= sizeof(span) && !(lo & 7)) {
-		/* One copy of the stretch of stack the words lie in: the kernel
-		 * pins one or two pages instead of one per word. */
-		local[0].iov_base = span;
-		local[0].iov_len = hi + 8 - lo;
-		remote[0].iov_base = (void *)(uintptr_t)lo;
-		remote[0].iov_len = hi + 8 - lo;
-		if (process_vm_readv(getpid(), local, 1, remote, 1, 0) != (ssize_t)(hi + 8 - lo))
-			return 0;
-		for (i = 0; i < n; i++)
-			if ((site->at[i] & 7) || span[(site->at[i] - lo) / 8] != site->val[i])
-				return 0;
-		return 1;
-	}
-	for (i = 0; i < n; i++) {
-		local[i].iov_base = &got[i];
-		local[i].iov_len = sizeof(got[i]);
-		remote[i].iov_base = (void *)(uintptr_t)site->at[i];
-		remote[i].iov_len = sizeof(got[i]);
-	}
-	if (process_vm_readv(getpid(), local, n, remote, n, 0) != (ssize_t)(n * sizeof(got[0])))
+	/* One copy of the stretch the words lie in (the kernel pins a page or
+	 * two, not one per word); a wider walk is simply not replayed. */
+	if (hi + 8 - lo > sizeof(span))
+		return 0;
+	local.iov_base = span;
+	local.iov_len = remote.iov_len = hi + 8 - lo;
+	remote.iov_base = (void *)(uintptr_t)lo;
+	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)(hi + 8 - lo))
 		return 0;
 	for (i = 0; i < n; i++)
-		if (got[i] != site->val[i])
+		if (span[(site->at[i] - lo) / 8] != site->val[i])
 			return 0;
 	return 1;
 }

@@ -47,7 +47,8 @@ int wp_unwind_regs(const void *ucontext, uint64_t *buf, int cap, int *truncated,
 		   struct wp_unw_site *site);
 
 /* Whether every stack word `site` recorded still holds its value, read with
- * process_vm_readv (an unmapped address is a mismatch, not a fault). */
+ * one process_vm_readv (an unmapped address is a mismatch, not a fault; words
+ * spread over more than 16 KiB are not checked and the answer is no). */
 int wp_unwind_site_check(const struct wp_unw_site *site);
 
 /* libunwind's memory-validation pipe as moved by our pipe2 (-1 if it was
