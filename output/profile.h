@@ -58,6 +58,7 @@ struct wp_counters {
 	uint64_t nr_reused;          /* samples that reused the thread's previous stack */
 	uint64_t nr_dl_guarded;      /* samples cut to the PC: the thread was inside the loader */
 	uint64_t nr_site_replayed;   /* walks from published registers replayed from the cache */
+	uint64_t nr_site_direct;     /* of those, checked with plain loads (not process_vm_readv) */
 	uint64_t nr_site_mismatch;   /* WALLPROF_TEST_SITE_CHECK: replays a real walk contradicted */
 };
 

@@ -715,6 +715,7 @@ static int write_tail(struct jw *w, const struct plan *pl)
 		{"reused", c->nr_reused},
 		{"dl_guarded", c->nr_dl_guarded},
 		{"site_replayed", c->nr_site_replayed},
+		{"site_direct", c->nr_site_direct},
 		{"site_mismatch", c->nr_site_mismatch},
 	};
 

@@ -53,6 +53,7 @@
 static struct {
 	struct wp_config cfg;
 	pid_t pid;
+	uid_t uid;
 	int started;
 	_Atomic int sampling;       /* handler does captures; sampler sends */
 	_Atomic uint32_t events;
@@ -66,6 +67,7 @@ static struct {
 	uint32_t nr_tids;           /* pid_max */
 	uint64_t scan;
 	unsigned ticks_per_scan;    /* /proc/self/task is listed every this many ticks */
+	uint64_t period_ns;         /* between ticks */
 	uint64_t last_cpu_total;
 	char *dents;
 	size_t dents_len;
@@ -90,6 +92,7 @@ static struct {
 	int dumper_running;
 	int fds_private; /* the sampler works in a private descriptor table */
 	struct wp_unw_site *sites; /* WP_SITES per slot: walks from published registers */
+	uint64_t main_stk_lo, main_stk_hi; /* the main thread's [stack] mapping at start */
 	int snapshots_waiting;
 	struct wp_profile dump_profile;
 
@@ -177,6 +180,8 @@ static __thread struct wp_slot *tls_slot __attribute__((tls_model("initial-exec"
 static __thread uint32_t tls_tid __attribute__((tls_model("initial-exec")));
 static __thread int tls_internal __attribute__((tls_model("initial-exec")));
 static __thread int tls_in_loader __attribute__((tls_model("initial-exec")));
+static __thread uint64_t tls_stk_lo __attribute__((tls_model("initial-exec")));
+static __thread uint64_t tls_stk_hi __attribute__((tls_model("initial-exec")));
 
 /* async-signal-safe */
 static void on_sample_signal(int sig, siginfo_t *si, void *uc)
@@ -275,6 +280,7 @@ static struct wp_slot *slot_claim(uint32_t tid)
 		s->nr_cached_ok = 0;
 		s->cpu_ns = 0;
 		s->name_idx = UINT32_MAX;
+		s->stk_lo = s->stk_hi = 0;
 		atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
 		/* One slot per tid: whoever publishes first wins. */
 		want = i + 1;
@@ -319,7 +325,23 @@ struct wp_slot *wp_slot_self(void)
 		tls_tid = (uint32_t)syscall(SYS_gettid);
 	s = slot_claim(tls_tid);
 	tls_slot = s;
+	if (s) {
+		s->stk_lo = tls_stk_lo;
+		s->stk_hi = tls_stk_hi;
+	}
 	return s;
+}
+
+void wp_sampler_thread_stack(const void *lo, size_t size)
+{
+	struct wp_slot *s = tls_slot;
+
+	tls_stk_lo = (uint64_t)(uintptr_t)lo;
+	tls_stk_hi = tls_stk_lo + size;
+	if (s && atomic_load_explicit(&s->tid, memory_order_relaxed) == tls_tid) {
+		s->stk_lo = tls_stk_lo;
+		s->stk_hi = tls_stk_hi;
+	}
 }
 
 /* async-signal-safe */
@@ -555,7 +577,14 @@ static uint32_t walk_published(struct wp_slot *s, const ucontext_t *uc, uint64_t
 {
 	struct wp_unw_site *e = &g.sites[(size_t)(s - g.slots) * WP_SITES], *hit = NULL;
 	uint64_t epoch = ((uint64_t)atomic_load(&s->gen) << 32) ^ g.mods.subs;
+	uint64_t lo = s->stk_lo, hi = s->stk_hi;
 	uint32_t i, n;
+	int ok;
+
+	if (!hi && atomic_load(&s->tid) == (uint32_t)g.pid) {
+		lo = g.main_stk_lo;
+		hi = g.main_stk_hi;
+	}
 
 	for (i = 0; i < WP_SITES; i++) {
 		if (e[i].nr && e[i].nr <= cap && e[i].epoch == epoch && e[i].rip == s->blk_regs.rip &&
@@ -565,8 +594,9 @@ static uint32_t walk_published(struct wp_slot *s, const ucontext_t *uc, uint64_t
 			break;
 		}
 	}
-	if (hit && wp_unwind_site_check(hit)) {
+	if (hit && (ok = wp_unwind_site_check(hit, g.pid, lo, hi)) != 0) {
 		g.ctr.nr_site_replayed++;
+		g.ctr.nr_site_direct += ok == 2;
 		*truncated = 0;
 		if (!g.cfg.test_site_check) {
 			memcpy(out, hit->ip, hit->nr * sizeof(*out));
@@ -698,7 +728,7 @@ static void send_signal(struct wp_slot *s, uint64_t now, uint32_t sysno)
 	si.si_signo = g.signal;
 	si.si_code = SI_QUEUE;
 	si.si_pid = g.pid;
-	si.si_uid = getuid();
+	si.si_uid = g.uid;
 	si.si_value.sival_ptr = (void *)(uintptr_t)((COOKIE_MAGIC << 48) | ((uint64_t)gen << 24) | idx);
 	if (syscall(SYS_rt_tgsigqueueinfo, g.pid, atomic_load(&s->tid), g.signal, &si) == 0) {
 		g.ctr.nr_signals++;
@@ -721,7 +751,7 @@ static void sample_thread(struct wp_slot *s, uint64_t now)
 	uint32_t seq = atomic_load_explicit(&s->blk_seq, memory_order_acquire);
 	uint32_t tid = atomic_load(&s->tid), st;
 	uint64_t cpu, nr, sp, pc;
-	int ran;
+	int ran, busy;
 
 	if ((seq & 1) && g.cfg.test_signal_blocked &&
 	    atomic_load_explicit(&s->state, memory_order_acquire) == S_IDLE) {
@@ -747,6 +777,7 @@ static void sample_thread(struct wp_slot *s, uint64_t now)
 		return;
 	}
 	ran = cpu != s->cpu_ns;
+	busy = cpu - s->cpu_ns >= g.period_ns / 8;
 	s->cpu_ns = cpu;
 	st = atomic_load_explicit(&s->state, memory_order_acquire);
 	if (!ran && s->nr_cached_ok && !(seq & 1) && s->sampled_seq == 0) {
@@ -763,6 +794,16 @@ static void sample_thread(struct wp_slot *s, uint64_t now)
 			s->pend_ns[s->nr_pend++] = now;
 		else
 			g.ctr.nr_pending++;
+		return;
+	}
+	if (busy) {
+		/* On a CPU for an eighth of the period or more: most likely
+		 * still there, or if it has just blocked in an unwrapped call,
+		 * after enough work not to be at its last blocking point. The
+		 * /proc probe (three system calls and a path walk) is for
+		 * threads that barely ran. */
+		s->fp_nr = UINT64_MAX;
+		send_signal(s, now, UINT32_MAX);
 		return;
 	}
 	switch (probe_syscall(tid, &nr, &sp, &pc)) {
@@ -1129,6 +1170,29 @@ static void start_snapshot(void)
 		futex_wait_until((_Atomic uint32_t *)&g.dumper_tid, 0, mono_ns() + 100000000ull);
 }
 
+/* The main thread's stack mapping, as /proc/self/maps shows it now. It only
+ * grows (downwards), so everything in it stays readable. */
+static void read_main_stack(void)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512];
+	unsigned long lo, hi;
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		size_t n = strlen(line);
+
+		if (n > 8 && !strcmp(line + n - 8, "[stack]\n") &&
+		    sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
+			g.main_stk_lo = lo;
+			g.main_stk_hi = hi;
+			break;
+		}
+	}
+	fclose(f);
+}
+
 static void *sampler_main(void *arg)
 {
 	uint64_t period = 1000000000ull / g.cfg.hz;
@@ -1141,6 +1205,7 @@ static void *sampler_main(void *arg)
 	prctl(PR_SET_NAME, "wallprof");
 	tls_internal = 1;
 	g.sampler_tid = (pid_t)syscall(SYS_gettid); /* never samples itself */
+	read_main_stack();
 	if (g.need_reset)
 		reset_after_fork();
 	for (;;) {
@@ -1233,6 +1298,7 @@ static int alloc_state(void)
 		g.slots[i].stk = stks + i * g.cfg.max_depth;
 	}
 	g.ticks_per_scan = g.cfg.hz >= 10 ? g.cfg.hz / 10 : 1;
+	g.period_ns = 1000000000ull / g.cfg.hz;
 
 	/* Sized for 64 threads over the whole window (with more threads the
 	 * window shrinks and the loss is counted as overwritten), then held
@@ -1387,6 +1453,7 @@ static void after_fork_child(void)
 		return;
 	}
 	g.pid = getpid();
+	g.uid = getuid();
 	for (i = 0; i < g.nr_slots; i++) {
 		struct wp_slot *s = &g.slots[i];
 
@@ -1461,6 +1528,7 @@ void wp_sampler_start(void)
 	if (!g.cfg.enabled)
 		return;
 	g.pid = getpid();
+	g.uid = getuid();
 	if (alloc_state() < 0) {
 		wp_log(WP_LOG_ERROR, "cannot allocate the sample buffers (%s); profiling is off",
 		       strerror(errno));

@@ -49,6 +49,9 @@ struct wp_slot {
 	uint64_t blk_fn;           /* the real libc function: the leaf frame */
 	_Atomic uint32_t in_loader; /* inside dl_iterate_phdr/dlclose: never unwound by the sampler */
 	struct wp_regs blk_regs;   /* the wrapper's registers at entry */
+	/* the thread's own pthread stack [stk_lo, stk_hi), 0/0 when unknown;
+	 * written by the thread when it takes the slot */
+	uint64_t stk_lo, stk_hi;
 
 	/* sampler only */
 	uint32_t sampled_seq;      /* blk_seq of the cached stack, 0 if none */

@@ -159,7 +159,8 @@ int wp_unwind_regs(const void *ucontext, uint64_t *buf, int cap, int *truncated,
 	return n;
 }
 
-int wp_unwind_site_check(const struct wp_unw_site *site)
+int wp_unwind_site_check(const struct wp_unw_site *site, int pid, uint64_t stk_lo,
+			 uint64_t stk_hi)
 {
 	uint64_t span[2048]; /* 16 KiB: the stretch of stack one walk read */
 	struct iovec local, remote;
@@ -174,14 +175,24 @@ int wp_unwind_site_check(const struct wp_unw_site *site)
 		lo = site->at[i] < lo ? site->at[i] : lo;
 		hi = site->at[i] > hi ? site->at[i] : hi;
 	}
-	/* One copy of the stretch the words lie in (the kernel pins a page or
-	 * two, not one per word); a wider walk is simply not replayed. */
+	if (site->rsp >= stk_lo && lo >= site->rsp && hi < stk_hi && stk_hi - hi >= 8) {
+		/* Everything between the pinned thread's stack pointer and the
+		 * top of its own stack is mapped while it lives: plain loads. */
+		for (i = 0; i < n; i++)
+			if (*(const volatile uint64_t *)(uintptr_t)site->at[i] != site->val[i])
+				return 0;
+		return 2;
+	}
+	/* Elsewhere (another stack, an alternate signal stack, a thread we did
+	 * not see start): one copy of the stretch the words lie in through the
+	 * kernel, which pins a page or two, not one per word; an unmapped
+	 * address is a mismatch, and a wider walk is simply not replayed. */
 	if (hi + 8 - lo > sizeof(span))
 		return 0;
 	local.iov_base = span;
 	local.iov_len = remote.iov_len = hi + 8 - lo;
 	remote.iov_base = (void *)(uintptr_t)lo;
-	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)(hi + 8 - lo))
+	if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != (ssize_t)(hi + 8 - lo))
 		return 0;
 	for (i = 0; i < n; i++)
 		if (span[(site->at[i] - lo) / 8] != site->val[i])

@@ -46,10 +46,15 @@ struct wp_unw_site {
 int wp_unwind_regs(const void *ucontext, uint64_t *buf, int cap, int *truncated,
 		   struct wp_unw_site *site);
 
-/* Whether every stack word `site` recorded still holds its value, read with
- * one process_vm_readv (an unmapped address is a mismatch, not a fault; words
- * spread over more than 16 KiB are not checked and the answer is no). */
-int wp_unwind_site_check(const struct wp_unw_site *site);
+/* Whether every stack word `site` recorded still holds its value: 0 no,
+ * 2 yes (read directly), 1 yes (read through the kernel). The
+ * caller has the thread pinned in a wrapped call and passes its own stack
+ * [stk_lo, stk_hi) (0, 0 if unknown): when the published stack pointer and
+ * every word lie in it, the words are read directly; otherwise with one
+ * process_vm_readv on `pid` (an unmapped address is a mismatch, not a fault;
+ * words spread over more than 16 KiB are not checked and the answer is no). */
+int wp_unwind_site_check(const struct wp_unw_site *site, int pid, uint64_t stk_lo,
+			 uint64_t stk_hi);
 
 /* libunwind's memory-validation pipe as moved by our pipe2 (-1 if it was
  * never created): the sampler keeps these two in its private descriptor

@@ -359,12 +359,8 @@ def tests(rt):
               "fewer than 100 samples in the callback's sleep (labels seen: %s)"
               % sorted(set(map(str, labels))))
 
-    def test_site_replay(tmp):
-        """Walks from published registers are replayed when a thread blocks
-        again where it blocked before; WALLPROF_TEST_SITE_CHECK=1 checks each
-        replay against a real libunwind walk. h_sites blocks from two
-        look-alike functions (same stack pointer, other return addresses)."""
-        argv = [rt.prog("h_sites"), "3"]
+    def site_replay(tmp, mode):
+        argv = [rt.prog("h_sites"), "3"] + ([mode] if mode else [])
         run = rt.run_under_preload(argv, {"WALLPROF_HZ": "1000", "WALLPROF_TEST_SITE_CHECK": "1"},
                                    cwd=tmp)
         check(run.rc == 0 and run.stdout == "sites: done\n", "h_sites: %s" % run.describe())
@@ -381,9 +377,41 @@ def tests(rt):
             if "block_once" in fns:
                 seen.update(f for f in ("wpt_site_a", "wpt_site_b") if f in fns)
         check(seen == {"wpt_site_a", "wpt_site_b"}, "blocked stacks name only %s" % sorted(seen))
+        return obj, ctr
+
+    def test_site_replay(tmp):
+        """Walks from published registers are replayed when a thread blocks
+        again where it blocked before; WALLPROF_TEST_SITE_CHECK=1 checks each
+        replay against a real libunwind walk. h_sites blocks from two
+        look-alike functions (same stack pointer, other return addresses).
+        Its threads block on the stacks pthread gave them, which the sampler
+        reads directly; and the threads start in the program's own start
+        routine (our pthread_create trampoline leaves no frame)."""
+        obj, ctr = site_replay(tmp, None)
+        check(ctr["site_direct"] >= ctr["site_replayed"] * 0.9,
+              "only %d of %d replays read the stack directly"
+              % (ctr["site_direct"], ctr["site_replayed"]))
+        callers = set()
+        for smp in rt.profile_part(obj)["samples"]:
+            frames = rt.stack_frames(obj, smp["stack_id"])
+            for k, f in enumerate(frames[:-1]):
+                if f.get("function") == "worker":
+                    callers.add(frames[k + 1].get("module") or "?")
+        check(callers and not any("libwallprof" in m for m in callers),
+              "worker() is called from %s" % sorted(callers))
+
+    def test_site_replay_own_stacks(tmp):
+        """The same on stacks the program made itself (makecontext on an
+        mmap with a guard page): the sampler cannot vouch for that memory
+        and reads it through the kernel; the replays are still checked."""
+        _, ctr = site_replay(tmp, "ctx")
+        check(ctr["site_replayed"] - ctr["site_direct"] >= 200,
+              "%d of %d replays read the program's own stacks through the kernel"
+              % (ctr["site_replayed"] - ctr["site_direct"], ctr["site_replayed"]))
 
     return [
         ("code_site_replay", test_site_replay),
+        ("code_site_replay_own_stacks", test_site_replay_own_stacks),
         ("code_dl_callback_blocks", test_block_in_loader),
         ("code_plugin_deleted", test_plugin_deleted),
         ("code_plugin_replaced", test_plugin_replaced),

@@ -3,12 +3,14 @@
  * registers (WALLPROF_TEST_SITE_CHECK=1 checks every replay against a real
  * libunwind walk).
  *
- *   h_sites SECONDS
+ *   h_sites SECONDS [ctx]
  *
  * Four threads loop for SECONDS. Each iteration picks, at random, a
  * recursion depth (0-5) and one of two functions with identical frames
  * (wpt_site_a, wpt_site_b: same stack pointer at the call, different return
- * addresses), which sleep 1 ms in nanosleep or wait 1 ms in poll. Prints
+ * addresses), which sleep 1 ms in nanosleep or wait 1 ms in poll. With
+ * "ctx" each thread runs its loop on a stack of its own making (mmap, a guard
+ * page below, swapcontext), not the one pthread gave it. Prints
  * "sites: done". */
 #define _GNU_SOURCE
 #include <poll.h>
@@ -16,7 +18,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <ucontext.h>
 
 #include "h_work.h"
 
@@ -66,15 +71,42 @@ __attribute__((noipa)) static void wpt_site_rec(int depth, unsigned r)
 	}
 }
 
-static void *worker(void *arg)
-{
-	unsigned seed = (unsigned)(uintptr_t)arg;
+static int on_ctx;
 
+static void worker_loop(unsigned seed)
+{
 	while (now_s() < end_s) {
 		unsigned r = (unsigned)rand_r(&seed);
 
 		wpt_site_rec((int)((r >> 4) % 6), r);
 	}
+}
+
+static void *worker(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg;
+	size_t len = 256 * 1024, page = 4096;
+	ucontext_t back, co;
+	char *stk;
+
+	if (!on_ctx) {
+		worker_loop(seed);
+		return NULL;
+	}
+	stk = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (stk == MAP_FAILED || mprotect(stk, page, PROT_NONE) != 0 || getcontext(&co) != 0) {
+		perror("h_sites: stack");
+		exit(1);
+	}
+	co.uc_stack.ss_sp = stk;
+	co.uc_stack.ss_size = len;
+	co.uc_link = &back;
+	makecontext(&co, (void (*)(void))worker_loop, 1, seed);
+	if (swapcontext(&back, &co) != 0) {
+		perror("h_sites: swapcontext");
+		exit(1);
+	}
+	munmap(stk, len);
 	return NULL;
 }
 
@@ -83,6 +115,7 @@ int main(int argc, char **argv)
 	pthread_t t[4];
 
 	end_s = now_s() + (argc > 1 ? atof(argv[1]) : 2.0);
+	on_ctx = argc > 2 && !strcmp(argv[2], "ctx");
 	wpt_sites_busy(0.01);
 	for (int i = 0; i < 4; i++)
 		pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1));
