@@ -569,11 +569,35 @@ static void record_cached(struct wp_slot *s, uint64_t now)
  * blocks again where it blocked before (same wrapper, same stack pointer and
  * frame pointer, every return address and saved frame pointer the walk read
  * unchanged on its stack) has the same callers: the walk is replayed from the
- * slot's small cache with one process_vm_readv instead of libunwind's
- * unw_step, which costs system calls per frame on libunwind 1.6. With
+ * slot's small cache after a look at those words (plain loads on the thread's
+ * own stack, else one process_vm_readv) instead of libunwind's unw_step,
+ * which costs system calls per frame on libunwind 1.6. With
  * WALLPROF_TEST_SITE_CHECK=1 every replay is checked against a real walk. */
-static uint32_t walk_published(struct wp_slot *s, const ucontext_t *uc, uint64_t *out,
-			       uint32_t cap, int *truncated)
+static uint32_t walk_regs(struct wp_slot *s, uint64_t *out, uint32_t cap, int *truncated,
+			  struct wp_unw_site *site)
+{
+	ucontext_t uc;
+
+	memset(&uc, 0, sizeof(uc));
+	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)s->blk_regs.rip;
+	uc.uc_mcontext.gregs[REG_RSP] = (greg_t)s->blk_regs.rsp;
+	uc.uc_mcontext.gregs[REG_RBP] = (greg_t)s->blk_regs.rbp;
+	uc.uc_mcontext.gregs[REG_RBX] = (greg_t)s->blk_regs.rbx;
+	uc.uc_mcontext.gregs[REG_R12] = (greg_t)s->blk_regs.r12;
+	uc.uc_mcontext.gregs[REG_R13] = (greg_t)s->blk_regs.r13;
+	uc.uc_mcontext.gregs[REG_R14] = (greg_t)s->blk_regs.r14;
+	uc.uc_mcontext.gregs[REG_R15] = (greg_t)s->blk_regs.r15;
+	return (uint32_t)wp_unwind_regs(&uc, out, (int)cap, truncated, site);
+}
+
+static int site_matches(const struct wp_unw_site *e, const struct wp_slot *s, uint64_t epoch,
+			uint32_t cap)
+{
+	return e->nr && e->nr <= cap && e->epoch == epoch && e->rip == s->blk_regs.rip &&
+	       e->rsp == s->blk_regs.rsp && e->rbp == s->blk_regs.rbp && e->fn == s->blk_fn;
+}
+
+static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, int *truncated)
 {
 	struct wp_unw_site *e = &g.sites[(size_t)(s - g.slots) * WP_SITES], *hit = NULL;
 	uint64_t epoch = ((uint64_t)atomic_load(&s->gen) << 32) ^ g.mods.subs;
@@ -585,12 +609,13 @@ static uint32_t walk_published(struct wp_slot *s, const ucontext_t *uc, uint64_t
 		lo = g.main_stk_lo;
 		hi = g.main_stk_hi;
 	}
-
+	/* The entry used last first: one cache line touched when it matches. */
 	for (i = 0; i < WP_SITES; i++) {
-		if (e[i].nr && e[i].nr <= cap && e[i].epoch == epoch && e[i].rip == s->blk_regs.rip &&
-		    e[i].rsp == s->blk_regs.rsp && e[i].rbp == s->blk_regs.rbp &&
-		    e[i].fn == s->blk_fn) {
-			hit = &e[i];
+		uint32_t k = (s->site_last + i) % WP_SITES;
+
+		if (site_matches(&e[k], s, epoch, cap)) {
+			hit = &e[k];
+			s->site_last = k;
 			break;
 		}
 	}
@@ -602,17 +627,17 @@ static uint32_t walk_published(struct wp_slot *s, const ucontext_t *uc, uint64_t
 			memcpy(out, hit->ip, hit->nr * sizeof(*out));
 			return hit->nr;
 		}
-		n = (uint32_t)wp_unwind_regs(uc, out, (int)cap, truncated, NULL);
+		n = walk_regs(s, out, cap, truncated, NULL);
 		if (n != hit->nr || *truncated || memcmp(out, hit->ip, n * sizeof(*out)))
 			g.ctr.nr_site_mismatch++;
 		return n;
 	}
 	/* Fill the entry that matched (it went stale) or the next victim. */
 	if (!hit) {
-		hit = &e[s->site_next % WP_SITES];
-		s->site_next++;
+		s->site_last = s->site_next++ % WP_SITES;
+		hit = &e[s->site_last];
 	}
-	n = (uint32_t)wp_unwind_regs(uc, out, (int)cap, truncated, hit);
+	n = walk_regs(s, out, cap, truncated, hit);
 	hit->rip = s->blk_regs.rip;
 	hit->rsp = s->blk_regs.rsp;
 	hit->rbp = s->blk_regs.rbp;
@@ -626,7 +651,6 @@ static uint32_t walk_published(struct wp_slot *s, const ucontext_t *uc, uint64_t
  * Returns 0 with the stack in the slot's cache, or -1 if the call ended. */
 static int unwind_blocked(struct wp_slot *s, uint32_t seq)
 {
-	ucontext_t uc;
 	uint32_t n = 0, max = g.cfg.max_depth;
 	int truncated = 0;
 
@@ -642,19 +666,10 @@ static int unwind_blocked(struct wp_slot *s, uint32_t seq)
 		g.ctr.nr_dl_guarded++;
 		goto done;
 	}
-	memset(&uc, 0, sizeof(uc));
-	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)s->blk_regs.rip;
-	uc.uc_mcontext.gregs[REG_RSP] = (greg_t)s->blk_regs.rsp;
-	uc.uc_mcontext.gregs[REG_RBP] = (greg_t)s->blk_regs.rbp;
-	uc.uc_mcontext.gregs[REG_RBX] = (greg_t)s->blk_regs.rbx;
-	uc.uc_mcontext.gregs[REG_R12] = (greg_t)s->blk_regs.r12;
-	uc.uc_mcontext.gregs[REG_R13] = (greg_t)s->blk_regs.r13;
-	uc.uc_mcontext.gregs[REG_R14] = (greg_t)s->blk_regs.r14;
-	uc.uc_mcontext.gregs[REG_R15] = (greg_t)s->blk_regs.r15;
 	/* Leaf: the libc function the thread is blocked in; then the
 	 * wrapper's callers (the wrapper's own frame is skipped). */
 	s->stk[n++] = s->blk_fn;
-	n += (uint32_t)walk_published(s, &uc, s->stk + n, max - n, &truncated);
+	n += walk_published(s, s->stk + n, max - n, &truncated);
 done:
 	if (atomic_exchange(&s->blk_pin, 0) == 2)
 		futex_wake(&s->blk_pin);

@@ -61,6 +61,7 @@ struct wp_slot {
 	uint32_t sig_sysno;        /* syscall seen by the probe before a last-resort signal */
 	uint32_t nr_cached_ok;     /* stk holds a valid stack */
 	uint32_t site_next;        /* next entry of the slot's walk cache to replace */
+	uint32_t site_last;        /* the entry hit or filled last */
 	uint64_t fp_sp, fp_pc, fp_nr; /* /proc fingerprint of the cached blocked stack */
 	uint64_t cpu_ns;           /* thread CPU time at the last tick */
 	uint64_t pend_ns[WP_SLOT_PEND]; /* ticks that came while our signal was pending */

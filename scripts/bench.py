@@ -42,10 +42,10 @@ Benchmarks (select with -k, a case-insensitive substring of the name):
                        <= 1.01, and <= each other tool. perf and gperftools are
                        installed with apt-get when missing and running as root (else
                        skipped with a note); perf is skipped if `perf record` fails.
-  D-mixed-overhead     build/bench/mixed: 64 threads: 4 busy (fixed work, ~2 s of
+  D-mixed-overhead     build/bench/mixed: 64 threads: 4 busy (fixed work, ~1.5 s of
                        wall without the profiler), 1 pipe feeder, 59 waiters cycling
                        nanosleep 1-5 ms / a pipe read / a contended mutex. Pairs
-                       with/without (7, --quick 5): busy wall ratio <= 1.02 and the
+                       with/without (15, --quick 5): busy wall ratio <= 1.02 and the
                        waiters' operations per second, without/with, <= 1.02; the
                        sampler thread's CPU is information.
   E-handler-cost       build/bench/handler (links unwind/unwind.c): its own SIGPROF
@@ -492,8 +492,8 @@ def foreign_cpus(c0, c1):
 GPERF_LIB = "/usr/lib/x86_64-linux-gnu/libprofiler.so.0"
 CPU_TARGET_S, QUICK_CPU_TARGET_S = 2.5, 1.5     # C: fixed work per thread (2 threads)
 CPU_ROUNDS, QUICK_CPU_ROUNDS = 7, 5
-MIXED_TARGET_S, QUICK_MIXED_TARGET_S = 2.0, 1.2  # D: busy wall time without the profiler
-MIXED_PAIRS, QUICK_MIXED_PAIRS = 7, 5
+MIXED_TARGET_S, QUICK_MIXED_TARGET_S = 1.5, 1.2  # D: busy wall time without the profiler
+MIXED_PAIRS, QUICK_MIXED_PAIRS = 15, 5
 HANDLER_S, QUICK_HANDLER_S = 2.0, 1.0
 HANDLER_DEPTHS = (10, 50, 200)
 DUMP_RUNS = 3
