@@ -51,7 +51,7 @@ static int on_object(struct dl_phdr_info *info, size_t size, void *arg)
 	struct wp_modmap *m = sc->m;
 	struct wp_module mod;
 	uint64_t lo = UINT64_MAX, hi = 0;
-	uintptr_t vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
+	uintptr_t vdso;
 	size_t i;
 	int j;
 
@@ -78,6 +78,7 @@ static int on_object(struct dl_phdr_info *info, size_t size, void *arg)
 	}
 	if (hi <= lo)
 		return 0;
+	vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
 	memset(&mod, 0, sizeof(mod));
 	mod.bias = info->dlpi_addr;
 	mod.start = lo & ~(uint64_t)0xfff;
