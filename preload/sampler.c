@@ -93,6 +93,8 @@ static struct {
 	int fds_private; /* the sampler works in a private descriptor table */
 	struct wp_unw_site *sites; /* WP_SITES per slot: walks from published registers */
 	uint64_t main_stk_lo, main_stk_hi; /* the main thread's [stack] mapping at start */
+	int want_stacks;            /* a pinned thread's stack bounds are not known yet */
+	uint64_t stacks_tick;       /* tick of the last look at /proc/self/maps for them */
 	int snapshots_waiting;
 	struct wp_profile dump_profile;
 
@@ -119,6 +121,7 @@ static void reset_after_fork(void);
 static void freeze_forever(void);
 static int start_thread(pthread_t *t, void *(*fn)(void *));
 static void scan_threads(void);
+static void find_stacks(void);
 
 static uint64_t mono_ns(void)
 {
@@ -180,8 +183,6 @@ static __thread struct wp_slot *tls_slot __attribute__((tls_model("initial-exec"
 static __thread uint32_t tls_tid __attribute__((tls_model("initial-exec")));
 static __thread int tls_internal __attribute__((tls_model("initial-exec")));
 static __thread int tls_in_loader __attribute__((tls_model("initial-exec")));
-static __thread uint64_t tls_stk_lo __attribute__((tls_model("initial-exec")));
-static __thread uint64_t tls_stk_hi __attribute__((tls_model("initial-exec")));
 
 /* async-signal-safe */
 static void on_sample_signal(int sig, siginfo_t *si, void *uc)
@@ -280,7 +281,7 @@ static struct wp_slot *slot_claim(uint32_t tid)
 		s->nr_cached_ok = 0;
 		s->cpu_ns = 0;
 		s->name_idx = UINT32_MAX;
-		s->stk_lo = s->stk_hi = 0;
+		s->tp = 0;
 		atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
 		/* One slot per tid: whoever publishes first wins. */
 		want = i + 1;
@@ -325,23 +326,9 @@ struct wp_slot *wp_slot_self(void)
 		tls_tid = (uint32_t)syscall(SYS_gettid);
 	s = slot_claim(tls_tid);
 	tls_slot = s;
-	if (s) {
-		s->stk_lo = tls_stk_lo;
-		s->stk_hi = tls_stk_hi;
-	}
+	if (s)
+		s->tp = (uint64_t)pthread_self(); /* a read of %fs: no call into libc state */
 	return s;
-}
-
-void wp_sampler_thread_stack(const void *lo, size_t size)
-{
-	struct wp_slot *s = tls_slot;
-
-	tls_stk_lo = (uint64_t)(uintptr_t)lo;
-	tls_stk_hi = tls_stk_lo + size;
-	if (s && atomic_load_explicit(&s->tid, memory_order_relaxed) == tls_tid) {
-		s->stk_lo = tls_stk_lo;
-		s->stk_hi = tls_stk_hi;
-	}
 }
 
 /* async-signal-safe */
@@ -600,14 +587,21 @@ static int site_matches(const struct wp_unw_site *e, const struct wp_slot *s, ui
 static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, int *truncated)
 {
 	struct wp_unw_site *e = &g.sites[(size_t)(s - g.slots) * WP_SITES], *hit = NULL;
-	uint64_t epoch = ((uint64_t)atomic_load(&s->gen) << 32) ^ g.mods.subs;
-	uint64_t lo = s->stk_lo, hi = s->stk_hi;
+	uint32_t gen = atomic_load(&s->gen);
+	uint64_t epoch = ((uint64_t)gen << 32) ^ g.mods.subs;
+	uint64_t lo = 0, hi = 0;
 	uint32_t i, n;
 	int ok;
 
-	if (!hi && atomic_load(&s->tid) == (uint32_t)g.pid) {
+	/* Where plain loads are safe: see find_stacks(). */
+	if (atomic_load(&s->tid) == (uint32_t)g.pid) {
 		lo = g.main_stk_lo;
 		hi = g.main_stk_hi;
+	} else if (s->stk_gen == gen + 1 && s->stk_tp == s->tp) {
+		lo = s->stk_lo;
+		hi = s->stk_hi;
+	} else if (s->tp) {
+		g.want_stacks = 1;
 	}
 	/* The entry used last first: one cache line touched when it matches. */
 	for (i = 0; i < WP_SITES; i++) {
@@ -917,6 +911,8 @@ static void tick(uint64_t now)
 				sample_thread(&g.slots[i], now);
 	}
 	wp_modmap_refresh(&g.mods);
+	if (g.want_stacks && g.ctr.nr_ticks - g.stacks_tick >= g.ticks_per_scan)
+		find_stacks();
 	g.ctr.nr_ticks++;
 	if (atomic_load(&g.main_exited) && !user_threads_left()) {
 		/* main() called pthread_exit and its last thread is gone: without
@@ -1206,6 +1202,73 @@ static void read_main_stack(void)
 		}
 	}
 	fclose(f);
+}
+
+static int cmp_slot_tp(const void *a, const void *b)
+{
+	uint64_t x = (*(struct wp_slot *const *)a)->stk_tp, y = (*(struct wp_slot *const *)b)->stk_tp;
+
+	return x < y ? -1 : x > y;
+}
+
+/* For threads seen blocked in wrapped calls, the memory their stack words
+ * can be read from with plain loads: the mapping that holds the thread's
+ * control block (pthread_self()), from its start up to the control block.
+ * glibc puts the control block at the top of the thread's stack mapping (the
+ * guard page below it is a mapping of its own), so this is the thread's
+ * stack, and it stays mapped while the thread lives. Whatever else it may be
+ * (a program-provided stack, a heap), the stack pointer must lie in it for
+ * the bounds to be used, and the thread, pinned, is running on it. One read
+ * of /proc/self/maps for all of them, at most every ticks_per_scan ticks;
+ * until then their words are read through the kernel. */
+static void find_stacks(void)
+{
+	uint32_t i, k = 0, hw = atomic_load(&g.hiwater);
+	struct wp_slot **want;
+	unsigned long lo, hi;
+	char line[512];
+	FILE *f;
+
+	g.want_stacks = 0;
+	g.stacks_tick = g.ctr.nr_ticks;
+	want = malloc(hw * sizeof(*want) + 1);
+	if (!want)
+		return;
+	for (i = 0; i < hw; i++) {
+		struct wp_slot *s = &g.slots[i];
+		uint32_t gen = atomic_load(&s->gen);
+
+		if (atomic_load(&s->state) < S_IDLE || !s->tp ||
+		    atomic_load(&s->tid) == (uint32_t)g.pid ||
+		    (s->stk_gen == gen + 1 && s->stk_tp == s->tp))
+			continue;
+		s->stk_gen = gen + 1; /* not found unless a mapping holds it */
+		s->stk_tp = s->tp;
+		s->stk_lo = s->stk_hi = 0;
+		want[k++] = s;
+	}
+	qsort(want, k, sizeof(*want), cmp_slot_tp);
+	f = k ? fopen("/proc/self/maps", "re") : NULL;
+	i = 0;
+	while (f && i < k && fgets(line, sizeof(line), f)) {
+		if (!strchr(line, '\n')) { /* a long path: skip the rest of the line */
+			int c;
+
+			while ((c = fgetc(f)) != EOF && c != '\n')
+				;
+		}
+		if (sscanf(line, "%lx-%lx", &lo, &hi) != 2)
+			continue;
+		while (i < k && want[i]->stk_tp < lo)
+			i++;
+		for (; i < k && want[i]->stk_tp < hi; i++) {
+			want[i]->stk_lo = lo;
+			want[i]->stk_hi = want[i]->stk_tp;
+		}
+	}
+	if (f)
+		fclose(f);
+	free(want);
 }
 
 static void *sampler_main(void *arg)

@@ -43,13 +43,6 @@ void wp_sampler_main_exiting(void);
 void wp_sampler_before_exec(void);
 void wp_sampler_exec_failed(void);
 
-/* The calling thread's own stack, [lo, lo + size), as pthread reports it
- * (called first thing in threads started through our pthread_create):
- * while such a thread is pinned in a wrapped call, the sampler reads the
- * words of its stack directly instead of through the kernel.
- * async-signal-safe */
-void wp_sampler_thread_stack(const void *lo, size_t size);
-
 /* A thread was renamed; names are re-read at the next tick.
  * async-signal-safe */
 void wp_sampler_names_changed(void);

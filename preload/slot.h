@@ -49,9 +49,7 @@ struct wp_slot {
 	uint64_t blk_fn;           /* the real libc function: the leaf frame */
 	_Atomic uint32_t in_loader; /* inside dl_iterate_phdr/dlclose: never unwound by the sampler */
 	struct wp_regs blk_regs;   /* the wrapper's registers at entry */
-	/* the thread's own pthread stack [stk_lo, stk_hi), 0/0 when unknown;
-	 * written by the thread when it takes the slot */
-	uint64_t stk_lo, stk_hi;
+	uint64_t tp;               /* the thread's pthread_self(), stored when it takes the slot */
 
 	/* sampler only */
 	uint32_t sampled_seq;      /* blk_seq of the cached stack, 0 if none */
@@ -62,6 +60,11 @@ struct wp_slot {
 	uint32_t nr_cached_ok;     /* stk holds a valid stack */
 	uint32_t site_next;        /* next entry of the slot's walk cache to replace */
 	uint32_t site_last;        /* the entry hit or filled last */
+	uint32_t stk_gen;          /* gen (+1) the stack bounds were found for, 0: none */
+	uint64_t stk_tp;           /* ... and the tp they were found for */
+	uint64_t stk_lo, stk_hi;   /* memory from the thread's stack pointer up that stays
+				    * mapped while it lives: [start of the mapping holding
+				    * its thread control block, the TCB) */
 	uint64_t fp_sp, fp_pc, fp_nr; /* /proc fingerprint of the cached blocked stack */
 	uint64_t cpu_ns;           /* thread CPU time at the last tick */
 	uint64_t pend_ns[WP_SLOT_PEND]; /* ticks that came while our signal was pending */

@@ -7,8 +7,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -95,70 +93,6 @@ WP_EXPORT __attribute__((noreturn)) void _exit(int status)
 WP_EXPORT __attribute__((noreturn)) void _Exit(int status)
 {
 	exit_after_dump("_Exit", status);
-}
-
-/* ---- threads ------------------------------------------------------------ */
-
-/* Threads the program starts go through a trampoline that tells the sampler
- * where the new thread's stack is (wp_sampler_thread_stack), then jumps to
- * the program's start routine as a tail call: no frame of ours stays on the
- * thread's stack. Asked by the thread itself before any of its code runs,
- * pthread_getattr_np takes no lock another thread could hold. */
-struct start_arg {
-	void *(*fn)(void *);
-	void *arg;
-};
-
-typedef int (*wp_pcreate_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-
-static __attribute__((noinline)) void note_own_stack(void)
-{
-	pthread_attr_t a;
-	void *lo;
-	size_t size;
-	int saved = errno;
-
-	if (pthread_getattr_np(pthread_self(), &a) == 0) {
-		if (pthread_attr_getstack(&a, &lo, &size) == 0)
-			wp_sampler_thread_stack(lo, size);
-		pthread_attr_destroy(&a);
-	}
-	errno = saved;
-}
-
-static void *thread_start(void *p)
-{
-	void *(*fn)(void *) = ((struct start_arg *)p)->fn;
-	void *arg = ((struct start_arg *)p)->arg;
-
-	free(p);
-	note_own_stack();
-	return fn(arg); /* a sibling call: checked by the tests' stack shapes */
-}
-
-WP_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
-			     void *arg)
-{
-	static _Atomic(wp_pcreate_fn) real;
-	wp_pcreate_fn r = atomic_load_explicit(&real, memory_order_acquire);
-	struct start_arg *sa;
-	int rc;
-
-	if (!r) {
-		r = (wp_pcreate_fn)next_symbol("pthread_create");
-		if (!r)
-			return EAGAIN;
-		atomic_store_explicit(&real, r, memory_order_release);
-	}
-	sa = malloc(sizeof(*sa));
-	if (!sa)
-		return r(t, attr, fn, arg);
-	sa->fn = fn;
-	sa->arg = arg;
-	rc = r(t, attr, thread_start, sa);
-	if (rc != 0)
-		free(sa);
-	return rc;
 }
 
 /* main() leaving through pthread_exit: the process ends with its last
