@@ -62,6 +62,8 @@ static struct {
 
 	struct wp_slot *slots;
 	uint32_t nr_slots;
+	uint64_t *bufs, *stks;      /* per-slot handler and cached-stack buffers */
+	size_t buf_depth;           /* entries per handler buffer */
 	_Atomic uint32_t hiwater;   /* slots [0, hiwater) may be in use */
 	_Atomic uint32_t *tid_slot; /* tid -> slot index + 1, 0 = none */
 	uint32_t nr_tids;           /* pid_max */
@@ -92,7 +94,7 @@ static struct {
 	int dumper_running;
 	int fds_private; /* the sampler works in a private descriptor table */
 	struct wp_unw_site *sites; /* WP_SITES per slot: walks from published registers */
-	uint64_t main_stk_lo, main_stk_hi; /* the main thread's [stack] mapping at start */
+	uint64_t main_stk_lo, main_stk_hi; /* the main thread's [stack] mapping, once looked up */
 	int want_stacks;            /* a pinned thread's stack bounds are not known yet */
 	uint64_t stacks_tick;       /* tick of the last look at /proc/self/maps for them */
 	int snapshots_waiting;
@@ -272,6 +274,8 @@ static struct wp_slot *slot_claim(uint32_t tid)
 
 		if (!atomic_compare_exchange_strong(&s->state, &expect, S_CLAIMED))
 			continue;
+		s->buf = g.bufs + (size_t)i * g.buf_depth;
+		s->stk = g.stks + (size_t)i * g.cfg.max_depth;
 		atomic_store_explicit(&s->tid, tid, memory_order_relaxed);
 		atomic_store_explicit(&s->ours_seq, 0, memory_order_relaxed);
 		atomic_store_explicit(&s->in_loader, 0, memory_order_relaxed);
@@ -597,6 +601,7 @@ static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, i
 	if (atomic_load(&s->tid) == (uint32_t)g.pid) {
 		lo = g.main_stk_lo;
 		hi = g.main_stk_hi;
+		g.want_stacks |= !hi;
 	} else if (s->stk_gen == gen + 1 && s->stk_tp == s->tp) {
 		lo = s->stk_lo;
 		hi = s->stk_hi;
@@ -1181,29 +1186,6 @@ static void start_snapshot(void)
 		futex_wait_until((_Atomic uint32_t *)&g.dumper_tid, 0, mono_ns() + 100000000ull);
 }
 
-/* The main thread's stack mapping, as /proc/self/maps shows it now. It only
- * grows (downwards), so everything in it stays readable. */
-static void read_main_stack(void)
-{
-	FILE *f = fopen("/proc/self/maps", "re");
-	char line[512];
-	unsigned long lo, hi;
-
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		size_t n = strlen(line);
-
-		if (n > 8 && !strcmp(line + n - 8, "[stack]\n") &&
-		    sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
-			g.main_stk_lo = lo;
-			g.main_stk_hi = hi;
-			break;
-		}
-	}
-	fclose(f);
-}
-
 static int cmp_slot_tp(const void *a, const void *b)
 {
 	uint64_t x = (*(struct wp_slot *const *)a)->stk_tp, y = (*(struct wp_slot *const *)b)->stk_tp;
@@ -1220,7 +1202,8 @@ static int cmp_slot_tp(const void *a, const void *b)
  * (a program-provided stack, a heap), the stack pointer must lie in it for
  * the bounds to be used, and the thread, pinned, is running on it. One read
  * of /proc/self/maps for all of them, at most every ticks_per_scan ticks;
- * until then their words are read through the kernel. */
+ * until then their words are read through the kernel. The same read finds
+ * the main thread's [stack] mapping, which only ever grows downwards. */
 static void find_stacks(void)
 {
 	uint32_t i, k = 0, hw = atomic_load(&g.hiwater);
@@ -1248,10 +1231,12 @@ static void find_stacks(void)
 		want[k++] = s;
 	}
 	qsort(want, k, sizeof(*want), cmp_slot_tp);
-	f = k ? fopen("/proc/self/maps", "re") : NULL;
+	f = k || !g.main_stk_hi ? fopen("/proc/self/maps", "re") : NULL;
 	i = 0;
-	while (f && i < k && fgets(line, sizeof(line), f)) {
-		if (!strchr(line, '\n')) { /* a long path: skip the rest of the line */
+	while (f && (i < k || !g.main_stk_hi) && fgets(line, sizeof(line), f)) {
+		size_t n = strlen(line);
+
+		if (n && line[n - 1] != '\n') { /* a long path: skip the rest of the line */
 			int c;
 
 			while ((c = fgetc(f)) != EOF && c != '\n')
@@ -1259,6 +1244,10 @@ static void find_stacks(void)
 		}
 		if (sscanf(line, "%lx-%lx", &lo, &hi) != 2)
 			continue;
+		if (n > 8 && !strcmp(line + n - 8, "[stack]\n")) {
+			g.main_stk_lo = lo;
+			g.main_stk_hi = hi;
+		}
 		while (i < k && want[i]->stk_tp < lo)
 			i++;
 		for (; i < k && want[i]->stk_tp < hi; i++) {
@@ -1266,8 +1255,13 @@ static void find_stacks(void)
 			want[i]->stk_hi = want[i]->stk_tp;
 		}
 	}
-	if (f)
+	if (f) {
+		/* The loop read to the end if it did not find [stack]: none.
+		 * [0, 1) holds no stack word and is never looked up again. */
+		if (!g.main_stk_hi)
+			g.main_stk_hi = 1;
 		fclose(f);
+	}
 	free(want);
 }
 
@@ -1283,7 +1277,6 @@ static void *sampler_main(void *arg)
 	prctl(PR_SET_NAME, "wallprof");
 	tls_internal = 1;
 	g.sampler_tid = (pid_t)syscall(SYS_gettid); /* never samples itself */
-	read_main_stack();
 	if (g.need_reset)
 		reset_after_fork();
 	for (;;) {
@@ -1352,7 +1345,7 @@ static uint32_t read_pid_max(void)
 
 static int alloc_state(void)
 {
-	size_t depth = g.cfg.max_depth + WP_UNW_SCRATCH, i;
+	size_t depth = g.cfg.max_depth + WP_UNW_SCRATCH;
 	uint64_t samples = (uint64_t)g.cfg.hz * g.cfg.ring_seconds * 64;
 	struct wp_ring_config rc;
 	uint64_t *bufs, *stks;
@@ -1371,10 +1364,11 @@ static int alloc_state(void)
 	g.sites = map_zero(g.nr_slots * WP_SITES * sizeof(*g.sites));
 	if (!g.slots || !g.tid_slot || !bufs || !stks || !g.dents || !g.sites)
 		return -1;
-	for (i = 0; i < g.nr_slots; i++) {
-		g.slots[i].buf = bufs + i * depth;
-		g.slots[i].stk = stks + i * g.cfg.max_depth;
-	}
+	/* A slot's buffers are assigned when it is first claimed: touching
+	 * every slot here would fault in all of them at every start. */
+	g.bufs = bufs;
+	g.stks = stks;
+	g.buf_depth = depth;
 	g.ticks_per_scan = g.cfg.hz >= 10 ? g.cfg.hz / 10 : 1;
 	g.period_ns = 1000000000ull / g.cfg.hz;
 

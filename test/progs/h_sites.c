@@ -3,14 +3,15 @@
  * registers (WALLPROF_TEST_SITE_CHECK=1 checks every replay against a real
  * libunwind walk).
  *
- *   h_sites SECONDS [ctx]
+ *   h_sites SECONDS [ctx|main]
  *
  * Four threads loop for SECONDS. Each iteration picks, at random, a
  * recursion depth (0-5) and one of two functions with identical frames
  * (wpt_site_a, wpt_site_b: same stack pointer at the call, different return
  * addresses), which sleep 1 ms in nanosleep or wait 1 ms in poll. With
  * "ctx" each thread runs its loop on a stack of its own making (mmap, a guard
- * page below, swapcontext), not the one pthread gave it. Prints
+ * page below, swapcontext), not the one pthread gave it; with "main" the
+ * main thread runs the loop alone, no thread started. Prints
  * "sites: done". */
 #define _GNU_SOURCE
 #include <poll.h>
@@ -116,6 +117,11 @@ int main(int argc, char **argv)
 
 	end_s = now_s() + (argc > 1 ? atof(argv[1]) : 2.0);
 	on_ctx = argc > 2 && !strcmp(argv[2], "ctx");
+	if (argc > 2 && !strcmp(argv[2], "main")) {
+		worker_loop(1);
+		printf("sites: done\n");
+		return 0;
+	}
 	wpt_sites_busy(0.01);
 	for (int i = 0; i < 4; i++)
 		pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1));
