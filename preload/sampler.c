@@ -794,20 +794,23 @@ static void sample_thread(struct wp_slot *s, uint64_t now)
 	busy = cpu - s->cpu_ns >= g.period_ns / 8;
 	s->cpu_ns = cpu;
 	st = atomic_load_explicit(&s->state, memory_order_acquire);
-	if (!ran && s->nr_cached_ok && !(seq & 1) && s->sampled_seq == 0) {
-		/* Not a single instruction since the last sample: same stack. */
-		g.ctr.nr_reused++;
-		record_cached(s, now);
-		return;
-	}
 	if (st != S_IDLE) {
 		/* Our last signal is still undelivered (the thread waits for a
 		 * CPU, or blocks the signal): its capture will stand for this
-		 * tick too; beyond WP_SLOT_PEND ticks they are counted lost. */
+		 * tick too; beyond WP_SLOT_PEND ticks they are counted lost.
+		 * Checked first: the cached stack is older than the signal, and
+		 * the thread ran between the two, so "not run since the last
+		 * tick" does not make the cached stack current. */
 		if (s->nr_pend < WP_SLOT_PEND)
 			s->pend_ns[s->nr_pend++] = now;
 		else
 			g.ctr.nr_pending++;
+		return;
+	}
+	if (!ran && s->nr_cached_ok && !(seq & 1) && s->sampled_seq == 0) {
+		/* Not a single instruction since the last sample: same stack. */
+		g.ctr.nr_reused++;
+		record_cached(s, now);
 		return;
 	}
 	if (busy) {

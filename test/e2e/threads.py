@@ -61,6 +61,26 @@ def tests(rt):
                 w.get("pending"), w.get("send_failed"), w.get("unwind_failed"),
                 w.get("threads_untracked")))
 
+    def test_stale_pending(tmp):
+        """While our signal is pending and the thread does not run, the
+        ticks belong to where the signal finds it, not to the thread's
+        previous stack: "stale" spins 50 ms, then waits 100 ms with every
+        signal blocked in a raw nanosleep (no wrapper), 8 times."""
+        argv = [rt.prog("h_threads"), "stale"]
+        r = rt.run_bounded(argv, tmp, timeout=SIGBLOCK_TIMEOUT)
+        check(r.rc == 0 and r.stdout == "stale: done\n", "stale: %s" % r.describe())
+        obj = rt.exit_profile(r)
+        rt.check_valid(obj)
+        ss = rt.thread_samples(obj, "stale")
+        check(len(ss) >= 60, "the stale thread has only %d samples" % len(ss))
+        masked = fn_share(obj, ss, "wpt_stale_masked")
+        spin = fn_share(obj, ss, "wpt_stale_spin")
+        note("stale: %d samples, %.0f%% in wpt_stale_masked (67%% of the time), %.0f%% in "
+             "wpt_stale_spin (33%%)" % (len(ss), masked * 100, spin * 100))
+        check(masked >= 0.5 and spin <= 0.45,
+              "masked waits got %.0f%% of the samples and the spin before them %.0f%% "
+              "(the wait is 67%% of the time)" % (masked * 100, spin * 100))
+
     def test_sigblock(tmp):
         """A thread blocking every signal while it spins may lose samples but
         nothing hangs; one blocking every signal in nanosleep is still
@@ -126,5 +146,6 @@ def tests(rt):
     return [
         ("thr_churn", test_churn),
         ("thr_sigblock", test_sigblock),
+        ("thr_stale_pending", test_stale_pending),
         ("thr_rename", test_rename),
     ]

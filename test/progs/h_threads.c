@@ -6,6 +6,10 @@
  *                             sleeps 1 s in nanosleep (wpt_blocked_sleep)
  *   h_threads rename          a thread named "before" works 0.5 s, renames itself
  *                             "after" and works 1.5 s more
+ *   h_threads stale           "stale" alternates 8 times: spin 50 ms
+ *                             (wpt_stale_spin), then 100 ms with every signal
+ *                             blocked in a raw nanosleep system call, no wrapper
+ *                             (wpt_stale_masked), unblocking before it returns
  * Prints one deterministic result line per mode, exits 0. */
 /* noipa on the named functions: no inlining, cloning or identical-code folding
  * (two functions with the same body would otherwise share one name). */
@@ -17,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -140,6 +146,50 @@ static int mode_sigblock(void)
 	return 0;
 }
 
+/* ---- stale: a signal pending while the thread does not run ---- */
+
+WPT_WORK(wpt_stale_spin)
+
+__attribute__((noipa)) static void wpt_stale_masked(void)
+{
+	struct timespec ts = { 0, 100000000 }, rem;
+	sigset_t all, old;
+	int rc;
+
+	sigfillset(&all);
+	if ((rc = pthread_sigmask(SIG_BLOCK, &all, &old)))
+		die("pthread_sigmask", rc);
+	/* The raw system call: no wrapper publishes this wait, so the profiler
+	 * sends a signal, which stays pending until the mask goes. */
+	while (syscall(SYS_nanosleep, &ts, &rem) < 0 && errno == EINTR)
+		ts = rem;
+	if ((rc = pthread_sigmask(SIG_SETMASK, &old, NULL)))
+		die("pthread_sigmask", rc);
+}
+
+static void *stale_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "stale");
+	for (int i = 0; i < 8; i++) {
+		wpt_stale_spin(0.05);
+		wpt_stale_masked();
+	}
+	return NULL;
+}
+
+static int mode_stale(void)
+{
+	pthread_t t;
+	int rc;
+
+	if ((rc = pthread_create(&t, NULL, stale_main, NULL)))
+		die("pthread_create", rc);
+	pthread_join(t, NULL);
+	printf("stale: done\n");
+	return 0;
+}
+
 /* ---- rename ---- */
 
 WPT_WORK(wpt_rename_work)
@@ -178,6 +228,8 @@ int main(int argc, char **argv)
 		return mode_sigblock();
 	if (argc == 2 && strcmp(argv[1], "rename") == 0)
 		return mode_rename();
-	fprintf(stderr, "usage: h_threads churn N BATCH | sigblock | rename\n");
+	if (argc == 2 && strcmp(argv[1], "stale") == 0)
+		return mode_stale();
+	fprintf(stderr, "usage: h_threads churn N BATCH | sigblock | rename | stale\n");
 	return 2;
 }
