@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -96,6 +97,7 @@ static struct {
 	struct wp_unw_site *sites; /* WP_SITES per slot: walks from published registers */
 	uint64_t main_stk_lo, main_stk_hi; /* the main thread's [stack] mapping, once looked up */
 	int want_stacks;            /* a pinned thread's stack bounds are not known yet */
+	uint64_t own_lo, own_hi;    /* this library's executable segment */
 	uint64_t stacks_tick;       /* tick of the last look at /proc/self/maps for them */
 	int snapshots_waiting;
 	struct wp_profile dump_profile;
@@ -479,6 +481,43 @@ static void scan_threads(void)
 }
 
 /* Moves every finished capture into the ring and the slot's cache. */
+/* This library's executable segment, so that the return addresses inside
+ * our wrappers can be left out of stacks (see drop_own_frames). */
+static int own_segment(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	uint64_t self = (uint64_t)(uintptr_t)&own_segment;
+
+	(void)size;
+	(void)arg;
+	for (int j = 0; j < info->dlpi_phnum; j++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[j];
+		uint64_t lo = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && lo <= self &&
+		    self < lo + ph->p_memsz) {
+			g.own_lo = lo;
+			g.own_hi = lo + ph->p_memsz;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* A signal that lands while a wrapped call runs (the race the wrappers
+ * retry) finds our wrapper among the callers. The wrappers stand for the
+ * libc function the program called, which is the frame below them, so they
+ * are left out; a leaf inside them (the signal came while the wrapper's own
+ * code ran) stays, the only place the sample can point to. */
+static uint32_t drop_own_frames(uint64_t *pc, uint32_t n)
+{
+	uint32_t i, k = 1;
+
+	for (i = 1; i < n; i++)
+		if (pc[i] < g.own_lo || pc[i] >= g.own_hi)
+			pc[k++] = pc[i];
+	return n ? k : 0;
+}
+
 static void collect(void)
 {
 	uint32_t i, hw = atomic_load(&g.hiwater);
@@ -505,6 +544,7 @@ static void collect(void)
 		if (s->uflags & WP_UNW_DL_GUARD)
 			g.ctr.nr_dl_guarded++;
 		n = s->nr < g.cfg.max_depth ? s->nr : g.cfg.max_depth;
+		n = drop_own_frames(s->buf, n);
 		t = slot_name(s);
 		if (n > 0) {
 			uint32_t k;
@@ -1280,6 +1320,7 @@ static void *sampler_main(void *arg)
 	prctl(PR_SET_NAME, "wallprof");
 	tls_internal = 1;
 	g.sampler_tid = (pid_t)syscall(SYS_gettid); /* never samples itself */
+	dl_iterate_phdr(own_segment, NULL);
 	if (g.need_reset)
 		reset_after_fork();
 	for (;;) {

@@ -834,10 +834,19 @@ def test_eintr_battery_forced(tmp):
     r = run_bounded([prog("blocking"), "poll", str(BATTERY_MS)], tmp,
                     {"WALLPROF_HZ": BATTERY_HZ, "WALLPROF_TEST_SIGNAL_BLOCKED": "1"},
                     timeout=BATTERY_TIMEOUT)
-    retried = wallprof_section(exit_profile(r)).get("eintr_retried", 0)
+    obj = exit_profile(r)
+    retried = wallprof_section(obj).get("eintr_retried", 0)
     note("poll under forced signals: %d retries" % retried)
     check(retried >= 100, "the forced run retried only %d calls; the safety net was not "
           "exercised" % retried)
+    # Those signals land inside our poll wrapper; the wrapper stands for the
+    # libc poll below it and must not appear as a caller in the stacks.
+    ours = set()
+    for smp in profile_part(obj)["samples"]:
+        for f in stack_frames(obj, smp["stack_id"])[1:]:
+            if "libwallprof" in (f.get("module") or ""):
+                ours.add(f.get("function") or f.get("instruction_addr"))
+    check(not ours, "stacks show the library's own frames as callers: %s" % sorted(ours))
 
 
 def test_real_signal_interrupts_forced(tmp):
