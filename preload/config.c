@@ -234,6 +234,7 @@ void wp_config_load(struct wp_config *c)
 	/* Tests only: check every replayed walk against libunwind. */
 	s = getenv("WALLPROF_TEST_SITE_CHECK");
 	c->test_site_check = s && !strcmp(s, "1");
+	env_uint("WALLPROF_TEST_HANDLER_DELAY_US", 0, 0, 100000, &c->test_handler_delay_us);
 
 	env_uint("WALLPROF_HZ", WP_DEFAULT_HZ, 1, WP_MAX_HZ, &c->hz);
 	env_uint("WALLPROF_RING_SECONDS", WP_DEFAULT_RING_SECONDS, 1, WP_MAX_RING_SECONDS,

@@ -158,8 +158,17 @@ static void count_foreign(void);
 static void forward_foreign(int sig, siginfo_t *si, void *uc)
 {
 	struct sigaction act = g.prog_act;
+	sigset_t m = ((ucontext_t *)uc)->uc_sigmask;
 
 	count_foreign();
+	/* Our handler runs with most signals blocked; the program's runs with
+	 * the mask the kernel would have given it. */
+	for (int k = 1; k < NSIG; k++)
+		if (sigismember(&act.sa_mask, k) == 1)
+			sigaddset(&m, k);
+	if (!(act.sa_flags & SA_NODEFER))
+		sigaddset(&m, sig);
+	pthread_sigmask(SIG_SETMASK, &m, NULL);
 	if (act.sa_flags & SA_SIGINFO) {
 		if (act.sa_sigaction)
 			act.sa_sigaction(sig, si, uc);
@@ -189,6 +198,25 @@ static __thread int tls_internal __attribute__((tls_model("initial-exec")));
 static __thread int tls_in_loader __attribute__((tls_model("initial-exec")));
 
 /* async-signal-safe */
+/* WALLPROF_TEST_HANDLER_DELAY_US: stays in the handler up to `us`, or until
+ * a signal of the program's is pending (held back by sampling_mask()), so
+ * that tests can make it land while our handler runs. async-signal-safe */
+static void test_delay(unsigned us)
+{
+	struct timespec t0, t;
+	sigset_t pend;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		sigpending(&pend);
+		for (int k = 1; k < NSIG; k++)
+			if (k != g.signal && sigismember(&pend, k) == 1)
+				return;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t.tv_nsec -
+			 (uint64_t)t0.tv_nsec < (uint64_t)us * 1000u);
+}
+
 static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 {
 	int saved = errno;
@@ -212,8 +240,20 @@ static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 	/* Raced into a wrapped blocking call: tell the wrapper that an EINTR
 	 * it gets now is ours, so that it retries. */
 	seq = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
-	if (seq & 1)
+	if (seq & 1) {
 		atomic_store_explicit(&s->ours_seq, seq, memory_order_release);
+		/* With SA_RESTART the kernel re-enters the call after us, but a
+		 * signal of the program's without SA_RESTART, coming before it
+		 * does (it waits for us: see sampling_mask()), must still end it
+		 * with EINTR: undo_restart() needs to know where. */
+		if (wp_unwind_at_syscall_insn(uc)) {
+			s->rst_pc = (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
+			s->rst_nr = (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RAX];
+			s->rst_seq = seq;
+		}
+		if (g.cfg.test_handler_delay_us)
+			test_delay(g.cfg.test_handler_delay_us);
+	}
 	if (tls_in_loader) {
 		/* Inside the dynamic loader: unwinding could re-enter its lock.
 		 * Keep the PC only. */
@@ -1446,6 +1486,20 @@ static int alloc_state(void)
 	return g.ring ? 0 : -1;
 }
 
+/* The signals blocked while our handler runs: all but the synchronous ones
+ * (a fault there must reach whoever handles it now). A signal of the
+ * program's that comes meanwhile is delivered as the handler returns, at
+ * the point the kernel left the interrupted call, where undo_restart() can
+ * see it. */
+static void sampling_mask(sigset_t *m)
+{
+	static const int sync[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS };
+
+	sigfillset(m);
+	for (size_t i = 0; i < sizeof(sync) / sizeof(*sync); i++)
+		sigdelset(m, sync[i]);
+}
+
 static int pick_signal(void)
 {
 	static const int fallbacks[] = { SIGPROF, SIGVTALRM, SIGPWR, SIGSTKFLT };
@@ -1467,7 +1521,7 @@ static int pick_signal(void)
 		memset(&act, 0, sizeof(act));
 		act.sa_sigaction = on_sample_signal;
 		act.sa_flags = SA_SIGINFO | SA_RESTART;
-		sigemptyset(&act.sa_mask);
+		sampling_mask(&act.sa_mask);
 		if (__sigaction(sig, &act, NULL) < 0)
 			continue;
 		g.prog_act = old;
@@ -1757,6 +1811,31 @@ static void count_foreign(void)
 }
 
 /* async-signal-safe */
+/* A handler of the program's without SA_RESTART ran at the point where our
+ * signal had the kernel restart a wrapped blocking call (our handler noted
+ * it, and held this signal back until it returned). Without the profiler
+ * this signal would have ended the call with EINTR; do what the kernel would
+ * have done: step over the `syscall` instruction with -EINTR as its result.
+ * The wrapper sees the program's signal in nr_foreign and returns the EINTR.
+ * async-signal-safe */
+static void undo_restart(void *ucp)
+{
+	struct wp_slot *s = tls_slot;
+	ucontext_t *uc = ucp;
+	uint32_t seq;
+
+	if (!uc || !s || atomic_load_explicit(&s->tid, memory_order_relaxed) != tls_tid)
+		return;
+	seq = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
+	if (!(seq & 1) || s->rst_seq != seq ||
+	    (uint64_t)uc->uc_mcontext.gregs[REG_RIP] != s->rst_pc ||
+	    (uint64_t)uc->uc_mcontext.gregs[REG_RAX] != s->rst_nr || !wp_unwind_at_syscall_insn(uc))
+		return;
+	uc->uc_mcontext.gregs[REG_RIP] += 2;
+	uc->uc_mcontext.gregs[REG_RAX] = -EINTR;
+	s->rst_seq = 0;
+}
+
 static void trampoline(int sig, siginfo_t *si, void *uc)
 {
 	struct sigaction a = prog_handlers[sig];
@@ -1773,6 +1852,8 @@ static void trampoline(int sig, siginfo_t *si, void *uc)
 	} else if (a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN) {
 		a.sa_handler(sig);
 	}
+	if (!(a.sa_flags & SA_RESTART))
+		undo_restart(uc);
 }
 
 /* async-signal-safe */

@@ -28,6 +28,7 @@ struct wp_config {
 	int enabled;             /* WALLPROF_ENABLE=0 turns the library into a no-op */
 	int test_signal_blocked; /* WALLPROF_TEST_SIGNAL_BLOCKED=1: tests only, see README */
 	int test_site_check;     /* WALLPROF_TEST_SITE_CHECK=1: tests only, see README */
+	unsigned test_handler_delay_us; /* WALLPROF_TEST_HANDLER_DELAY_US: tests only, see README */
 	int follow_children;     /* WALLPROF_FOLLOW_CHILDREN: exec'd children inherit the preload */
 };
 

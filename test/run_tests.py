@@ -855,6 +855,16 @@ def test_real_signal_interrupts_forced(tmp):
     test_real_signal_interrupts(tmp, {"WALLPROF_TEST_SIGNAL_BLOCKED": "1"})
 
 
+def test_real_signal_during_our_handler(tmp):
+    """The program's signal arriving while our handler runs, after our signal
+    made the kernel restart the call (SA_RESTART): without the profiler it
+    would end the call with EINTR, so it still must (read, recv, accept,
+    sem_wait and waitpid used to block for good). Our handler waits, up to
+    2 ms inside wrapped calls, for the program's signal to come."""
+    test_real_signal_interrupts(tmp, {"WALLPROF_TEST_SIGNAL_BLOCKED": "1",
+                                      "WALLPROF_TEST_HANDLER_DELAY_US": "2000"})
+
+
 def test_retry_poll_terminates(tmp):
     """A loop that retries poll() with its original timeout on EINTR ends
     after that timeout under the profiler (no EINTR storm)."""
@@ -1272,6 +1282,7 @@ E2E_TESTS = [
     ("eintr_churn", test_eintr_churn),
     ("real_signal_interrupts", test_real_signal_interrupts),
     ("real_signal_interrupts_forced", test_real_signal_interrupts_forced),
+    ("real_signal_during_our_handler", test_real_signal_during_our_handler),
     ("blocked_stacks", test_blocked_stacks),
     ("blocked_stacks_vs_eu_stack", test_blocked_stacks_vs_eu_stack),
 ]

@@ -201,6 +201,17 @@ int wp_unwind_site_check(const struct wp_unw_site *site, int pid, uint64_t stk_l
 }
 
 /* async-signal-safe */
+int wp_unwind_at_syscall_insn(const void *ucontext)
+{
+	const ucontext_t *uc = ucontext;
+	uint64_t pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+	const uint8_t *p = (const uint8_t *)pc;
+
+	/* Stay within the PC's page: the next page may be unmapped. */
+	return (pc & 0xfff) <= 0xffe && p[0] == 0x0f && p[1] == 0x05;
+}
+
+/* async-signal-safe */
 int wp_unwind_in_syscall(const void *ucontext)
 {
 	const ucontext_t *uc = ucontext;

@@ -73,4 +73,9 @@ int wp_unwind_capture(void *ucontext, uint64_t *buf, int max_depth, unsigned *fl
  * async-signal-safe */
 int wp_unwind_in_syscall(const void *ucontext);
 
+/* Whether the interrupted context is at a `syscall` instruction: where the
+ * kernel leaves a call it restarts after the handler (SA_RESTART), and the
+ * register that will carry the call's number then. async-signal-safe */
+int wp_unwind_at_syscall_insn(const void *ucontext);
+
 #endif
