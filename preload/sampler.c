@@ -97,6 +97,8 @@ static struct {
 	struct wp_unw_site *sites; /* WP_SITES per slot: walks from published registers */
 	uint64_t main_stk_lo, main_stk_hi; /* the main thread's [stack] mapping, once looked up */
 	int want_stacks;            /* a pinned thread's stack bounds are not known yet */
+	pthread_key_t exit_key;     /* destructor: slot_thread_exit */
+	int exit_key_ok;
 	uint64_t own_lo, own_hi;    /* this library's executable segment */
 	uint64_t stacks_tick;       /* tick of the last look at /proc/self/maps for them */
 	int snapshots_waiting;
@@ -198,6 +200,39 @@ static __thread int tls_internal __attribute__((tls_model("initial-exec")));
 static __thread int tls_in_loader __attribute__((tls_model("initial-exec")));
 
 /* async-signal-safe */
+/* Whether the interrupted context is a blocking call the kernel will
+ * restart after our handler (it returned -ERESTARTSYS and we have
+ * SA_RESTART), one that a handler without SA_RESTART would have ended with
+ * EINTR instead. Evidence: the PC is back on the `syscall` instruction, RCX
+ * holds the address after it (the instruction itself put it there: a call
+ * not yet issued has something else), and the call is one whose
+ * interruption is -ERESTARTSYS: read, recvfrom, recvmsg, accept, accept4,
+ * connect, wait4, waitid, or a plain futex wait (a priority-inheritance
+ * lock is restarted whatever the handler says). async-signal-safe */
+static int kernel_restarts(const void *ucp)
+{
+	const greg_t *r = ((const ucontext_t *)ucp)->uc_mcontext.gregs;
+	uint64_t nr = (uint64_t)r[REG_RAX], op = (uint64_t)r[REG_RSI] & 0x7f;
+
+	if (!wp_unwind_at_syscall_insn(ucp) || (uint64_t)r[REG_RCX] != (uint64_t)r[REG_RIP] + 2)
+		return 0;
+	switch (nr) {
+	case SYS_read:
+	case SYS_recvfrom:
+	case SYS_recvmsg:
+	case SYS_accept:
+	case SYS_accept4:
+	case SYS_connect:
+	case SYS_wait4:
+	case SYS_waitid:
+		return 1;
+	case SYS_futex:
+		return op == FUTEX_WAIT || op == FUTEX_WAIT_BITSET;
+	default:
+		return 0;
+	}
+}
+
 /* WALLPROF_TEST_HANDLER_DELAY_US: stays in the handler up to `us`, or until
  * a signal of the program's is pending (held back by sampling_mask()), so
  * that tests can make it land while our handler runs. async-signal-safe */
@@ -246,9 +281,12 @@ static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 		 * signal of the program's without SA_RESTART, coming before it
 		 * does (it waits for us: see sampling_mask()), must still end it
 		 * with EINTR: undo_restart() needs to know where. */
-		if (wp_unwind_at_syscall_insn(uc)) {
-			s->rst_pc = (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
-			s->rst_nr = (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RAX];
+		if (kernel_restarts(uc)) {
+			const greg_t *r = ((ucontext_t *)uc)->uc_mcontext.gregs;
+
+			s->rst_pc = (uint64_t)r[REG_RIP];
+			s->rst_nr = (uint64_t)r[REG_RAX];
+			s->rst_sp = (uint64_t)r[REG_RSP];
 			s->rst_seq = seq;
 		}
 		if (g.cfg.test_handler_delay_us)
@@ -328,6 +366,8 @@ static struct wp_slot *slot_claim(uint32_t tid)
 		s->cpu_ns = 0;
 		s->name_idx = UINT32_MAX;
 		s->tp = 0;
+		s->exit_hooked = 0;
+		atomic_store_explicit(&s->exiting, 0, memory_order_relaxed);
 		atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
 		/* One slot per tid: whoever publishes first wins. */
 		want = i + 1;
@@ -372,9 +412,29 @@ struct wp_slot *wp_slot_self(void)
 		tls_tid = (uint32_t)syscall(SYS_gettid);
 	s = slot_claim(tls_tid);
 	tls_slot = s;
-	if (s)
+	if (s) {
 		s->tp = (uint64_t)pthread_self(); /* a read of %fs: no call into libc state */
+		/* A key below 32 lives in the thread's descriptor: storing it
+		 * allocates nothing. */
+		if (g.exit_key_ok && pthread_setspecific(g.exit_key, s) == 0)
+			s->exit_hooked = 1;
+	}
 	return s;
+}
+
+/* The thread is exiting (pthread key destructor): from now on the sampler
+ * must not load from its stack directly, which may be unmapped once the
+ * thread is gone. If the sampler has it pinned, wait: the sampler either saw
+ * `exiting` before reading, or holds the pin while it reads. */
+static void slot_thread_exit(void *p)
+{
+	struct wp_slot *s = p;
+
+	if (!s || s != tls_slot || atomic_load_explicit(&s->tid, memory_order_relaxed) != tls_tid)
+		return;
+	atomic_store_explicit(&s->exiting, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
+		wp_slot_wait_unpinned(s);
 }
 
 /* async-signal-safe */
@@ -682,6 +742,11 @@ static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, i
 		lo = g.main_stk_lo;
 		hi = g.main_stk_hi;
 		g.want_stacks |= !hi;
+	} else if (!s->exit_hooked ||
+		   atomic_load_explicit(&s->exiting, memory_order_seq_cst)) {
+		/* A thread that left a wrapped call by longjmp is not held by
+		 * the pin, and may exit: only a thread that will tell us before
+		 * it goes (slot_thread_exit) has its stack read directly. */
 	} else if (s->stk_gen == gen + 1 && s->stk_tp == s->tp) {
 		lo = s->stk_lo;
 		hi = s->stk_hi;
@@ -1707,6 +1772,9 @@ void wp_sampler_start(void)
 	wp_unwind_init();
 	read_cmdline();
 	wp_modmap_refresh(&g.mods);
+	/* glibc keeps keys below 32 in each thread's descriptor; a later one
+	 * could allocate when a wrapper sets it, so it is not used. */
+	g.exit_key_ok = pthread_key_create(&g.exit_key, slot_thread_exit) == 0 && g.exit_key < 32;
 	if (pick_signal() < 0)
 		return;
 	install_snapshot();
@@ -1829,7 +1897,8 @@ static void undo_restart(void *ucp)
 	seq = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
 	if (!(seq & 1) || s->rst_seq != seq ||
 	    (uint64_t)uc->uc_mcontext.gregs[REG_RIP] != s->rst_pc ||
-	    (uint64_t)uc->uc_mcontext.gregs[REG_RAX] != s->rst_nr || !wp_unwind_at_syscall_insn(uc))
+	    (uint64_t)uc->uc_mcontext.gregs[REG_RAX] != s->rst_nr ||
+	    (uint64_t)uc->uc_mcontext.gregs[REG_RSP] != s->rst_sp || !kernel_restarts(uc))
 		return;
 	uc->uc_mcontext.gregs[REG_RIP] += 2;
 	uc->uc_mcontext.gregs[REG_RAX] = -EINTR;

@@ -50,11 +50,13 @@ struct wp_slot {
 	_Atomic uint32_t in_loader; /* inside dl_iterate_phdr/dlclose: never unwound by the sampler */
 	struct wp_regs blk_regs;   /* the wrapper's registers at entry */
 	uint64_t tp;               /* the thread's pthread_self(), stored when it takes the slot */
+	_Atomic uint32_t exiting;  /* the thread runs its exit destructors: its stack may go */
+	uint32_t exit_hooked;      /* the thread will set `exiting` before it exits */
 	/* handler, for the program's handlers on the same thread: our signal
 	 * left the wrapped call with sequence rst_seq to be restarted by the
 	 * kernel at rst_pc (a `syscall` instruction), number rst_nr */
 	uint32_t rst_seq;
-	uint64_t rst_pc, rst_nr;
+	uint64_t rst_pc, rst_nr, rst_sp;
 
 	/* sampler only */
 	uint32_t sampled_seq;      /* blk_seq of the cached stack, 0 if none */

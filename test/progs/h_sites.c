@@ -3,7 +3,7 @@
  * registers (WALLPROF_TEST_SITE_CHECK=1 checks every replay against a real
  * libunwind walk).
  *
- *   h_sites SECONDS [ctx|main]
+ *   h_sites SECONDS [ctx|main|same]
  *
  * Four threads loop for SECONDS. Each iteration picks, at random, a
  * recursion depth (0-5) and one of two functions with identical frames
@@ -11,7 +11,8 @@
  * addresses), which sleep 1 ms in nanosleep or wait 1 ms in poll. With
  * "ctx" each thread runs its loop on a stack of its own making (mmap, a guard
  * page below, swapcontext), not the one pthread gave it; with "main" the
- * main thread runs the loop alone, no thread started. Prints
+ * main thread runs the loop alone, no thread started; with "same" every
+ * iteration blocks at the same place. Prints
  * "sites: done". */
 #define _GNU_SOURCE
 #include <poll.h>
@@ -74,12 +75,17 @@ __attribute__((noipa)) static void wpt_site_rec(int depth, unsigned r)
 
 static int on_ctx;
 
+static int same_site;
+
 static void worker_loop(unsigned seed)
 {
 	while (now_s() < end_s) {
 		unsigned r = (unsigned)rand_r(&seed);
 
-		wpt_site_rec((int)((r >> 4) % 6), r);
+		if (same_site)
+			wpt_site_rec(2, 1); /* always the same place: nanosleep, 2 deep */
+		else
+			wpt_site_rec((int)((r >> 4) % 6), r);
 	}
 }
 
@@ -117,6 +123,7 @@ int main(int argc, char **argv)
 
 	end_s = now_s() + (argc > 1 ? atof(argv[1]) : 2.0);
 	on_ctx = argc > 2 && !strcmp(argv[2], "ctx");
+	same_site = argc > 2 && !strcmp(argv[2], "same");
 	if (argc > 2 && !strcmp(argv[2], "main")) {
 		worker_loop(1);
 		printf("sites: done\n");
