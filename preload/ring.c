@@ -107,6 +107,15 @@ static void plan(const struct wp_ring_config *cfg, struct layout *l)
 	l->total = off;
 }
 
+void wp_ring_default_config(struct wp_ring_config *cfg, uint64_t samples, uint64_t window_ns)
+{
+	cfg->nr_samples = samples > 4u << 20 ? 4u << 20 : samples;
+	cfg->nr_pcs = 1u << 16;
+	cfg->nr_stacks = 1u << 16;
+	cfg->nr_words = 1u << 21;
+	cfg->window_ns = window_ns;
+}
+
 size_t wp_ring_bytes(const struct wp_ring_config *cfg)
 {
 	struct layout l;

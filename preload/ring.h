@@ -31,6 +31,10 @@ struct wp_ring;
 /* Bytes the ring needs for `cfg` (for logging and caps). */
 size_t wp_ring_bytes(const struct wp_ring_config *cfg);
 
+/* The library's sizing before WALLPROF_RING_MB: `samples` (capped at 4 Mi)
+ * over `window_ns`, 64 Ki addresses, 64 Ki stacks, 2 Mi frame words. */
+void wp_ring_default_config(struct wp_ring_config *cfg, uint64_t samples, uint64_t window_ns);
+
 /* Maps and zero-fills all memory up front. Returns NULL on failure (errno). */
 struct wp_ring *wp_ring_create(const struct wp_ring_config *cfg);
 

@@ -165,9 +165,7 @@ static void forward_foreign(int sig, siginfo_t *si, void *uc)
 	count_foreign();
 	/* Our handler runs with most signals blocked; the program's runs with
 	 * the mask the kernel would have given it. */
-	for (int k = 1; k < NSIG; k++)
-		if (sigismember(&act.sa_mask, k) == 1)
-			sigaddset(&m, k);
+	sigorset(&m, &m, &act.sa_mask);
 	if (!(act.sa_flags & SA_NODEFER))
 		sigaddset(&m, sig);
 	pthread_sigmask(SIG_SETMASK, &m, NULL);
@@ -366,7 +364,6 @@ static struct wp_slot *slot_claim(uint32_t tid)
 		s->cpu_ns = 0;
 		s->name_idx = UINT32_MAX;
 		s->tp = 0;
-		s->exit_hooked = 0;
 		atomic_store_explicit(&s->exiting, 0, memory_order_relaxed);
 		atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
 		/* One slot per tid: whoever publishes first wins. */
@@ -415,9 +412,9 @@ struct wp_slot *wp_slot_self(void)
 	if (s) {
 		s->tp = (uint64_t)pthread_self(); /* a read of %fs: no call into libc state */
 		/* A key below 32 lives in the thread's descriptor: storing it
-		 * allocates nothing. */
-		if (g.exit_key_ok && pthread_setspecific(g.exit_key, s) == 0)
-			s->exit_hooked = 1;
+		 * allocates nothing (and cannot fail). */
+		if (g.exit_key_ok)
+			pthread_setspecific(g.exit_key, s);
 	}
 	return s;
 }
@@ -742,11 +739,11 @@ static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, i
 		lo = g.main_stk_lo;
 		hi = g.main_stk_hi;
 		g.want_stacks |= !hi;
-	} else if (!s->exit_hooked ||
-		   atomic_load_explicit(&s->exiting, memory_order_seq_cst)) {
+	} else if (!g.exit_key_ok || atomic_load_explicit(&s->exiting, memory_order_seq_cst)) {
 		/* A thread that left a wrapped call by longjmp is not held by
 		 * the pin, and may exit: only a thread that will tell us before
-		 * it goes (slot_thread_exit) has its stack read directly. */
+		 * it goes (slot_thread_exit; every thread in a wrapper has set
+		 * the key when it took its slot) has its stack read directly. */
 	} else if (s->stk_gen == gen + 1 && s->stk_tp == s->tp) {
 		lo = s->stk_lo;
 		hi = s->stk_hi;
@@ -1525,13 +1522,7 @@ static int alloc_state(void)
 	 * window shrinks and the loss is counted as overwritten), then held
 	 * under WALLPROF_RING_MB by halving whichever is bigger, the sample
 	 * array or the frame and stack tables. */
-	if (samples > 4u << 20)
-		samples = 4u << 20;
-	rc.nr_samples = samples;
-	rc.nr_pcs = 1u << 16;
-	rc.nr_stacks = 1u << 16;
-	rc.nr_words = 1u << 21;
-	rc.window_ns = (uint64_t)g.cfg.ring_seconds * 1000000000ull;
+	wp_ring_default_config(&rc, samples, (uint64_t)g.cfg.ring_seconds * 1000000000ull);
 	while (wp_ring_bytes(&rc) > (uint64_t)g.cfg.ring_mb << 20) {
 		uint64_t sample_bytes = rc.nr_samples * 24;
 		uint64_t table_bytes = wp_ring_bytes(&rc) - sample_bytes;
@@ -1898,8 +1889,9 @@ static void undo_restart(void *ucp)
 	if (!(seq & 1) || s->rst_seq != seq ||
 	    (uint64_t)uc->uc_mcontext.gregs[REG_RIP] != s->rst_pc ||
 	    (uint64_t)uc->uc_mcontext.gregs[REG_RAX] != s->rst_nr ||
-	    (uint64_t)uc->uc_mcontext.gregs[REG_RSP] != s->rst_sp || !kernel_restarts(uc))
-		return;
+	    (uint64_t)uc->uc_mcontext.gregs[REG_RSP] != s->rst_sp ||
+	    (uint64_t)uc->uc_mcontext.gregs[REG_RCX] != s->rst_pc + 2)
+		return; /* not the context our handler classified (kernel_restarts) */
 	uc->uc_mcontext.gregs[REG_RIP] += 2;
 	uc->uc_mcontext.gregs[REG_RAX] = -EINTR;
 	s->rst_seq = 0;

@@ -51,7 +51,6 @@ struct wp_slot {
 	struct wp_regs blk_regs;   /* the wrapper's registers at entry */
 	uint64_t tp;               /* the thread's pthread_self(), stored when it takes the slot */
 	_Atomic uint32_t exiting;  /* the thread runs its exit destructors: its stack may go */
-	uint32_t exit_hooked;      /* the thread will set `exiting` before it exits */
 	/* handler, for the program's handlers on the same thread: our signal
 	 * left the wrapped call with sequence rst_seq to be restarted by the
 	 * kernel at rst_pc (a `syscall` instruction), number rst_nr */

@@ -141,6 +141,15 @@ MAX_THREADS_DEFAULT = 1024
 WROTE_RE = re.compile(r"wallprof: wrote (\S+)")
 THREADS_RE = re.compile(r"(\d+) samples, (\d+) threads")
 
+
+def written_profile(stderr, cmd, tmpdir):
+    """The profile path from the library's "wallprof: wrote PATH" line."""
+    m = WROTE_RE.search(stderr)
+    if not m:
+        raise RunError("no profile written by %s: %s" % (" ".join(cmd), stderr.strip()[-500:]))
+    path = m.group(1)
+    return path if os.path.isabs(path) else os.path.join(tmpdir, path)
+
 VERBOSE = False
 
 
@@ -284,12 +293,7 @@ def run_condvar(args, preload, tmpdir, extra_env=None):
     if VERBOSE:
         log("%s%s -> %s" % ("[preload] " if preload else "", " ".join(cmd[1:]), p.stdout.strip()))
     if preload:
-        m = WROTE_RE.search(p.stderr)
-        if not m:
-            raise RunError("no profile written by %s: %s" % (" ".join(cmd), p.stderr.strip()[-500:]))
-        path = m.group(1)
-        if not os.path.isabs(path):
-            path = os.path.join(tmpdir, path)
+        path = written_profile(p.stderr, cmd, tmpdir)
         try:
             res["wallprof"] = wallprof_section(path)
         except (OSError, ValueError, KeyError) as e:
@@ -585,12 +589,7 @@ def run_tool(args, tool, tmpdir, key, extra_env=None, keep_profile=False, timeou
                 tool, " ".join(cmd), out_file, p.stderr.strip()[-300:]))
         os.unlink(out_file)
     if tool == "wallprof" and (keep_profile or "WALLPROF_LOG" not in (extra_env or {})):
-        m = WROTE_RE.search(p.stderr)
-        if not m:
-            raise RunError("no profile written by %s: %s" % (" ".join(cmd), p.stderr.strip()[-500:]))
-        path = m.group(1)
-        if not os.path.isabs(path):
-            path = os.path.join(tmpdir, path)
+        path = written_profile(p.stderr, cmd, tmpdir)
         res["profile"] = path
         if not keep_profile:
             os.unlink(path)

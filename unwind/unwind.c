@@ -220,9 +220,8 @@ int wp_unwind_in_syscall(const void *ucontext)
 	const uint8_t *p = (const uint8_t *)pc;
 
 	/* SA_RESTART or ERESTARTNOINTR: the kernel rewound the PC onto the
-	 * 2-byte `syscall` instruction to re-enter the call after the handler.
-	 * Stay within the PC's page: the next page may be unmapped. */
-	if ((pc & 0xfff) <= 0xffe && p[0] == 0x0f && p[1] == 0x05)
+	 * 2-byte `syscall` instruction to re-enter the call after the handler. */
+	if (wp_unwind_at_syscall_insn(uc))
 		return 1;
 	/* The call was interrupted and returns -EINTR right after `syscall`. */
 	if ((pc & 0xfff) >= 2 && p[-2] == 0x0f && p[-1] == 0x05 && ax == -EINTR)

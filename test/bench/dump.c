@@ -282,14 +282,8 @@ static int ring_mode(const char *out, double secs, unsigned threads, unsigned hz
 	double t0, t1, t2, t3;
 	struct stat sb;
 
-	/* The library's sizing (preload/sampler.c alloc_state, defaults). */
-	if (samples > 4u << 20)
-		samples = 4u << 20;
-	rc.nr_samples = samples;
-	rc.nr_pcs = 1u << 16;
-	rc.nr_stacks = 1u << 16;
-	rc.nr_words = 1u << 21;
-	rc.window_ns = (uint64_t)secs * 1000000000ull;
+	/* The library's sizing (defaults). */
+	wp_ring_default_config(&rc, samples, (uint64_t)secs * 1000000000ull);
 	r = wp_ring_create(&rc);
 	if (!r) {
 		perror("wp_ring_create");

@@ -21,15 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile uint64_t sink;
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "h_work.h"
 
 __attribute__((noipa)) static uint64_t wpt_level3(double seconds)
 {

@@ -18,7 +18,7 @@ static double now_s(void)
 }
 
 /* Spins for `seconds` of wall time; the result keeps the loop alive. */
-static uint64_t spin(double seconds)
+__attribute__((unused)) static uint64_t spin(double seconds)
 {
 	double end = now_s() + seconds;
 	uint64_t x = 88172645463325252ULL;
