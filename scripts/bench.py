@@ -298,7 +298,7 @@ def run_condvar(args, preload, tmpdir, extra_env=None):
             res["wallprof"] = wallprof_section(path)
         except (OSError, ValueError, KeyError) as e:
             raise RunError("cannot read the wallprof section of %s: %s" % (path, e))
-        res["dump_line"] = p.stderr[m.start():].splitlines()[0]
+        res["dump_line"] = p.stderr[WROTE_RE.search(p.stderr).start():].splitlines()[0]
         t = THREADS_RE.search(res["dump_line"])
         res["profile_threads"] = int(t.group(2)) if t else None
         os.unlink(path)
