@@ -60,6 +60,8 @@ struct wp_counters {
 	uint64_t nr_site_replayed;   /* walks from published registers replayed from the cache */
 	uint64_t nr_site_direct;     /* of those, checked with plain loads (not process_vm_readv) */
 	uint64_t nr_site_mismatch;   /* WALLPROF_TEST_SITE_CHECK: replays a real walk contradicted */
+	uint64_t nr_from_proc;       /* samples of threads blocked outside the wrappers, taken without
+				      * a signal from /proc (the blocking PC; see restarts_unseen) */
 };
 
 struct wp_profile {

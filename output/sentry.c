@@ -717,6 +717,7 @@ static int write_tail(struct jw *w, const struct plan *pl)
 		{"site_replayed", c->nr_site_replayed},
 		{"site_direct", c->nr_site_direct},
 		{"site_mismatch", c->nr_site_mismatch},
+		{"from_proc", c->nr_from_proc},
 	};
 
 	/* Streamed member by member: "threads" can have tens of thousands. */

@@ -18,7 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../unwind/unwind.h"
+#include "sys.h"
 #include "wallprof.h"
 
 #ifndef SYS_pidfd_open
@@ -38,42 +38,23 @@ static int private_pidfd = -1;    /* the process, in the private table */
  * each is given an argument it rejects with EINVAL or EBADF. */
 static int kernel_has_them(void)
 {
-	if (syscall(SYS_pidfd_open, 0, 0) >= 0 || errno != EINVAL)
+	if (wp_syscall(SYS_pidfd_open, 0, 0) >= 0 || errno != EINVAL)
 		return 0;
-	if (syscall(SYS_pidfd_getfd, -1, 0, 0) >= 0 || errno != EBADF)
+	if (wp_syscall(SYS_pidfd_getfd, -1, 0, 0) >= 0 || errno != EBADF)
 		return 0;
-	if (syscall(SYS_close_range, 1, 0, 0) >= 0 || errno != EINVAL)
+	if (wp_syscall(SYS_close_range, 1, 0, 0) >= 0 || errno != EINVAL)
 		return 0;
 	return 1;
 }
 
-/* Closes every descriptor of the (private) table but `a` and `b` (-1: none). */
-static void close_all_but(int a, int b)
-{
-	int keep[2] = { a < b ? a : b, a < b ? b : a };
-	unsigned lo = 0;
-
-	for (int i = 0; i < 2; i++) {
-		if (keep[i] < 0)
-			continue;
-		if ((unsigned)keep[i] > lo)
-			syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0);
-		lo = (unsigned)keep[i] + 1;
-	}
-	syscall(SYS_close_range, lo, ~0U, 0);
-}
-
 int wp_fds_go_private(void)
 {
-	int keep[2];
-
 	if (tls_private)
 		return 0;
 	if (!kernel_has_them() || unshare(CLONE_FILES) < 0)
 		return -1;
-	wp_unwind_pipe_fds(keep);
-	close_all_but(keep[0], keep[1]);
-	private_pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	wp_syscall(SYS_close_range, 0, ~0U, 0); /* none of the program's */
+	private_pidfd = (int)wp_syscall(SYS_pidfd_open, getpid(), 0);
 	tls_private = 1;
 	return 0;
 }
@@ -89,7 +70,7 @@ int wp_fds_stderr(void)
 		return STDERR_FILENO;
 	if (private_pidfd < 0)
 		return -1;
-	return (int)syscall(SYS_pidfd_getfd, private_pidfd, STDERR_FILENO, 0);
+	return (int)wp_syscall(SYS_pidfd_getfd, private_pidfd, STDERR_FILENO, 0);
 }
 
 void wp_fds_stderr_done(int fd)

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sys.h"
 #include "../output/output.h"
 #include "../output/raw.h"
 #include "../symbolize/symbolize.h"
@@ -37,6 +38,7 @@
 #define WP_SITES 4 /* replayable walks kept per thread */
 #include "ring.h"
 #include "sampler.h"
+#include "sigmask.h"
 #include "slot.h"
 #include "wallprof.h"
 
@@ -44,6 +46,9 @@
 #define EV_STOP 0x1
 #define EV_SNAPSHOT 0x2
 #define EV_FREEZE 0x4 /* a fatal signal is writing the raw dump */
+
+/* A sampling signal still undelivered after this long is given up. */
+#define WP_SENT_TIMEOUT_NS 200000000ull
 
 /* Cookie in si_value: magic | generation (24 bits) | slot index (24 bits). */
 #define COOKIE_MAGIC 0x57b0ull
@@ -83,6 +88,7 @@ static struct {
 	_Atomic uint64_t nr_eintr_retried; /* written by wrappers on any thread */
 
 	int signal;                 /* the sampling signal in use */
+	int sample_onstack;         /* our handler has SA_ONSTACK (see sampling_action) */
 	struct sigaction prog_act;  /* the program's view of the sampling signal */
 	int snapshot_signal;        /* 0 when snapshots are off */
 	struct sigaction prev_snap_act;
@@ -123,6 +129,8 @@ static void install_fatal(void);
 static void set_raw_paths(void);
 static int install_fatal_one(int sig);
 static void on_fatal_signal(int sig, siginfo_t *si, void *uc);
+static void on_sample_signal(int sig, siginfo_t *si, void *uc);
+static void sampling_mask(sigset_t *m);
 static void reset_after_fork(void);
 static void freeze_forever(void);
 static int start_thread(pthread_t *t, void *(*fn)(void *));
@@ -140,7 +148,7 @@ static uint64_t mono_ns(void)
 /* async-signal-safe */
 static void futex_wake(_Atomic uint32_t *w)
 {
-	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+	wp_syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 static void futex_wait_until(_Atomic uint32_t *w, uint32_t val, uint64_t deadline)
@@ -148,7 +156,7 @@ static void futex_wait_until(_Atomic uint32_t *w, uint32_t val, uint64_t deadlin
 	struct timespec ts = { (time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull) };
 
 	/* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline. */
-	syscall(SYS_futex, w, FUTEX_WAIT_BITSET_PRIVATE, val, &ts, NULL, FUTEX_BITSET_MATCH_ANY);
+	wp_syscall(SYS_futex, w, FUTEX_WAIT_BITSET_PRIVATE, val, &ts, NULL, FUTEX_BITSET_MATCH_ANY);
 }
 
 /* ---- signal handlers ------------------------------------------------ */
@@ -162,13 +170,17 @@ static void forward_foreign(int sig, siginfo_t *si, void *uc)
 	struct sigaction act = g.prog_act;
 	sigset_t m = ((ucontext_t *)uc)->uc_sigmask;
 
+	/* The program believes it blocks this signal on this thread: it stays
+	 * "pending" until the program unblocks it (sigmask.c). */
+	if (wp_sigmask_defer(si))
+		return;
 	count_foreign();
 	/* Our handler runs with most signals blocked; the program's runs with
 	 * the mask the kernel would have given it. */
 	sigorset(&m, &m, &act.sa_mask);
 	if (!(act.sa_flags & SA_NODEFER))
 		sigaddset(&m, sig);
-	pthread_sigmask(SIG_SETMASK, &m, NULL);
+	wp_sigmask_raw(SIG_SETMASK, &m, NULL);
 	if (act.sa_flags & SA_SIGINFO) {
 		if (act.sa_sigaction)
 			act.sa_sigaction(sig, si, uc);
@@ -188,7 +200,7 @@ static void forward_foreign(int sig, siginfo_t *si, void *uc)
 	act.sa_flags = 0;
 	sigemptyset(&act.sa_mask);
 	__sigaction(sig, &act, NULL);
-	syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig); /* delivered on return */
+	wp_syscall(SYS_tgkill, getpid(), wp_syscall(SYS_gettid), sig); /* delivered on return */
 }
 
 /* TLS the preload-safe way: initial-exec, so no access can allocate. */
@@ -250,6 +262,29 @@ static void test_delay(unsigned us)
 			 (uint64_t)t0.tv_nsec < (uint64_t)us * 1000u);
 }
 
+/* Stack the unwinder may use in our handler: measured at about 8 KiB
+ * (libunwind's cursor, context and register-state records), with margin. */
+#define WP_HANDLER_STACK (10 * 1024)
+
+/* Whether the handler has WP_HANDLER_STACK below it. On the interrupted
+ * stack (the handler frame sits just below the interrupted stack pointer)
+ * the thread's own stack is taken to have it; on an alternate stack, what is
+ * left of it is measured. async-signal-safe */
+static int room_for_unwind(const void *ucp)
+{
+	char here;
+	uint64_t sp = (uint64_t)(uintptr_t)&here;
+	uint64_t isp = (uint64_t)((const ucontext_t *)ucp)->uc_mcontext.gregs[REG_RSP];
+	stack_t ss;
+
+	if (sp < isp && isp - sp < 64 * 1024)
+		return 1;
+	if (wp_syscall(SYS_sigaltstack, NULL, &ss) < 0 || !(ss.ss_flags & SS_ONSTACK))
+		return 1;
+	return sp > (uint64_t)(uintptr_t)ss.ss_sp &&
+	       sp - (uint64_t)(uintptr_t)ss.ss_sp >= WP_HANDLER_STACK;
+}
+
 static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 {
 	int saved = errno;
@@ -290,7 +325,13 @@ static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 		if (g.cfg.test_handler_delay_us)
 			test_delay(g.cfg.test_handler_delay_us);
 	}
-	if (tls_in_loader) {
+	wp_sigmask_bypass++;
+	if (g.sample_onstack && !room_for_unwind(uc)) {
+		/* On an alternate signal stack too small for the unwinder. */
+		s->buf[0] = (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
+		s->nr = 1;
+		s->uflags = WP_UNW_FAILED | (wp_unwind_in_syscall(uc) ? WP_UNW_BLOCKED : 0);
+	} else if (tls_in_loader) {
 		/* Inside the dynamic loader: unwinding could re-enter its lock.
 		 * Keep the PC only. */
 		s->buf[0] = (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
@@ -301,7 +342,10 @@ static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 		s->nr = (uint32_t)wp_unwind_capture(uc, s->buf, (int)g.cfg.max_depth, &fl);
 		s->uflags = fl;
 	}
-	atomic_store_explicit(&s->state, S_READY, memory_order_release);
+	wp_sigmask_bypass--;
+	/* Unless the sampler gave up on this signal meanwhile (sample_thread). */
+	atomic_compare_exchange_strong_explicit(&s->state, &(uint32_t){ S_SENT }, S_READY,
+						memory_order_release, memory_order_relaxed);
 out:
 	errno = saved;
 }
@@ -406,7 +450,7 @@ struct wp_slot *wp_slot_self(void)
 	if (tls_internal || !atomic_load_explicit(&g.sampling, memory_order_relaxed))
 		return NULL;
 	if (!tls_tid)
-		tls_tid = (uint32_t)syscall(SYS_gettid);
+		tls_tid = (uint32_t)wp_syscall(SYS_gettid);
 	s = slot_claim(tls_tid);
 	tls_slot = s;
 	if (s) {
@@ -443,7 +487,7 @@ void wp_slot_wait_unpinned(struct wp_slot *s)
 	while ((v = atomic_load(&s->blk_pin)) != 0) {
 		if (v == 1 && !atomic_compare_exchange_strong(&s->blk_pin, &v, 2))
 			continue;
-		syscall(SYS_futex, &s->blk_pin, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+		wp_syscall(SYS_futex, &s->blk_pin, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
 	}
 	errno = saved;
 }
@@ -534,7 +578,7 @@ static void scan_threads(void)
 		return;
 	g.scan++;
 	for (;;) {
-		long n = syscall(SYS_getdents64, fd, g.dents, g.dents_len);
+		long n = wp_syscall(SYS_getdents64, fd, g.dents, g.dents_len);
 		long off = 0;
 
 		if (n <= 0)
@@ -831,12 +875,12 @@ unpin:
 /* What /proc/self/task/T/syscall says, read without disturbing the thread. */
 enum { PROBE_GONE, PROBE_RUNNING, PROBE_BLOCKED };
 
-static int probe_syscall(uint32_t tid, uint64_t *nr, uint64_t *sp, uint64_t *pc)
+static int probe_syscall(uint32_t tid, uint64_t *nr, uint64_t *sp, uint64_t *pc,
+			 unsigned long long a[6])
 {
 	char path[64], buf[256];
 	int fd;
 	ssize_t n;
-	unsigned long long a[6];
 
 	snprintf(path, sizeof(path), "/proc/self/task/%u/syscall", tid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -855,6 +899,45 @@ static int probe_syscall(uint32_t tid, uint64_t *nr, uint64_t *sp, uint64_t *pc)
 		   (unsigned long long *)pc) == 9)
 		return PROBE_BLOCKED;
 	return PROBE_RUNNING;
+}
+
+/* Whether the kernel restarts system call `nr` (arguments `a`), blocked,
+ * after our SA_RESTART handler without the program seeing anything: it
+ * returns -ERESTARTSYS and has no timeout to start over. Only those may get
+ * a signal while blocked; signal(7) lists the many that end with EINTR
+ * (poll, nanosleep, System V IPC, any futex wait with a timeout, ...), and
+ * a write or send would return a short count. */
+static int restarts_unseen(uint64_t nr, const unsigned long long *a)
+{
+	switch (nr) {
+	case SYS_futex:
+		return ((a[1] & FUTEX_CMD_MASK) == FUTEX_WAIT ||
+			(a[1] & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET) && a[3] == 0;
+	case SYS_wait4:
+	case SYS_waitid:
+	case SYS_flock:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* A thread blocked in a system call that no wrapper published and that a
+ * signal would disturb: its sample is the place it blocks (the PC of the
+ * `syscall` instruction, in the libc function or runtime that issued it)
+ * with the call's name, marked partial; reused while it stays there. */
+static void record_blocked_pc(struct wp_slot *s, uint64_t now, uint64_t nr, uint64_t pc)
+{
+	memset(&s->stk_ref, 0, sizeof(s->stk_ref));
+	s->stk[0] = pc;
+	s->cached_nr = 1;
+	s->cached_flags = WP_SAMPLE_SYSCALL | WP_SAMPLE_PARTIAL;
+	s->cached_sysno = (uint32_t)nr;
+	s->nr_cached_ok = 1;
+	s->sampled_seq = 0;
+	g.ctr.nr_unwind_failed++;
+	g.ctr.nr_from_proc++;
+	record_cached(s, now);
 }
 
 /* Thread CPU time without a file descriptor: the kernel derives a per-thread
@@ -886,7 +969,7 @@ static void send_signal(struct wp_slot *s, uint64_t now, uint32_t sysno)
 	si.si_pid = g.pid;
 	si.si_uid = g.uid;
 	si.si_value.sival_ptr = (void *)(uintptr_t)((COOKIE_MAGIC << 48) | ((uint64_t)gen << 24) | idx);
-	if (syscall(SYS_rt_tgsigqueueinfo, g.pid, atomic_load(&s->tid), g.signal, &si) == 0) {
+	if (wp_syscall(SYS_rt_tgsigqueueinfo, g.pid, atomic_load(&s->tid), g.signal, &si) == 0) {
 		g.ctr.nr_signals++;
 		if (t)
 			t->nr_signals++;
@@ -907,6 +990,7 @@ static void sample_thread(struct wp_slot *s, uint64_t now)
 	uint32_t seq = atomic_load_explicit(&s->blk_seq, memory_order_acquire);
 	uint32_t tid = atomic_load(&s->tid), st;
 	uint64_t cpu, nr, sp, pc;
+	unsigned long long args[6];
 	int ran, busy;
 
 	if ((seq & 1) && g.cfg.test_signal_blocked &&
@@ -936,6 +1020,21 @@ static void sample_thread(struct wp_slot *s, uint64_t now)
 	busy = cpu - s->cpu_ns >= g.period_ns / 8;
 	s->cpu_ns = cpu;
 	st = atomic_load_explicit(&s->state, memory_order_acquire);
+	if (st == S_SENT && now - s->t_ns >= WP_SENT_TIMEOUT_NS) {
+		/* Never delivered: the thread blocks it with a raw system call
+		 * (our mask wrappers keep it unblocked otherwise), or a raw
+		 * sigwait took it. Give up on it: the new generation makes the
+		 * handler ignore it if it ever comes; its ticks are lost. */
+		uint32_t expect = S_SENT;
+
+		if (atomic_compare_exchange_strong(&s->state, &expect, S_IDLE)) {
+			atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
+			g.ctr.nr_pending += s->nr_pend + 1;
+			s->nr_pend = 0;
+			s->nr_cached_ok = 0;
+			st = S_IDLE;
+		}
+	}
 	if (st != S_IDLE) {
 		/* Our last signal is still undelivered (the thread waits for a
 		 * CPU, or blocks the signal): its capture will stand for this
@@ -965,7 +1064,7 @@ static void sample_thread(struct wp_slot *s, uint64_t now)
 		send_signal(s, now, UINT32_MAX);
 		return;
 	}
-	switch (probe_syscall(tid, &nr, &sp, &pc)) {
+	switch (probe_syscall(tid, &nr, &sp, &pc, args)) {
 	case PROBE_GONE:
 		slot_release(s);
 		return;
@@ -980,6 +1079,12 @@ static void sample_thread(struct wp_slot *s, uint64_t now)
 		s->fp_nr = nr;
 		s->fp_sp = sp;
 		s->fp_pc = pc;
+		if (!restarts_unseen(nr, args)) {
+			/* Our signal would show (EINTR, a short count, a timeout
+			 * started over): the place it blocks, without a signal. */
+			record_blocked_pc(s, now, nr, pc);
+			return;
+		}
 		g.ctr.nr_signals_blocked++;
 		send_signal(s, now, (uint32_t)nr);
 		return;
@@ -1184,7 +1289,7 @@ static int guarded_write(const struct wp_profile *p, struct wp_sym *sym,
 
 	sigemptyset(&xfsz);
 	sigaddset(&xfsz, SIGXFSZ);
-	pthread_sigmask(SIG_BLOCK, &xfsz, &old);
+	wp_sigmask_raw(SIG_BLOCK, &xfsz, &old);
 	sigpending(&pending);
 	was_pending = sigismember(&pending, SIGXFSZ);
 	rc = wp_out_sentry_write(p, sym, opts, path, st, err, errlen);
@@ -1192,7 +1297,7 @@ static int guarded_write(const struct wp_profile *p, struct wp_sym *sym,
 	if (!was_pending && sigismember(&pending, SIGXFSZ))
 		while (sigtimedwait(&xfsz, NULL, &zero) < 0 && errno == EINTR)
 			;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	wp_sigmask_raw(SIG_SETMASK, &old, NULL);
 	return rc;
 }
 
@@ -1273,9 +1378,10 @@ static void *dumper_main(void *arg)
 	(void)arg;
 	prctl(PR_SET_NAME, "wallprof-dump");
 	tls_internal = 1;
+	wp_sigmask_bypass = 1;
 	if (g.fds_private)
 		wp_fds_mark_private(); /* created by the sampler: its table */
-	atomic_store(&g.dumper_tid, (pid_t)syscall(SYS_gettid));
+	atomic_store(&g.dumper_tid, (pid_t)wp_syscall(SYS_gettid));
 	futex_wake((_Atomic uint32_t *)&g.dumper_tid);
 	write_profile(&g.dump_profile, NULL);
 	atomic_store(&g.dumper_done, 1);
@@ -1289,9 +1395,9 @@ static int start_thread(pthread_t *t, void *(*fn)(void *))
 
 	/* Helper threads never take the program's signals. */
 	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
+	wp_sigmask_raw(SIG_SETMASK, &all, &old);
 	rc = pthread_create(t, NULL, fn, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	wp_sigmask_raw(SIG_SETMASK, &old, NULL);
 	return rc;
 }
 
@@ -1421,7 +1527,8 @@ static void *sampler_main(void *arg)
 	g.fds_private = wp_fds_go_private() == 0;
 	prctl(PR_SET_NAME, "wallprof");
 	tls_internal = 1;
-	g.sampler_tid = (pid_t)syscall(SYS_gettid); /* never samples itself */
+	wp_sigmask_bypass = 1;
+	g.sampler_tid = (pid_t)wp_syscall(SYS_gettid); /* never samples itself */
 	dl_iterate_phdr(own_segment, NULL);
 	if (g.need_reset)
 		reset_after_fork();
@@ -1556,6 +1663,20 @@ static void sampling_mask(sigset_t *m)
 		sigdelset(m, sync[i]);
 }
 
+/* Our handler for the sampling signal. Without SA_ONSTACK it runs on the
+ * interrupted stack, which C, C++ and Rust threads size for their own work;
+ * the unwinder needs about 8 KiB, more than an alternate signal stack may
+ * have left. With it (see wp_sampler_sigaction: once the program itself
+ * asks for it on this signal, as Go's runtime does, whose goroutines run on
+ * small stacks no foreign handler may use), room_for_unwind() checks. */
+static void sampling_action(struct sigaction *act, int onstack)
+{
+	memset(act, 0, sizeof(*act));
+	act->sa_sigaction = on_sample_signal;
+	act->sa_flags = SA_SIGINFO | SA_RESTART | (onstack ? SA_ONSTACK : 0);
+	sampling_mask(&act->sa_mask);
+}
+
 static int pick_signal(void)
 {
 	static const int fallbacks[] = { SIGPROF, SIGVTALRM, SIGPWR, SIGSTKFLT };
@@ -1575,13 +1696,12 @@ static int pick_signal(void)
 			continue;
 		}
 		memset(&act, 0, sizeof(act));
-		act.sa_sigaction = on_sample_signal;
-		act.sa_flags = SA_SIGINFO | SA_RESTART;
-		sampling_mask(&act.sa_mask);
+		sampling_action(&act, 0);
 		if (__sigaction(sig, &act, NULL) < 0)
 			continue;
 		g.prog_act = old;
 		g.signal = sig;
+		wp_sigmask_set_signal(sig);
 		return 0;
 	}
 	wp_log(WP_LOG_ERROR, "no free signal for sampling (%s is taken; set WALLPROF_SIGNAL); profiling is off",
@@ -1604,7 +1724,7 @@ static void install_snapshot(void)
 	}
 	memset(&act, 0, sizeof(act));
 	act.sa_sigaction = on_snapshot_signal;
-	act.sa_flags = SA_SIGINFO | SA_RESTART;
+	act.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
 	sigemptyset(&act.sa_mask);
 	if (__sigaction(sig, &act, NULL) == 0) {
 		g.prev_snap_act = old;
@@ -1967,6 +2087,15 @@ int wp_sampler_sigaction(int sig, const struct sigaction *act, struct sigaction 
 			*old = g.prog_act;
 		if (act)
 			g.prog_act = *act;
+		if (act && (act->sa_flags & SA_ONSTACK) && !g.sample_onstack) {
+			struct sigaction ours;
+
+			/* The program runs code on stacks where only handlers on
+			 * the alternate stack may run (Go): so must ours. */
+			sampling_action(&ours, 1);
+			if (__sigaction(sig, &ours, NULL) == 0)
+				g.sample_onstack = 1;
+		}
 		return 0;
 	}
 	if (g.snapshot_signal && sig == g.snapshot_signal) {
@@ -2002,14 +2131,14 @@ static void freeze_forever(void)
 	atomic_store(&g.frozen, 1);
 	futex_wake(&g.frozen);
 	for (;;)
-		syscall(SYS_futex, &g.events, FUTEX_WAIT_PRIVATE, atomic_load(&g.events), NULL, NULL,
+		wp_syscall(SYS_futex, &g.events, FUTEX_WAIT_PRIVATE, atomic_load(&g.events), NULL, NULL,
 			0);
 }
 
 /* async-signal-safe */
 void wp_sampler_main_exiting(void)
 {
-	if (g.started && getpid() == g.pid && syscall(SYS_gettid) == g.pid)
+	if (g.started && getpid() == g.pid && wp_syscall(SYS_gettid) == g.pid)
 		atomic_store(&g.main_exited, 1);
 }
 
@@ -2048,7 +2177,7 @@ static void raw_dump(int sig)
 	if (!g.started || getpid() != g.pid || !g.ring)
 		return;
 	atomic_store(&g.sampling, 0);
-	if (syscall(SYS_gettid) != g.sampler_tid) {
+	if (wp_syscall(SYS_gettid) != g.sampler_tid) {
 		/* Park the sampler so that the ring, names and module map hold
 		 * still; give up waiting after 200 ms (the reader copes). */
 		atomic_fetch_or(&g.events, EV_FREEZE);
@@ -2056,7 +2185,7 @@ static void raw_dump(int sig)
 		for (i = 0; i < 20 && !atomic_load(&g.frozen); i++) {
 			struct timespec ts = { 0, 10000000 };
 
-			syscall(SYS_futex, &g.frozen, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+			wp_syscall(SYS_futex, &g.frozen, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
 		}
 	}
 	memset(&meta, 0, sizeof(meta));
@@ -2115,7 +2244,7 @@ static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
 	__sigaction(sig, &dfl, NULL);
-	syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig);
+	wp_syscall(SYS_tgkill, getpid(), wp_syscall(SYS_gettid), sig);
 	errno = saved;
 }
 

@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "sys.h"
 #include "block.h"
 #include "sampler.h"
 
@@ -81,7 +82,7 @@ static __attribute__((noreturn)) void exit_after_dump(const char *name, int stat
 	wp_sampler_stop_and_dump();
 	if (real)
 		real(status);
-	syscall(SYS_exit_group, status);
+	wp_syscall(SYS_exit_group, status);
 	__builtin_unreachable();
 }
 
@@ -105,7 +106,7 @@ WP_EXPORT __attribute__((noreturn)) void pthread_exit(void *ret)
 	wp_sampler_main_exiting();
 	if (real)
 		real(ret);
-	syscall(SYS_exit, 0);
+	wp_syscall(SYS_exit, 0);
 	__builtin_unreachable();
 }
 

@@ -20,60 +20,45 @@
 /* Set while this thread is inside libunwind on our behalf. */
 static __thread int tls_in_unw __attribute__((tls_model("initial-exec")));
 
-/* libunwind checks suspicious addresses by writing a byte of them into a pipe
- * it creates on first use and re-creates when a read from it fails. Program
- * threads use that pipe inside our handler, so it lives in the program's
- * descriptor table: at the lowest free numbers it would shift every number the
- * program gets from open() after us (3 and 4 taken). Our pipe2 moves the pair
- * libunwind creates to high numbers; everyone else's pipe2 is the system call. */
-static int fd_base = 3;
-static _Atomic int unw_pipe[2] = { -1, -1 };
-
-/* async-signal-safe */
-static int hide_fd(int fd)
-{
-	int hi = fcntl(fd, F_DUPFD_CLOEXEC, fd_base);
-
-	if (hi < 0)
-		return fd;
-	close(fd);
-	return hi;
-}
-
-/* async-signal-safe */
+/* libunwind checks a suspicious address by writing one byte of it into a
+ * pipe it creates on first use: program threads would use that pipe inside
+ * our handler, so it would have to live in the program's descriptor table,
+ * where the program can see it, close it or be handed its numbers. Instead
+ * our pipe2 gives libunwind two numbers no descriptor table can hold, and
+ * the library's read() and syscall(SYS_write) wrappers (preload/) answer for
+ * them: the read end is an empty non-blocking pipe, the write end checks the
+ * byte with process_vm_readv. Everyone else's pipe2 is the system call.
+ * async-signal-safe */
 __attribute__((visibility("default"))) int pipe2(int fds[2], int flags)
 {
-	long rc = syscall(SYS_pipe2, fds, flags);
-
-	if (rc == 0 && tls_in_unw && fd_base > 3) {
-		fds[0] = hide_fd(fds[0]);
-		fds[1] = hide_fd(fds[1]);
-		atomic_store(&unw_pipe[0], fds[0]);
-		atomic_store(&unw_pipe[1], fds[1]);
+	if (tls_in_unw) {
+		fds[0] = WP_UNW_FAKE_RFD;
+		fds[1] = WP_UNW_FAKE_WFD;
+		return 0;
 	}
-	return (int)rc;
+	return (int)syscall(SYS_pipe2, fds, flags);
 }
 
-void wp_unwind_pipe_fds(int fds[2])
+/* async-signal-safe */
+long wp_unwind_fake_write(const void *addr, size_t n)
 {
-	fds[0] = atomic_load(&unw_pipe[0]);
-	fds[1] = atomic_load(&unw_pipe[1]);
+	char byte;
+	struct iovec local = { &byte, 1 }, remote = { (void *)addr, 1 };
+
+	if (n == 0)
+		return 0;
+	/* Like a write into a pipe: EFAULT when the byte cannot be read. */
+	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != 1) {
+		errno = EFAULT;
+		return -1;
+	}
+	return 1;
 }
 
 void wp_unwind_init(void)
 {
-	struct rlimit rl;
 	void *buf[16];
 
-	/* Three quarters of the soft limit, at most 768: far above what a
-	 * program opening files one by one reaches first. */
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-		rlim_t lim = rl.rlim_cur < 1024 ? rl.rlim_cur : 1024;
-
-		fd_base = (int)(lim - lim / 4);
-		if (fd_base < 3)
-			fd_base = 3;
-	}
 	/* The first unw_backtrace of a process runs pthread_once, creates a
 	 * pthread key, the validation pipe and cache memory; do that here,
 	 * not in a handler. */

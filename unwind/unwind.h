@@ -4,6 +4,7 @@
 #ifndef WP_UNWIND_H
 #define WP_UNWIND_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Result flags of a capture. */
@@ -56,10 +57,18 @@ int wp_unwind_regs(const void *ucontext, uint64_t *buf, int cap, int *truncated,
 int wp_unwind_site_check(const struct wp_unw_site *site, int pid, uint64_t stk_lo,
 			 uint64_t stk_hi);
 
-/* libunwind's memory-validation pipe as moved by our pipe2 (-1 if it was
- * never created): the sampler keeps these two in its private descriptor
- * table. */
-void wp_unwind_pipe_fds(int fds[2]);
+/* The two descriptor numbers our pipe2 gives libunwind for its
+ * memory-validation pipe (see unwind.c): above any limit a descriptor table
+ * can have, so they never name a file of the program. Whoever interposes
+ * read() answers WP_UNW_FAKE_RFD with -1/EAGAIN (the pipe is empty), and
+ * write() or syscall(SYS_write) on WP_UNW_FAKE_WFD with
+ * wp_unwind_fake_write(). */
+#define WP_UNW_FAKE_RFD 2147483646
+#define WP_UNW_FAKE_WFD 2147483647
+
+/* A write of `n` bytes at `addr` into libunwind's validation pipe: 1 when
+ * the first byte is readable, else -1 with errno EFAULT. async-signal-safe */
+long wp_unwind_fake_write(const void *addr, size_t n);
 
 /* Captures the stack of the thread interrupted by a signal, from inside that
  * thread's handler. `ucontext` is the handler's third argument. `buf` holds

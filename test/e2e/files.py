@@ -569,6 +569,19 @@ def tests(rt):
         rt.check(run.profile_path(), "fd numbers: no profile (%s)" % run.describe())
         rt.check_valid(rt.load_profile(run.profile_path()), "fd numbers profile")
 
+    def test_fd_list(tmp):
+        """The process holds no descriptor of the library's that the program
+        can see (CPython's test_subprocess closes or lists them): libunwind's
+        validation pipe used to sit at 768/769; now none exists."""
+        argv = [rt.prog("h_fds"), "list"]
+        plain = rt.run_plain(argv, tmp)
+        rt.check(plain.rc == 0 and plain.stdout.startswith("fds:"),
+                 "h_fds list without the library: %s" % plain.describe())
+        run = rt.run_under_preload(argv, {"WALLPROF_HZ": "1000"}, cwd=tmp)
+        rt.check(run.rc == 0, "h_fds list under the preload: %s" % run.describe())
+        rt.check(run.stdout == plain.stdout, "descriptors under the preload %r, without %r"
+                 % (run.stdout.strip(), plain.stdout.strip()))
+
     def test_closed_stdout_eof(tmp):
         """A program that closes stdout and stderr and runs on (until its
         stdin ends): its reader sees end-of-file at once, since no copy of
@@ -596,6 +609,7 @@ def tests(rt):
 
     return [
         ("files_fd_numbers", test_fd_numbers),
+        ("files_fd_list", test_fd_list),
         ("files_closed_stdout_eof", test_closed_stdout_eof),
         ("files_garbage_config", test_garbage_config),
         ("files_config_control_chars", test_config_control_chars),

@@ -16,7 +16,13 @@
  * that a profiler has started, prints "closing", closes stdout and stderr,
  * then reads stdin to end-of-file with a busy thread running, and exits 0.
  * Whoever reads its stdout must see end-of-file before closing its stdin:
- * nothing else may hold the closed pipe open. */
+ * nothing else may hold the closed pipe open.
+ *
+ *   h_fds list
+ *
+ * With a busy thread sampled for 0.5 s, lists the descriptors the process
+ * holds from 3 up (the profiler may hold none the program can see; it used
+ * to keep libunwind's pipe at 768/769): "fds: 3 5" or "fds: none". */
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -107,6 +113,40 @@ static int mode_closeout(void)
 	return 0;
 }
 
+static int mode_list(void)
+{
+	pthread_t busy;
+	double deadline = now_s() + 5;
+	DIR *d;
+	struct dirent *e;
+	int n = 0, self, fds[64];
+
+	if (getenv("LD_PRELOAD"))
+		while (!have_thread("wallprof\n") && now_s() < deadline)
+			sched_yield();
+	pthread_create(&busy, NULL, busy_main, NULL);
+	deadline = now_s() + 0.5;
+	while (now_s() < deadline)
+		sched_yield();
+	atomic_store(&stop, 1);
+	pthread_join(busy, NULL);
+	d = opendir("/proc/self/fd");
+	self = d ? dirfd(d) : -1;
+	while (d && (e = readdir(d)) && n < 64) {
+		int fd = atoi(e->d_name);
+
+		if (e->d_name[0] != '.' && fd >= 3 && fd != self)
+			fds[n++] = fd;
+	}
+	if (d)
+		closedir(d);
+	printf("fds:");
+	for (int i = 0; i < n; i++) /* readdir lists them in order */
+		printf(" %d", fds[i]);
+	printf("%s\n", n ? "" : " none");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	double seconds = argc > 1 ? atof(argv[1]) : 2.0, end;
@@ -116,6 +156,8 @@ int main(int argc, char **argv)
 
 	if (argc == 2 && !strcmp(argv[1], "closeout"))
 		return mode_closeout();
+	if (argc == 2 && !strcmp(argv[1], "list"))
+		return mode_list();
 	fd = open("/dev/null", O_RDONLY);
 	printf("first open: %d\n", fd);
 	close(fd);

@@ -114,13 +114,30 @@ __attribute__((noipa)) static int wpt_blocked_sleep(double s)
 	return intr;
 }
 
+/* Whether the thread's mask, as the program reads it back, blocks every
+ * signal it can (the profiler keeps its own deliverable but must report
+ * the mask the program set). */
+static int sees_all_blocked(void)
+{
+	sigset_t cur;
+	int rc;
+
+	if ((rc = pthread_sigmask(SIG_SETMASK, NULL, &cur)))
+		die("pthread_sigmask", rc);
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP && sig != 32 && sig != 33 &&
+		    sigismember(&cur, sig) != 1)
+			return 0;
+	return 1;
+}
+
 static void *spin_main(void *arg)
 {
 	(void)arg;
 	pthread_setname_np(pthread_self(), "spinblk");
 	block_all();
 	wpt_blocked_spin(1.0);
-	return NULL;
+	return (void *)(intptr_t)sees_all_blocked();
 }
 
 static void *sleep_main(void *arg)
@@ -142,7 +159,49 @@ static int mode_sigblock(void)
 		die("pthread_create", rc);
 	pthread_join(a, &ra);
 	pthread_join(b, &rb);
-	printf("sigblock: spin done, sleep interrupted %ld times\n", (long)(intptr_t)rb - 1);
+	printf("sigblock: spin done (mask %s), sleep interrupted %ld times\n",
+	       ra ? "as set" : "CHANGED", (long)(intptr_t)rb - 1);
+	return 0;
+}
+
+/* ---- rawpoll: blocked in a system call no wrapper sees ---- */
+
+/* poll(NULL, 0, ms) issued with the `syscall` instruction itself, as Go's
+ * runtime and some event loops do: no libc function, no wrapper. A signal
+ * would end it with EINTR (poll is not restarted after a handler). */
+__attribute__((noipa)) static long wpt_raw_poll(int ms)
+{
+	long ret;
+	register long r10 __asm__("r10") = 0;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"((long)SYS_poll), "D"(0L), "S"(0L), "d"((long)ms), "r"(r10)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+static void *rawpoll_main(void *arg)
+{
+	long timed_out = 0;
+
+	(void)arg;
+	pthread_setname_np(pthread_self(), "rawpoll");
+	for (int i = 0; i < 4; i++)
+		timed_out += wpt_raw_poll(500) == 0;
+	return (void *)(intptr_t)timed_out;
+}
+
+static int mode_rawpoll(void)
+{
+	pthread_t t;
+	void *r;
+	int rc;
+
+	if ((rc = pthread_create(&t, NULL, rawpoll_main, NULL)))
+		die("pthread_create", rc);
+	pthread_join(t, &r);
+	printf("rawpoll: %ld of 4 raw polls timed out\n", (long)(intptr_t)r);
 	return 0;
 }
 
@@ -230,6 +289,8 @@ int main(int argc, char **argv)
 		return mode_rename();
 	if (argc == 2 && strcmp(argv[1], "stale") == 0)
 		return mode_stale();
+	if (argc == 2 && strcmp(argv[1], "rawpoll") == 0)
+		return mode_rawpoll();
 	fprintf(stderr, "usage: h_threads churn N BATCH | sigblock | rename | stale\n");
 	return 2;
 }

@@ -1,0 +1,204 @@
+/* block_int: what the files of interposed blocking calls share (block.c,
+ * block_io.c, block_ipc.c, block_sys.c): resolving the real functions, the
+ * published-context scope, the "was it our signal" test, time left, and the
+ * wrapper classes the tables of calls are written in.
+ *
+ * Retry classes (what a wrapper does when our signal alone interrupted the
+ * call, i.e. OURS() holds; any other EINTR goes to the program as is):
+ *   RESTART  nothing: the kernel restarts the call after our SA_RESTART
+ *            handler (ERESTARTSYS), or the libc function retries EINTR
+ *            itself (the pthread_* waits); publishing is the whole point;
+ *   RETRY    the same call again (no timeout, or an absolute deadline);
+ *   RETRY_MS again with what is left of an int milliseconds timeout;
+ *   RETRY_TS again with what is left of a relative struct timespec;
+ *   XFER     a transfer our signal cut short is finished (block_io.c).
+ * Every wrapper is async-signal-safe when the real call is. */
+#ifndef WP_BLOCK_INT_H
+#define WP_BLOCK_INT_H
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "sampler.h"
+#include "slot.h"
+
+#define WP_EXPORT __attribute__((visibility("default")))
+
+/* glibc's buffer-overflow abort, for the fortified variants. */
+extern void __chk_fail(void) __attribute__((noreturn));
+
+/* ---- the real functions ------------------------------------------------ */
+
+/* Looks a real function up (dlvsym when a version is given); called from the
+ * constructor for all of them, and lazily by a wrapper that runs before it
+ * (another library's constructor). Not async-signal-safe, which is why the
+ * constructor resolves everything first. */
+void *wp_block_lookup(const char *name, const char *version);
+
+#define RESOLVE(name) \
+	(real_##name ? 1 : (*(void **)&real_##name = wp_block_lookup(#name, NULL)) != NULL)
+#define RESOLVE_V(name, version) \
+	(real_##name ? 1 : (*(void **)&real_##name = wp_block_lookup(#name, version)) != NULL)
+
+#define NO_REAL(ret)            \
+	do {                    \
+		errno = ENOSYS; \
+		return (ret);   \
+	} while (0)
+
+/* The other files' halves of wp_block_init(). Not async-signal-safe. */
+void wp_block_io_init(void);
+void wp_block_ipc_init(void);
+
+/* ---- the published-context scope ---------------------------------------- */
+
+struct blk {
+	struct wp_slot *s;
+	uint32_t seq;
+};
+
+/* Runs on every way out of the wrapper, thread cancellation included
+ * (the library is built with -fexceptions). async-signal-safe */
+static inline void blk_leave(struct blk *b)
+{
+	wp_block_leave(b->s, b->seq);
+}
+
+/* Publishes the context for the rest of the enclosing function. */
+#define BLOCK(sysno, fn)                                                  \
+	struct blk wp_b __attribute__((cleanup(blk_leave))) = { NULL, 0 }; \
+	wp_b.s = wp_block_enter((sysno), (void *)(fn), &wp_b.seq)
+
+/* The last EINTR was caused by our signal alone (only that is retried). */
+#define OURS() (wp_block_ours(wp_b.s, wp_b.seq) && (wp_sampler_count_eintr_retry(), 1))
+
+/* ---- time left ---------------------------------------------------------- */
+
+struct deadline {
+	int infinite;
+	uint64_t end_ns;
+};
+
+static inline uint64_t wp_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline void deadline_ms(struct deadline *d, int ms)
+{
+	d->infinite = ms < 0;
+	d->end_ns = ms > 0 ? wp_now_ns() + (uint64_t)ms * 1000000ull : 0;
+}
+
+static inline void deadline_ts(struct deadline *d, const struct timespec *ts)
+{
+	d->infinite = ts == NULL;
+	d->end_ns = ts ? wp_now_ns() + (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec
+		       : 0;
+}
+
+static inline uint64_t left_ns(const struct deadline *d)
+{
+	uint64_t now = wp_now_ns();
+
+	return now >= d->end_ns ? 0 : d->end_ns - now;
+}
+
+/* Milliseconds left, rounded up so the retry never ends early; -1 forever. */
+static inline int left_ms(const struct deadline *d)
+{
+	return d->infinite ? -1 : (int)((left_ns(d) + 999999) / 1000000);
+}
+
+static inline struct timespec left_ts(const struct deadline *d)
+{
+	uint64_t ns = left_ns(d);
+	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+
+	return ts;
+}
+
+/* ---- wrapper classes, one row of a table each ---------------------------
+ * A table is an X-macro of rows
+ *   X(CLASS, ret, name, sysno, (params), (args), extra)
+ * `args` passes the parameters on to the real function; RETRY_MS and
+ * RETRY_TS name their timeout parameter in `extra` and pass `left_` in its
+ * place in `args`. WP_DECLARE_REAL and WP_RESOLVE_REAL make the pointers
+ * and resolve them; WP_DEFINE_WRAPPER writes the wrapper. */
+
+#define WP_DECLARE_REAL(cls, ret, name, sysno, params, args, extra) static ret(*real_##name) params;
+#define WP_RESOLVE_REAL(cls, ret, name, sysno, params, args, extra) (void)RESOLVE(name);
+#define WP_DEFINE_WRAPPER(cls, ret, name, sysno, params, args, extra) \
+	WP_WRAP_##cls(ret, name, sysno, params, args, extra)
+
+/* Error-number functions (pthread_*) fail with ENOSYS returned, the others
+ * with -1 and errno. */
+#define WP_WRAP_RESTART(ret, name, sysno, params, args, extra) \
+	WP_EXPORT ret name params                               \
+	{                                                       \
+		if (!RESOLVE(name))                             \
+			NO_REAL((ret)-1);                       \
+		BLOCK(sysno, real_##name);                      \
+		return real_##name args;                        \
+	}
+
+#define WP_WRAP_RESTART_ERRNUM(ret, name, sysno, params, args, extra) \
+	WP_EXPORT ret name params                                      \
+	{                                                              \
+		if (!RESOLVE(name))                                    \
+			return ENOSYS;                                 \
+		BLOCK(sysno, real_##name);                             \
+		return real_##name args;                               \
+	}
+
+#define WP_WRAP_RETRY(ret, name, sysno, params, args, extra)                    \
+	WP_EXPORT ret name params                                               \
+	{                                                                       \
+		ret rc;                                                         \
+		if (!RESOLVE(name))                                             \
+			NO_REAL((ret)-1);                                       \
+		BLOCK(sysno, real_##name);                                      \
+		while ((rc = real_##name args) < 0 && errno == EINTR && OURS()) \
+			;                                                       \
+		return rc;                                                      \
+	}
+
+#define WP_WRAP_RETRY_MS(ret, name, sysno, params, args, extra)                 \
+	WP_EXPORT ret name params                                               \
+	{                                                                       \
+		struct deadline d_;                                             \
+		int left_ = (extra);                                            \
+		ret rc;                                                         \
+		if (!RESOLVE(name))                                             \
+			NO_REAL((ret)-1);                                       \
+		BLOCK(sysno, real_##name);                                      \
+		deadline_ms(&d_, left_);                                        \
+		while ((rc = real_##name args) < 0 && errno == EINTR && OURS()) \
+			left_ = left_ms(&d_);                                   \
+		return rc;                                                      \
+	}
+
+#define WP_WRAP_RETRY_TS(ret, name, sysno, params, args, extra)                 \
+	WP_EXPORT ret name params                                               \
+	{                                                                       \
+		struct deadline d_;                                             \
+		struct timespec t_ = { 0, 0 };                                  \
+		const struct timespec *left_ = (extra) ? &t_ : NULL;            \
+		ret rc;                                                         \
+		if (!RESOLVE(name))                                             \
+			NO_REAL((ret)-1);                                       \
+		BLOCK(sysno, real_##name);                                      \
+		deadline_ts(&d_, (extra));                                      \
+		if (extra)                                                      \
+			t_ = *(extra);                                          \
+		while ((rc = real_##name args) < 0 && errno == EINTR && OURS()) \
+			t_ = left_ts(&d_);                                      \
+		return rc;                                                      \
+	}
+
+#endif

@@ -1,0 +1,185 @@
+/* sigmask: keeps the sampling signal deliverable whatever masks the program
+ * sets. A worker thread that blocks every signal (xz -T2 does, so do many
+ * thread pools) would otherwise never take our signal: it would be invisible
+ * while it burns CPU, and a sigwait over a full set would receive our
+ * queued signal as if it were the program's.
+ *
+ * pthread_sigmask and sigprocmask pass every other signal through, drop the
+ * sampling signal from what they block, and remember per thread whether the
+ * program asked for it blocked; the old mask they report includes it then,
+ * so the program sees the mask it set. A signal of the program's with the
+ * same number that arrives meanwhile is held (wp_sigmask_defer) and raised
+ * again when the program unblocks it. Masks set with a raw rt_sigprocmask
+ * system call (Go's runtime, glibc inside pthread_create) are out of reach:
+ * a sampling signal that stays pending there times out in the sampler. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sigmask.h"
+#include "sys.h"
+
+#define WP_EXPORT __attribute__((visibility("default")))
+
+static int the_signal;
+
+__thread int wp_sigmask_bypass __attribute__((tls_model("initial-exec")));
+
+/* The program asked for the sampling signal to be blocked on this thread. */
+static __thread int tls_blocked __attribute__((tls_model("initial-exec")));
+/* A signal of the program's held while it was "blocked". */
+static __thread int tls_deferred __attribute__((tls_model("initial-exec")));
+static __thread siginfo_t tls_deferred_info __attribute__((tls_model("initial-exec")));
+
+static int (*real_pthread_sigmask)(int, const sigset_t *, sigset_t *);
+static int (*real_sigprocmask)(int, const sigset_t *, sigset_t *);
+static int (*real_signalfd)(int, const sigset_t *, int);
+
+/* async-signal-safe */
+int wp_sigmask_raw(int how, const sigset_t *set, sigset_t *old)
+{
+	return (int)wp_syscall(SYS_rt_sigprocmask, how, set, old, _NSIG / 8);
+}
+
+void wp_sigmask_init(void)
+{
+	*(void **)&real_pthread_sigmask = dlsym(RTLD_NEXT, "pthread_sigmask");
+	*(void **)&real_sigprocmask = dlsym(RTLD_NEXT, "sigprocmask");
+	*(void **)&real_signalfd = dlsym(RTLD_NEXT, "signalfd");
+}
+
+void wp_sigmask_set_signal(int sig)
+{
+	the_signal = sig;
+}
+
+/* async-signal-safe */
+const sigset_t *wp_sigmask_wait_set(const sigset_t *set, sigset_t *tmp)
+{
+	if (!set || !the_signal || sigismember(set, the_signal) != 1)
+		return set;
+	*tmp = *set;
+	sigdelset(tmp, the_signal);
+	return tmp;
+}
+
+/* async-signal-safe */
+int wp_sigmask_defer(const siginfo_t *si)
+{
+	if (!tls_blocked)
+		return 0;
+	/* A standard signal is pending at most once: a second one merges. */
+	if (!tls_deferred) {
+		tls_deferred_info = *si;
+		tls_deferred = 1;
+	}
+	return 1;
+}
+
+/* async-signal-safe */
+int wp_sigmask_take_deferred(const sigset_t *set, siginfo_t *info)
+{
+	if (!tls_deferred || !set || sigismember(set, the_signal) != 1)
+		return 0;
+	tls_deferred = 0;
+	if (info)
+		*info = tls_deferred_info;
+	return the_signal;
+}
+
+/* The program unblocked it: a held signal is delivered now, as the kernel
+ * would on the unblocking call. async-signal-safe */
+static void raise_deferred(void)
+{
+	siginfo_t si;
+
+	if (!tls_deferred)
+		return;
+	tls_deferred = 0;
+	si = tls_deferred_info;
+	/* To itself any si_code may be queued. */
+	wp_syscall(SYS_rt_tgsigqueueinfo, getpid(), wp_syscall(SYS_gettid), the_signal, &si);
+}
+
+/* Shared by both calls: `call` is the real one; returns its result (the
+ * error convention is the caller's). async-signal-safe */
+static int mask_call(int (*call)(int, const sigset_t *, sigset_t *), int how,
+		     const sigset_t *set, sigset_t *old, int *failed)
+{
+	int sig = wp_sigmask_bypass ? 0 : the_signal, was = tls_blocked, now = was, rc;
+	sigset_t k;
+
+	if (sig && set) {
+		int member = sigismember(set, sig) == 1;
+
+		switch (how) {
+		case SIG_BLOCK:
+			now = was || member;
+			break;
+		case SIG_UNBLOCK:
+			now = was && !member; /* unblocking ours is harmless: kept */
+			member = 0;
+			break;
+		case SIG_SETMASK:
+			now = member;
+			break;
+		default:
+			member = 0; /* EINVAL from the call itself */
+		}
+		if (member) {
+			k = *set;
+			sigdelset(&k, sig);
+			set = &k;
+		}
+	}
+	rc = call(how, set, old);
+	*failed = call == real_sigprocmask ? rc < 0 : rc != 0;
+	if (*failed || !sig)
+		return rc;
+	if (old && was)
+		sigaddset(old, sig);
+	if (set) {
+		tls_blocked = now;
+		if (was && !now)
+			raise_deferred();
+	}
+	return rc;
+}
+
+WP_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+	int failed;
+
+	if (!real_pthread_sigmask &&
+	    !(*(void **)&real_pthread_sigmask = dlsym(RTLD_NEXT, "pthread_sigmask")))
+		return ENOSYS;
+	return mask_call(real_pthread_sigmask, how, set, old, &failed);
+}
+
+WP_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+	int failed;
+
+	if (!real_sigprocmask &&
+	    !(*(void **)&real_sigprocmask = dlsym(RTLD_NEXT, "sigprocmask"))) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return mask_call(real_sigprocmask, how, set, old, &failed);
+}
+
+/* A signalfd reads pending signals of its mask: never ours. */
+WP_EXPORT int signalfd(int fd, const sigset_t *mask, int flags)
+{
+	sigset_t tmp;
+
+	if (!real_signalfd && !(*(void **)&real_signalfd = dlsym(RTLD_NEXT, "signalfd"))) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return real_signalfd(fd, wp_sigmask_wait_set(mask, &tmp), flags);
+}
