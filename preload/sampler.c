@@ -445,6 +445,12 @@ struct wp_slot *wp_slot_self(void)
 {
 	struct wp_slot *s = tls_slot;
 
+	/* Our handler, inside libunwind, can reach a wrapper (its locks take
+	 * the interposed pthread_mutex_lock): publishing there would let the
+	 * sampler pin this thread while it holds libunwind's lock, which the
+	 * sampler's own walk then waits for (a Go program hung so). */
+	if (wp_sigmask_bypass)
+		return NULL;
 	if (s && atomic_load_explicit(&s->tid, memory_order_relaxed) == tls_tid)
 		return s;
 	if (tls_internal || !atomic_load_explicit(&g.sampling, memory_order_relaxed))
