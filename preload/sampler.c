@@ -216,9 +216,12 @@ static __thread int tls_in_loader __attribute__((tls_model("initial-exec")));
  * EINTR instead. Evidence: the PC is back on the `syscall` instruction, RCX
  * holds the address after it (the instruction itself put it there: a call
  * not yet issued has something else), and the call is one whose
- * interruption is -ERESTARTSYS: read, recvfrom, recvmsg, accept, accept4,
- * connect, wait4, waitid, or a plain futex wait (a priority-inheritance
- * lock is restarted whatever the handler says). async-signal-safe */
+ * interruption is -ERESTARTSYS (nothing transferred yet): read, readv,
+ * recvfrom, recvmsg, recvmmsg, accept, accept4, connect, write, writev,
+ * sendto, sendmsg, wait4, waitid, flock, fcntl (F_SETLKW), openat (a FIFO),
+ * mq_timedsend, mq_timedreceive, or a plain futex wait (a
+ * priority-inheritance lock is restarted whatever the handler says).
+ * async-signal-safe */
 static int kernel_restarts(const void *ucp)
 {
 	const greg_t *r = ((const ucontext_t *)ucp)->uc_mcontext.gregs;
@@ -228,13 +231,24 @@ static int kernel_restarts(const void *ucp)
 		return 0;
 	switch (nr) {
 	case SYS_read:
+	case SYS_readv:
 	case SYS_recvfrom:
 	case SYS_recvmsg:
+	case SYS_recvmmsg:
 	case SYS_accept:
 	case SYS_accept4:
 	case SYS_connect:
+	case SYS_write:
+	case SYS_writev:
+	case SYS_sendto:
+	case SYS_sendmsg:
 	case SYS_wait4:
 	case SYS_waitid:
+	case SYS_flock:
+	case SYS_fcntl:
+	case SYS_openat:
+	case SYS_mq_timedsend:
+	case SYS_mq_timedreceive:
 		return 1;
 	case SYS_futex:
 		return op == FUTEX_WAIT || op == FUTEX_WAIT_BITSET;

@@ -106,6 +106,11 @@ static int mode_closeout(void)
 	close(1);
 	close(2);
 	pthread_create(&busy, NULL, busy_main, NULL);
+	/* 50 ms of work with the busy thread, so that a profile has ticks
+	 * however soon stdin ends (its reader closes it at end-of-file). */
+	deadline = now_s() + 0.05;
+	while (now_s() < deadline)
+		sched_yield();
 	while (read(0, buf, sizeof(buf)) > 0 || errno == EINTR)
 		;
 	atomic_store(&stop, 1);
