@@ -37,6 +37,7 @@
 
 #define WP_SITES 4 /* replayable walks kept per thread */
 #include "ring.h"
+#include "proc_unwind.h"
 #include "sampler.h"
 #include "sigmask.h"
 #include "slot.h"
@@ -943,19 +944,26 @@ static int restarts_unseen(uint64_t nr, const unsigned long long *a)
 }
 
 /* A thread blocked in a system call that no wrapper published and that a
- * signal would disturb: its sample is the place it blocks (the PC of the
- * `syscall` instruction, in the libc function or runtime that issued it)
- * with the call's name, marked partial; reused while it stays there. */
-static void record_blocked_pc(struct wp_slot *s, uint64_t now, uint64_t nr, uint64_t pc)
+ * signal would disturb: its stack is walked from the stack pointer and PC
+ * the kernel reports, without a signal (proc_unwind.c), as far as it can be
+ * trusted (marked partial when cut short, the PC alone at worst), with the
+ * call's name; reused while the thread stays blocked there. */
+static void record_blocked_proc(struct wp_slot *s, uint64_t now, uint64_t nr, uint64_t sp,
+				uint64_t pc)
 {
+	int partial, truncated, n;
+
 	memset(&s->stk_ref, 0, sizeof(s->stk_ref));
-	s->stk[0] = pc;
-	s->cached_nr = 1;
-	s->cached_flags = WP_SAMPLE_SYSCALL | WP_SAMPLE_PARTIAL;
+	n = wp_proc_unwind((pid_t)atomic_load(&s->tid), sp, pc, g.mods.adds ^ (g.mods.subs << 32),
+			   s->stk, (int)g.cfg.max_depth, &partial, &truncated);
+	s->cached_nr = (uint32_t)n;
+	s->cached_flags = WP_SAMPLE_SYSCALL | (partial ? WP_SAMPLE_PARTIAL : 0) |
+			  (truncated ? WP_SAMPLE_TRUNCATED : 0);
 	s->cached_sysno = (uint32_t)nr;
 	s->nr_cached_ok = 1;
 	s->sampled_seq = 0;
-	g.ctr.nr_unwind_failed++;
+	g.ctr.nr_unwind_failed += n == 1;
+	g.ctr.nr_truncated += truncated != 0;
 	g.ctr.nr_from_proc++;
 	record_cached(s, now);
 }
@@ -1102,7 +1110,7 @@ static void sample_thread(struct wp_slot *s, uint64_t now)
 		if (!restarts_unseen(nr, args)) {
 			/* Our signal would show (EINTR, a short count, a timeout
 			 * started over): the place it blocks, without a signal. */
-			record_blocked_pc(s, now, nr, pc);
+			record_blocked_proc(s, now, nr, sp, pc);
 			return;
 		}
 		g.ctr.nr_signals_blocked++;

@@ -142,6 +142,16 @@ def tests(rt):
         good = [s for s in raw if s.get("on_cpu") is False and s.get("syscall") == "poll"]
         check(len(good) >= 0.9 * len(raw), "only %d of %d rawpoll samples are off-CPU in poll"
               % (len(good), len(raw)))
+        # Walked from the stack pointer /proc reports, with the CFI: the
+        # whole chain up to the thread's start, not just the PC.
+        chain = ["wpt_raw_poll", "rawpoll_main", "start_thread"]
+        walked = [s for s in good
+                  if all(f in rt.stack_functions(obj, s["stack_id"]) for f in chain)]
+        if len(walked) < 0.9 * len(raw):
+            bad = next(s for s in raw if s not in walked)
+            raise rt.Failure("only %d of %d rawpoll samples have %s; e.g. %s"
+                             % (len(walked), len(raw), " <- ".join(chain),
+                                rt.stack_functions(obj, bad["stack_id"])[:6]))
         check((w.get("from_proc") or 0) >= 1, "from_proc is %r" % w.get("from_proc"))
         note("rawpoll: %d samples, from_proc %s, signals_blocked %s"
              % (len(raw), w.get("from_proc"), w.get("signals_blocked")))

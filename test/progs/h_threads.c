@@ -168,8 +168,12 @@ static int mode_sigblock(void)
 
 /* poll(NULL, 0, ms) issued with the `syscall` instruction itself, as Go's
  * runtime and some event loops do: no libc function, no wrapper. A signal
- * would end it with EINTR (poll is not restarted after a handler). */
-__attribute__((noipa)) static long wpt_raw_poll(int ms)
+ * would end it with EINTR (poll is not restarted after a handler). Built
+ * without frame pointers, as distributions build code: the profiler walks
+ * it from the stack pointer the kernel reports with the CFI alone. */
+#define NO_FP __attribute__((optimize("omit-frame-pointer")))
+
+__attribute__((noipa)) NO_FP static long wpt_raw_poll(int ms)
 {
 	long ret;
 	register long r10 __asm__("r10") = 0;
@@ -181,7 +185,7 @@ __attribute__((noipa)) static long wpt_raw_poll(int ms)
 	return ret;
 }
 
-static void *rawpoll_main(void *arg)
+__attribute__((noipa)) NO_FP static void *rawpoll_main(void *arg)
 {
 	long timed_out = 0;
 
