@@ -156,14 +156,19 @@ WP_EXPORT long syscall(long nr, ...)
 	(void)RESOLVE(syscall);
 	BLOCK((unsigned)nr, real_syscall);
 	switch (cls) {
-	case SYS_SLEEP: /* the kernel reports the time left */
+	case SYS_SLEEP: { /* the kernel reports the time left */
+		struct timespec *rem = (struct timespec *)a[arg + 1];
+
 		t = a[arg] ? *(const struct timespec *)a[arg] : (struct timespec){ 0, 0 };
 		if (a[arg])
 			a[arg] = (long)&t;
 		a[arg + 1] = (long)&left;
 		while ((rc = raw(nr, a)) < 0 && errno == EINTR && OURS())
 			t = left;
+		if (rc < 0 && errno == EINTR && rem)
+			*rem = left;
 		return rc;
+	}
 	case SYS_RETRY_MS:
 		deadline_ms(&d, (int)a[arg]);
 		while ((rc = raw(nr, a)) < 0 && errno == EINTR && OURS())
