@@ -504,48 +504,42 @@ WP_EXPORT int lockf(int fd, int cmd, off_t len)
 FCNTL(fcntl)
 FCNTL(fcntl64)
 
-/* open() of a FIFO waits for the other end. The mode is read only when the
- * flags say there is one, as glibc does. */
+/* open() of a FIFO waits for the other end. */
 #define HAS_MODE(flags) (((flags) & O_CREAT) || ((flags) & O_TMPFILE) == O_TMPFILE)
 
-#define OPEN(name)                                                        \
-	WP_EXPORT int name(const char *path, int flags, ...)              \
-	{                                                                 \
-		mode_t mode = 0;                                          \
-		if (HAS_MODE(flags)) {                                    \
-			va_list ap;                                       \
-			va_start(ap, flags);                              \
-			mode = va_arg(ap, mode_t);                        \
-			va_end(ap);                                       \
-		}                                                         \
-		if (!RESOLVE(name))                                       \
-			NO_REAL(-1);                                      \
-		if (flags & (O_NONBLOCK | O_CREAT))                       \
-			return real_##name(path, flags, mode);            \
-		{                                                         \
-			BLOCK(SYS_openat, real_##name);                   \
-			return real_##name(path, flags, mode);            \
-		}                                                         \
+/* The mode argument, read only when the flags say there is one. */
+#define OPEN_MODE(flags)                                  \
+	mode_t mode = 0;                                  \
+	if (HAS_MODE(flags)) {                            \
+		va_list ap;                               \
+		va_start(ap, flags);                      \
+		mode = va_arg(ap, mode_t);                \
+		va_end(ap);                               \
 	}
 
-#define OPENAT(name)                                                      \
-	WP_EXPORT int name(int dirfd, const char *path, int flags, ...)   \
-	{                                                                 \
-		mode_t mode = 0;                                          \
-		if (HAS_MODE(flags)) {                                    \
-			va_list ap;                                       \
-			va_start(ap, flags);                              \
-			mode = va_arg(ap, mode_t);                        \
-			va_end(ap);                                       \
-		}                                                         \
-		if (!RESOLVE(name))                                       \
-			NO_REAL(-1);                                      \
-		if (flags & (O_NONBLOCK | O_CREAT))                       \
-			return real_##name(dirfd, path, flags, mode);     \
-		{                                                         \
-			BLOCK(SYS_openat, real_##name);                   \
-			return real_##name(dirfd, path, flags, mode);     \
-		}                                                         \
+/* Only an open that may wait (no O_NONBLOCK, no O_CREAT) publishes. */
+#define OPEN_CALL(name, flags, call)                      \
+	if (!RESOLVE(name))                               \
+		NO_REAL(-1);                              \
+	if ((flags) & (O_NONBLOCK | O_CREAT))             \
+		return (call);                            \
+	{                                                 \
+		BLOCK(SYS_openat, real_##name);           \
+		return (call);                            \
+	}
+
+#define OPEN(name)                                                    \
+	WP_EXPORT int name(const char *path, int flags, ...)          \
+	{                                                             \
+		OPEN_MODE(flags)                                      \
+		OPEN_CALL(name, flags, real_##name(path, flags, mode)) \
+	}
+
+#define OPENAT(name)                                                         \
+	WP_EXPORT int name(int dirfd, const char *path, int flags, ...)      \
+	{                                                                    \
+		OPEN_MODE(flags)                                             \
+		OPEN_CALL(name, flags, real_##name(dirfd, path, flags, mode)) \
 	}
 
 OPEN(open)
