@@ -3,7 +3,7 @@
 # missing. As root it runs apt-get; otherwise it prints the exact command.
 set -eu
 
-PKGS="build-essential pkg-config libunwind-dev libdw-dev libelf-dev libjansson-dev zlib1g-dev python3 elfutils"
+PKGS="build-essential pkg-config libunwind-dev libdw-dev libelf-dev libjansson-dev zlib1g-dev python3 elfutils golang-go libpython3.11-testsuite"
 
 missing() {
 	command -v cc >/dev/null 2>&1 || return 0
@@ -11,8 +11,10 @@ missing() {
 	command -v make >/dev/null 2>&1 || return 0
 	command -v python3 >/dev/null 2>&1 || return 0
 	command -v eu-stack >/dev/null 2>&1 || return 0
+	command -v go >/dev/null 2>&1 || return 0 # test/e2e/golang.py (cgo test program)
 	command -v pkg-config >/dev/null 2>&1 || return 0
 	pkg-config --exists libunwind libdw libelf jansson zlib || return 0
+	[ -f /usr/lib/python3.11/test/test_eintr.py ] || return 0 # libpython3.11-testsuite
 	return 1
 }
 

@@ -649,6 +649,11 @@ static int get_cu(struct wp_sym *s, struct mod *md, uint64_t addr, struct cu **o
 	*out = NULL;
 	Dwarf_Addr bias;
 	Dwarf_Die *cudie = dwfl_module_addrdie(md->dm, addr, &bias);
+	/* .debug_aranges may cover only some units (a Go binary lists just
+	 * its cgo C units), and libdwfl then answers with the unit below the
+	 * address: take it only if it really holds the address. */
+	if (cudie && dwarf_haspc(cudie, addr - bias) <= 0)
+		cudie = NULL;
 	if (!cudie) {
 		if (!md->cus_tried)
 			build_cus(md);

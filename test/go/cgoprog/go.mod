@@ -1,0 +1,3 @@
+module cgoprog
+
+go 1.19
