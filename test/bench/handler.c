@@ -11,7 +11,9 @@
  *   odd signals:  a raw unw_backtrace(buf, 256 + WP_UNW_SCRATCH) (for comparison)
  * and records the time from handler entry to exit (CLOCK_MONOTONIC, read
  * through the vDSO) plus the depth captured. The first 10 of each kind are
- * warm-up (libunwind's caches) and not counted.
+ * warm-up (libunwind's caches) and not counted. Like the library, it
+ * answers libunwind's validation pipe (unwind.h: fake descriptors) in its
+ * read() and syscall(), which libunwind calls for it.
  *
  * Output, one line per kind:
  *   kind=capture n=... median_us=... p99_us=... max_us=... min_depth=... max_depth=... flags_slow=... flags_failed=...
@@ -34,7 +36,40 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
+#include <stdarg.h>
+
 #include "../../unwind/unwind.h"
+
+/* What preload/block_io.c and block_ipc.c do for the fake pipe. */
+ssize_t read(int fd, void *buf, size_t n)
+{
+	static ssize_t (*real)(int, void *, size_t);
+
+	if (fd == WP_UNW_FAKE_RFD) {
+		errno = EAGAIN;
+		return -1;
+	}
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "read");
+	return real(fd, buf, n);
+}
+
+long syscall(long nr, ...)
+{
+	va_list ap;
+	long a[6];
+
+	va_start(ap, nr);
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	if (nr == SYS_write && a[0] == WP_UNW_FAKE_WFD)
+		return wp_unwind_fake_write((const void *)a[1], (size_t)a[2]);
+	return (long)((long (*)(long, long, long, long, long, long, long))dlsym(RTLD_NEXT,
+										 "syscall"))(
+		nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
 
 #define MAX_DEPTH 256
 #define MAX_REC 200000
