@@ -106,6 +106,15 @@ $(BUILD)/progs/static_hello: test/progs/static_hello.c
 	@mkdir -p $(dir $@)
 	$(CC) $(PROG_CFLAGS) -std=gnu11 -static -o $@ $<
 
+# blocking.c a second time with _FORTIFY_SOURCE=2 (tests eintr_battery_fortify*):
+# its poll, ppoll, read, recv and recvfrom calls become glibc's __*_chk
+# variants. The plain build must not use them, whatever the compiler's default.
+PROGS += $(BUILD)/progs/blocking_fortify
+$(BUILD)/progs/blocking: PROG_CFLAGS += -U_FORTIFY_SOURCE
+$(BUILD)/progs/blocking_fortify: test/progs/blocking.c $(wildcard test/progs/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(PROG_CFLAGS) -std=gnu11 -D_FORTIFY_SOURCE=2 -o $@ $< -lm
+
 # Offline converter of raw dumps (written when the host dies of a fatal
 # signal) into Sentry JSON: build/wallprof-convert RAW [-o OUT.json].
 CONVERT := $(BUILD)/wallprof-convert

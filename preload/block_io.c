@@ -329,8 +329,14 @@ static ssize_t iov_rest(int fd, const struct iovec *iov, int cnt, size_t done,
 		return 0;
 	if (done) {
 		struct iovec part = { (char *)iov[k].iov_base + done, iov[k].iov_len - done };
+		ssize_t r = more(fd, &part, 1, arg), r2;
 
-		return more(fd, &part, 1, arg);
+		/* The segment's rest went whole: the following ones at once
+		 * (the caller goes on only after a step our signal cut). */
+		if (r < (ssize_t)part.iov_len || k + 1 == cnt)
+			return r;
+		r2 = more(fd, iov + k + 1, cnt - k - 1, arg);
+		return r2 > 0 ? r + r2 : r;
 	}
 	return more(fd, iov + k, cnt - k, arg);
 }

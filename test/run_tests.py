@@ -692,13 +692,89 @@ BATTERY = (
     ("accept", -1, "EAGAIN"),
     ("accept4", -1, "EAGAIN"),
     ("connect", -1, "EAGAIN"),
+    # the same calls through syscall(), which no wrapper of the libc function sees
+    ("syscall_nanosleep", 0, "0"),
+    ("syscall_clock_nanosleep", 0, "0"),
+    ("syscall_poll", 0, "0"),
+    ("syscall_ppoll", 0, "0"),
+    ("syscall_epoll_wait", 0, "0"),
+    ("syscall_epoll_pwait", 0, "0"),
+    ("syscall_futex_wait", -1, "ETIMEDOUT"),         # FUTEX_WAIT, relative timeout
+    ("syscall_futex_wait_bitset", -1, "ETIMEDOUT"),  # FUTEX_WAIT_BITSET, absolute
+    ("syscall_semtimedop", -1, "EAGAIN"),
+    ("syscall_msgrcv", 4, "0"),                      # a helper sends at the deadline
+    ("syscall_io_getevents", 0, "0"),                # aio context, nothing submitted
+    ("syscall_read_pipe", 1, "0"),
+    ("syscall_wait4", 0, "0"),
+    # System V IPC (removed at exit)
+    ("msgrcv", 4, "0"),
+    ("msgsnd_full", 0, "0"),                         # a helper drains one at the deadline
+    ("semop", 0, "0"),                               # a helper increments at the deadline
+    ("semtimedop", -1, "EAGAIN"),
+    # POSIX message queues
+    ("mq_receive", 4, "0"),
+    ("mq_timedreceive", -1, "ETIMEDOUT"),
+    ("mq_send_full", 0, "0"),
+    ("mq_timedsend_full", -1, "ETIMEDOUT"),
+    ("epoll_pwait2", 0, "0"),
+    # pthread: clock/timed variants time out, the plain rwlock ones get the
+    # lock a helper holds until the deadline
+    ("cond_clockwait", errno.ETIMEDOUT, "0"),
+    ("mutex_timedlock", errno.ETIMEDOUT, "0"),
+    ("mutex_clocklock", errno.ETIMEDOUT, "0"),
+    ("sem_clockwait", -1, "ETIMEDOUT"),
+    ("rwlock_rdlock", 0, "0"),
+    ("rwlock_wrlock", 0, "0"),
+    ("rwlock_timedrdlock", errno.ETIMEDOUT, "0"),
+    ("rwlock_timedwrlock", errno.ETIMEDOUT, "0"),
+    ("rwlock_clockrdlock", errno.ETIMEDOUT, "0"),
+    ("rwlock_clockwrlock", errno.ETIMEDOUT, "0"),
+    ("timedjoin_np", errno.ETIMEDOUT, "0"),
+    ("clockjoin_np", errno.ETIMEDOUT, "0"),
+    ("recvmmsg_rcvtimeo", -1, "EAGAIN"),             # SO_RCVTIMEO, timeout argument NULL
+    ("recvmmsg_wake", 1, "0"),
+    # 4 MiB in one call into a pipe / socketpair drained from the deadline on:
+    # the full count, never a short one
+    ("write_full", 4 << 20, "0"),
+    ("writev_full", 4 << 20, "0"),
+    ("send_full", 4 << 20, "0"),
+    ("sendto_full", 4 << 20, "0"),
+    ("sendmsg_full", 4 << 20, "0"),
+    # locks held elsewhere until the deadline, a FIFO's writer opening then
+    ("flock", 0, "0"),
+    ("ofd_setlkw", 0, "0"),
+    ("setlkw", 0, "0"),                              # held by a forked child
+    ("lockf", 0, "0"),                               # held by a forked child
+    ("open_fifo", 0, "0"),
+    # every signal blocked and waited for: the profiler's SIGPROF must never
+    # be the one returned
+    ("sigtimedwait_full", -1, "EAGAIN"),
+    ("sigwaitinfo_full", int(signal.SIGUSR1), "0"),
 )
+
+# The fortified build (build/progs/blocking_fortify, -D_FORTIFY_SOURCE=2) must
+# import these, or its battery silently stops testing them; the plain build
+# must import none.
+FORTIFY_IMPORTS = ("__poll_chk", "__ppoll_chk", "__read_chk", "__recv_chk", "__recvfrom_chk")
 
 REAL_SIGNAL_MS = 200   # blocking.c REAL_SIGNAL_DELAY_MS
 # realsignal: every call ends with EINTR; clock_nanosleep returns the error.
+# (The pthread lock, condition and join calls are not interruptible, and the
+# *_full sigwait calls would take the signal: they are not in this list.)
 REAL_SIGNAL_CALLS = ("pause", "sigsuspend", "nanosleep", "clock_nanosleep", "poll", "ppoll",
                      "select", "epoll_wait", "sigtimedwait", "read", "recv", "accept",
-                     "sem_wait", "waitpid")
+                     "sem_wait", "waitpid",
+                     "recvfrom", "pselect", "epoll_pwait", "epoll_pwait2", "sem_timedwait",
+                     "sem_clockwait", "wait4", "semop", "semtimedop", "msgrcv", "msgsnd",
+                     "mq_receive", "mq_timedreceive", "mq_send", "mq_timedsend", "recvmmsg",
+                     "write", "writev", "send", "sendto", "sendmsg",  # full pipe / socket
+                     "flock", "ofd_setlkw", "setlkw", "lockf", "open_fifo",
+                     "syscall_nanosleep", "syscall_clock_nanosleep", "syscall_poll",
+                     "syscall_ppoll", "syscall_epoll_wait", "syscall_epoll_pwait",
+                     "syscall_futex_wait", "syscall_futex_wait_bitset", "syscall_semtimedop",
+                     "syscall_msgrcv", "syscall_io_getevents", "syscall_read_pipe",
+                     "syscall_wait4")
+REAL_SIGNAL_TIMEOUT = 60  # seconds for one realsignal run (~11 s of calls)
 
 
 def elapsed_close(a, b):
@@ -759,15 +835,18 @@ def fmt_result(r):
     return "rc=%d errno=%s %d ms" % (r[1], r[2], r[3])
 
 
-def battery_pair(tmp, call, env=None):
+def battery_pair(tmp, call, env=None, binary="blocking"):
     """Runs `blocking CALL BATTERY_MS` without, then with the preload.
     Returns the two Runs."""
-    argv = [prog("blocking"), call, str(BATTERY_MS)]
-    plain = run_bounded(argv, tmp, preload=False, timeout=BATTERY_TIMEOUT)
-    # The battery's helper children (waitpid, wait4) are forked: unprofiled,
-    # or their exit dump would delay the wait being measured.
+    argv = [prog(binary), call, str(BATTERY_MS)]
+    # TMPDIR: the FIFO and lock files go in the test's directory, removed
+    # even when a hung program is killed.
+    plain = run_bounded(argv, tmp, {"TMPDIR": tmp}, preload=False, timeout=BATTERY_TIMEOUT)
+    # The battery's helper children (waitpid, wait4, the lock holder of
+    # setlkw and lockf) are forked: unprofiled, or their exit dump would delay
+    # the wait being measured.
     pre = run_bounded(argv, tmp, dict({"WALLPROF_HZ": BATTERY_HZ, "WALLPROF_LOG": "error",
-                                       "WALLPROF_FOLLOW_CHILDREN": "0"},
+                                       "WALLPROF_FOLLOW_CHILDREN": "0", "TMPDIR": tmp},
                                       **(env or {})), timeout=BATTERY_TIMEOUT)
     return plain, pre
 
@@ -786,7 +865,9 @@ def battery_problems(call, want_rc, want_errno, plain, pre):
     if q is None:
         return ["%s: under preload: %s" % (call, why)], False
     if (q[1], q[2]) != (p[1], p[2]):
-        return ["%s: under preload %s, without %s" % (call, fmt_result(q), fmt_result(p))], False
+        what = " (SIGPROF: the profiler's own signal)" if (
+            call.startswith("sig") and q[1] == int(signal.SIGPROF)) else ""
+        return ["%s: under preload %s, without %s%s" % (call, fmt_result(q), fmt_result(p), what)], False
     problems = []
     if not elapsed_close(p[3], want_ms):
         problems.append("%s: without preload took %d ms, expected ~%d (loaded machine?)"
@@ -796,32 +877,83 @@ def battery_problems(call, want_rc, want_errno, plain, pre):
     return problems, True  # only elapsed differs: worth one retry
 
 
-def test_eintr_battery(tmp, env=None):
+def test_eintr_battery(tmp, env=None, binary="blocking"):
     """Every blocking call of test/progs/blocking.c returns the same rc and
     errno after the same time with the profiler at 1000 Hz as without it."""
-    listed = run_plain([prog("blocking"), "list"], tmp).stdout.split()
+    listed = run_plain([prog(binary), "list"], tmp).stdout.split()
     check(sorted(listed) == sorted(c for c, _, _ in BATTERY),
-          "blocking list and BATTERY disagree: %s"
-          % sorted(set(listed).symmetric_difference(c for c, _, _ in BATTERY)))
+          "%s list and BATTERY disagree: %s"
+          % (binary, sorted(set(listed).symmetric_difference(c for c, _, _ in BATTERY))))
     with concurrent.futures.ThreadPoolExecutor(max_workers=BATTERY_JOBS) as pool:
-        runs = {c: pool.submit(battery_pair, tmp, c, env) for c, _, _ in BATTERY}
+        runs = {c: pool.submit(battery_pair, tmp, c, env, binary) for c, _, _ in BATTERY}
         runs = {c: f.result() for c, f in runs.items()}
     problems = []
     for call, want_rc, want_errno in BATTERY:
         plain, pre = runs[call]
         probs, retry = battery_problems(call, want_rc, want_errno, plain, pre)
         if probs and retry:  # timing only: once more, alone, before calling it a difference
-            plain, pre = battery_pair(tmp, call, env)
+            plain, pre = battery_pair(tmp, call, env, binary)
             probs2, _ = battery_problems(call, want_rc, want_errno, plain, pre)
             probs = probs2 and [p + " (twice)" for p in probs2]
         problems += probs
         q, _ = one_result(pre)
         if q is not None:
-            note("%-20s under preload %s" % (call, fmt_result(q)))
+            note("%-26s under preload %s" % (call, fmt_result(q)))
     if problems:
         bad = sorted({p.split(":")[0] for p in problems})
-        raise Failure("%d of %d calls behave differently under the preload at %s Hz: %s"
-                      % (len(bad), len(BATTERY), BATTERY_HZ, " ".join(bad)), problems)
+        raise Failure("%d of %d calls of %s behave differently under the preload at %s Hz: %s"
+                      % (len(bad), len(BATTERY), binary, BATTERY_HZ, " ".join(bad)), problems)
+
+
+def dynamic_imports(path):
+    """Undefined dynamic symbols of an executable (nm -D), without versions."""
+    nm = shutil.which("nm")
+    check(nm, "nm (binutils) not found: cannot check the fortified build's imports")
+    p = subprocess.run([nm, "-D", "--undefined-only", path], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=30)
+    check(p.returncode == 0, "nm -D %s: %s" % (path, p.stderr.decode(errors="replace").strip()))
+    return {l.split()[-1].split("@")[0] for l in p.stdout.decode().splitlines() if l.split()}
+
+
+def check_fortify_imports():
+    """blocking_fortify really calls the __*_chk variants; blocking none."""
+    got = dynamic_imports(prog("blocking_fortify"))
+    missing = [s for s in FORTIFY_IMPORTS if s not in got]
+    check(not missing, "build/progs/blocking_fortify does not import %s (it imports %s): its "
+          "battery would not test the fortified calls" % (" ".join(missing),
+                                                          sorted(s for s in got if "_chk" in s)))
+    plain = sorted(s for s in FORTIFY_IMPORTS if s in dynamic_imports(prog("blocking")))
+    check(not plain, "build/progs/blocking imports %s: built with _FORTIFY_SOURCE?" % plain)
+
+
+def test_eintr_battery_fortify(tmp, env=None):
+    """The battery once more, built with -D_FORTIFY_SOURCE=2: poll, ppoll,
+    read, recv and recvfrom are then glibc's __poll_chk, __ppoll_chk,
+    __read_chk, __recv_chk and __recvfrom_chk, which call the system call
+    without going through the interposable poll, read, ..."""
+    check_fortify_imports()
+    test_eintr_battery(tmp, env, binary="blocking_fortify")
+
+
+def check_forced_retries(tmp, binary):
+    """`binary poll` under forced signals: our signal lands in the poll
+    wrapper again and again (retried), and the stacks show no wrapper."""
+    r = run_bounded([prog(binary), "poll", str(BATTERY_MS)], tmp,
+                    {"WALLPROF_HZ": BATTERY_HZ, "WALLPROF_TEST_SIGNAL_BLOCKED": "1"},
+                    timeout=BATTERY_TIMEOUT)
+    obj = exit_profile(r)
+    retried = wallprof_section(obj).get("eintr_retried", 0)
+    note("%s poll under forced signals: %d retries" % (binary, retried))
+    check(retried >= 100, "the forced run of %s poll retried only %d calls; the safety net was "
+          "not exercised" % (binary, retried))
+    # Those signals land inside our poll wrapper; the wrapper stands for the
+    # libc poll below it and must not appear as a caller in the stacks.
+    ours = set()
+    for smp in profile_part(obj)["samples"]:
+        for f in stack_frames(obj, smp["stack_id"])[1:]:
+            if "libwallprof" in (f.get("module") or ""):
+                ours.add(f.get("function") or f.get("instruction_addr"))
+    check(not ours, "stacks show the library's own frames as callers: %s" % sorted(ours))
 
 
 def test_eintr_battery_forced(tmp):
@@ -831,22 +963,13 @@ def test_eintr_battery_forced(tmp):
     it returns without the profiler, after the same time, because the
     wrappers retry with the time left."""
     test_eintr_battery(tmp, {"WALLPROF_TEST_SIGNAL_BLOCKED": "1"})
-    r = run_bounded([prog("blocking"), "poll", str(BATTERY_MS)], tmp,
-                    {"WALLPROF_HZ": BATTERY_HZ, "WALLPROF_TEST_SIGNAL_BLOCKED": "1"},
-                    timeout=BATTERY_TIMEOUT)
-    obj = exit_profile(r)
-    retried = wallprof_section(obj).get("eintr_retried", 0)
-    note("poll under forced signals: %d retries" % retried)
-    check(retried >= 100, "the forced run retried only %d calls; the safety net was not "
-          "exercised" % retried)
-    # Those signals land inside our poll wrapper; the wrapper stands for the
-    # libc poll below it and must not appear as a caller in the stacks.
-    ours = set()
-    for smp in profile_part(obj)["samples"]:
-        for f in stack_frames(obj, smp["stack_id"])[1:]:
-            if "libwallprof" in (f.get("module") or ""):
-                ours.add(f.get("function") or f.get("instruction_addr"))
-    check(not ours, "stacks show the library's own frames as callers: %s" % sorted(ours))
+    check_forced_retries(tmp, "blocking")
+
+
+def test_eintr_battery_fortify_forced(tmp):
+    """The same with the fortified build (its poll is __poll_chk)."""
+    test_eintr_battery_fortify(tmp, {"WALLPROF_TEST_SIGNAL_BLOCKED": "1"})
+    check_forced_retries(tmp, "blocking_fortify")
 
 
 def test_real_signal_interrupts_forced(tmp):
@@ -918,44 +1041,162 @@ def test_eintr_churn(tmp):
           % w.get("eintr_retried"))
 
 
-def test_real_signal_interrupts(tmp, env=None, together=True):
-    """A real signal (handler without SA_RESTART) still interrupts every
-    blocking call with EINTR after the same time under the profiler. The
-    runs with and without the preload go side by side unless `together` is
-    false (a run that keeps a CPU busy would slow the other one down)."""
-    argv = [prog("blocking"), "realsignal"]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2 if together else 1) as pool:
-        fp = pool.submit(run_bounded, argv, tmp, None, False, 30)
-        fq = pool.submit(run_bounded, argv, tmp, dict({"WALLPROF_HZ": BATTERY_HZ}, **(env or {})),
-                         True, 30)
-        plain, pre = fp.result(), fq.result()
-    check(plain.rc == 0, "without preload: %s" % plain.describe())
+def realsignal_problems(binary, calls, plain, pre):
+    """(problems, timing_only): what differs between the realsignal runs of
+    `binary` without and with the preload, or what is wrong with the run
+    without it; timing_only when only elapsed times are off."""
+    tag = "" if binary == "blocking" else " (%s)" % binary
+    if plain.rc != 0:
+        return ["%s without preload: %s" % (binary, plain.describe())], False
     want = parse_results(plain)
-    check([r[0] for r in want] == list(REAL_SIGNAL_CALLS), "without preload: calls %s"
-          % [r[0] for r in want])
+    if [r[0] for r in want] != list(calls):
+        return ["%s without preload: calls %s" % (binary, [r[0] for r in want])], False
     for r in want:
-        ok = (r[1], r[2]) == ((4, "0") if r[0] == "clock_nanosleep" else (-1, "EINTR"))
-        check(ok and elapsed_close(r[3], REAL_SIGNAL_MS),
-              "without preload: %s %s, expected EINTR after ~%d ms"
-              % (r[0], fmt_result(r), REAL_SIGNAL_MS))
+        if (r[1], r[2]) != ((4, "0") if r[0] == "clock_nanosleep" else (-1, "EINTR")):
+            return ["%s without preload: %s %s, expected EINTR (test program?)"
+                    % (binary, r[0], fmt_result(r))], False
+    late = ["%s %s" % (r[0], fmt_result(r)) for r in want if not elapsed_close(r[3], REAL_SIGNAL_MS)]
+    if late:
+        return ["%s without preload: %s, expected EINTR after ~%d ms (loaded machine?)"
+                % (binary, ", ".join(late[:3]), REAL_SIGNAL_MS)], True
     got = parse_results(pre)
-    problems = []
+    problems, timing_only = [], True
     for i, r in enumerate(want):
         if i >= len(got):
-            problems.append("%s: no result under preload (%s)"
-                            % (r[0], "killed after 30 s" if pre.rc is None else pre.describe()))
+            problems.append("%s%s: no result under preload (%s)"
+                            % (r[0], tag, "killed after %d s" % REAL_SIGNAL_TIMEOUT
+                               if pre.rc is None else pre.describe()))
+            timing_only = False
             continue
         g = got[i]
+        if (g[0], g[1], g[2]) != (r[0], r[1], r[2]) or (
+                g[3] < r[3] and not elapsed_close(g[3], r[3])):
+            timing_only = False  # a loaded machine makes calls late, never early
         if (g[0], g[1], g[2]) != (r[0], r[1], r[2]) or not elapsed_close(g[3], r[3]):
-            problems.append("%s: under preload %s, without %s" % (r[0], fmt_result(g), fmt_result(r)))
-        note("%-16s under preload %s" % (g[0], fmt_result(g)))
+            problems.append("%s%s: under preload %s, without %s"
+                            % (r[0], tag, fmt_result(g), fmt_result(r)))
+        note("%-26s under preload %s%s" % (g[0], fmt_result(g), tag))
     if not problems:
-        check(pre.rc == 0, "under preload: %s" % pre.describe())
-        check(not pre.other_stderr(), "under preload, stderr: %r" % pre.other_stderr()[:3])
+        if pre.rc != 0:
+            return ["%s under preload: %s" % (binary, pre.describe())], False
+        if pre.other_stderr():
+            return ["%s under preload, stderr: %r" % (binary, pre.other_stderr()[:3])], False
+    return problems, timing_only
+
+
+# The fortified build runs the calls whose code differs there (__*_chk).
+REAL_SIGNAL_FORTIFY_CALLS = ("poll", "ppoll", "read", "recv", "recvfrom")
+REAL_SIGNAL_BUILDS = (("blocking", REAL_SIGNAL_CALLS),
+                      ("blocking_fortify", REAL_SIGNAL_FORTIFY_CALLS))
+
+
+def realsignal_pair(tmp, binary, calls, pre_env, together):
+    """`BINARY realsignal CALLS...` without and with the preload: side by
+    side when `together`, else one after the other."""
+    argv = [prog(binary), "realsignal"] + list(calls)
+    plain_env, pre_env = {"TMPDIR": tmp}, dict(pre_env, TMPDIR=tmp)
+    if not together:
+        return (run_bounded(argv, tmp, plain_env, False, REAL_SIGNAL_TIMEOUT),
+                run_bounded(argv, tmp, pre_env, True, REAL_SIGNAL_TIMEOUT))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        fp = pool.submit(run_bounded, argv, tmp, plain_env, False, REAL_SIGNAL_TIMEOUT)
+        fq = pool.submit(run_bounded, argv, tmp, pre_env, True, REAL_SIGNAL_TIMEOUT)
+        return fp.result(), fq.result()
+
+
+def test_real_signal_interrupts(tmp, env=None, together=True):
+    """A real signal (handler without SA_RESTART) still interrupts every
+    blocking call with EINTR after the same time under the profiler, in the
+    plain build and (its __*_chk calls) the fortified one. The runs with and
+    without the preload go side by side unless `together` is false (a run
+    that keeps a CPU busy would slow the other one down). A build whose runs
+    differ in lateness only is run once more before it counts."""
+    pre_env = dict({"WALLPROF_HZ": BATTERY_HZ}, **(env or {}))
+    problems, total = [], 0
+    for binary, calls in REAL_SIGNAL_BUILDS:
+        total += len(calls)
+        probs, retry = realsignal_problems(binary, calls,
+                                           *realsignal_pair(tmp, binary, calls, pre_env, together))
+        if probs and retry:
+            probs2, _ = realsignal_problems(binary, calls,
+                                            *realsignal_pair(tmp, binary, calls, pre_env, False))
+            probs = probs2 and [p + " (twice)" for p in probs2]
+        problems += probs
     if problems:
         raise Failure("%d of %d calls differ under the preload: %s"
-                      % (len(problems), len(want), " ".join(p.split(":")[0] for p in problems)),
+                      % (len(problems), total, " ".join(p.split(":")[0] for p in problems)),
                       problems)
+
+
+TRANSFER_MB = 512      # blocking transfer: 32 writes of 16 MiB into a pipe
+TRANSFER_TIMEOUT = 60
+TRANSFER_RE = re.compile(r"^transfer writes=(\d+) short=(\d+) eintr=(\d+) written=(\d+) "
+                         r"read=(\d+) elapsed_ms=(\d+)$")
+
+
+def test_transfer_full_writes(tmp):
+    """16 MiB write() calls into a pipe a slow reader drains: a blocking
+    write returns the full count unless a signal handler runs during it
+    (then the part written so far). None may come back short, or fail,
+    under the profiler at 1000 Hz."""
+    argv = [prog("blocking"), "transfer", str(TRANSFER_MB)]
+    want = TRANSFER_MB << 20
+    for preload in (False, True):
+        what = "under preload" if preload else "without preload"
+        r = run_bounded(argv, tmp, {"WALLPROF_HZ": BATTERY_HZ, "WALLPROF_LOG": "error"}
+                        if preload else None, preload, TRANSFER_TIMEOUT)
+        m = TRANSFER_RE.match(r.stdout.strip())
+        check(r.rc == 0 and m, "%s: stdout %r (%s)" % (what, r.stdout[-200:], r.describe()))
+        writes, short, eintr, written, read = (int(g) for g in m.groups()[:5])
+        note("%s: %s" % (what, r.stdout.strip()))
+        check(written == want and read == want, "%s: wrote %d bytes, the reader got %d, want %d"
+              % (what, written, read, want))
+        check(short == 0 and eintr == 0, "%s at %s Hz: %d of %d write() calls of 16 MiB into a "
+              "pipe came back short, %d failed with EINTR" % (what, BATTERY_HZ, short, writes,
+                                                           eintr))
+
+
+PY_STDOUT_BYTES = 100000000
+
+
+def test_python_stdout_full(tmp):
+    """`python3 -u -c 'import sys; sys.stdout.write("x"*100000000)' | wc -c`
+    prints 100000000 with the python process (only) under the preload at
+    1000 Hz, as without it."""
+    code = 'import sys; sys.stdout.write("x"*%d)' % PY_STDOUT_BYTES
+    for preload in (False, True):
+        what = "under preload" if preload else "without preload"
+        r, w = os.pipe()
+        try:
+            py = subprocess.Popen([sys.executable, "-u", "-c", code], cwd=tmp,
+                                  env=clean_env({"WALLPROF_HZ": BATTERY_HZ, "WALLPROF_LOG": "error"}
+                                                if preload else None, preload),
+                                  stdin=subprocess.DEVNULL, stdout=w, stderr=subprocess.PIPE,
+                                  start_new_session=True)
+            try:
+                wc = subprocess.Popen(["wc", "-c"], cwd=tmp, env=clean_env(preload=False),
+                                      stdin=r, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      start_new_session=True)
+            except BaseException:
+                _kill(py)
+                raise
+        finally:
+            os.close(r)
+            os.close(w)
+        try:
+            _, py_err = py.communicate(timeout=RUN_TIMEOUT)
+            wc_out, _ = wc.communicate(timeout=RUN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            _kill(py)
+            _kill(wc)
+            raise Failure("%s: python | wc -c did not finish within %d s" % (what, RUN_TIMEOUT))
+        err = [l for l in py_err.decode(errors="replace").splitlines() if "wallprof:" not in l]
+        check(py.returncode == 0, "%s: python exited with %s, stderr: %s"
+              % (what, py.returncode, " | ".join(err[-3:])))
+        count = wc_out.decode().strip()
+        note("%s: wc -c printed %s" % (what, count))
+        check(count == str(PY_STDOUT_BYTES), "%s at %s Hz: wc -c printed %s, want %d (stderr: %s)"
+              % (what, BATTERY_HZ, count, PY_STDOUT_BYTES, " | ".join(err[-3:]) or "empty"))
 
 
 # t_ thread of test/progs/blockers.c -> (chain name, syscall labels, libc leaf names).
@@ -1281,6 +1522,10 @@ E2E_TESTS = [
     ("dlclosed_plugin", test_dlclosed_plugin),
     ("eintr_battery", test_eintr_battery),
     ("eintr_battery_forced", test_eintr_battery_forced),
+    ("eintr_battery_fortify", test_eintr_battery_fortify),
+    ("eintr_battery_fortify_forced", test_eintr_battery_fortify_forced),
+    ("transfer_full_writes", test_transfer_full_writes),
+    ("python_stdout_full", test_python_stdout_full),
     ("retry_poll_terminates", test_retry_poll_terminates),
     ("eintr_churn", test_eintr_churn),
     ("real_signal_interrupts", test_real_signal_interrupts),
