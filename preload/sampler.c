@@ -493,6 +493,11 @@ static void slot_thread_exit(void *p)
 {
 	struct wp_slot *s = p;
 
+	/* The thread group leader ending as a thread: main() through
+	 * pthread_exit, or, in a child forked from another thread, that
+	 * thread returning from its start routine (after_fork_child set the
+	 * key for it). Without us the process would end with its last thread. */
+	wp_sampler_main_exiting();
 	if (!s || s != tls_slot || atomic_load_explicit(&s->tid, memory_order_relaxed) != tls_tid)
 		return;
 	atomic_store_explicit(&s->exiting, 1, memory_order_seq_cst);
@@ -1811,6 +1816,11 @@ static void reset_after_fork(void)
 		wp_log(WP_LOG_ERROR, "forked child %d: cannot allocate the ring; profiling is off", g.pid);
 		return;
 	}
+	/* Threads that survive (a failed exec restarts us with the program's
+	 * threads still there) get new entries: their old indices point into
+	 * the table just emptied. */
+	for (uint32_t i = 0; i < g.nr_slots; i++)
+		g.slots[i].name_idx = UINT32_MAX;
 	g.nr_names = 0;
 	memset(&g.ctr, 0, sizeof(g.ctr));
 	g.start_ns = mono_ns();
@@ -1845,6 +1855,11 @@ static void after_fork_child(void)
 	}
 	g.pid = getpid();
 	g.uid = getuid();
+	/* This thread is the child's leader now, whatever it was in the
+	 * parent: its exit must be seen (slot_thread_exit). A key below 32
+	 * is stored without allocating. */
+	if (g.exit_key_ok)
+		pthread_setspecific(g.exit_key, &g);
 	for (i = 0; i < g.nr_slots; i++) {
 		struct wp_slot *s = &g.slots[i];
 

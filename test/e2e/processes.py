@@ -109,6 +109,34 @@ def tests(rt):
         note("child profile: %d samples" % len(rt.profile_part(cobj).get("samples", [])))
         no_partial_files(tmp)
 
+    def test_exec_fails(tmp):
+        """A failed exec in a multithreaded process (CPython's test_os makes
+        them): profiling starts again with the threads still there, and their
+        samples have their names (the name table was emptied under slots that
+        still pointed into it: garbage names, out-of-bounds writes, a SIGSEGV
+        in the sampler about a second later in test_os)."""
+        r = same_behaviour(tmp, [rt.prog("h_procs"), "execfail"])
+        path = pid_profile(tmp, r.pid)
+        check(os.path.exists(path), "no profile after the failed exec (%s)" % r.describe())
+        obj = rt.load_profile(path)
+        rt.check_valid(obj, "profile after a failed exec")
+        meta = rt.profile_part(obj).get("thread_metadata") or {}
+        nameless = [t for t, m in meta.items() if not (m or {}).get("name")]
+        check(not nameless, "threads without a name in thread_metadata: %s" % nameless)
+        workers = rt.tids_named(obj, "execfail-w")
+        by = rt.samples_by_thread(obj)
+        check(len(workers) == 3 and all(len(by.get(t, [])) >= 20 for t in workers),
+              "the three execfail-w threads after the failed exec: %s"
+              % {t: len(by.get(t, [])) for t in workers})
+
+    def test_fork_from_thread(tmp):
+        """A thread that is not main forks, and in the child returns from its
+        start routine (CPython 3.11 threads end so): the child ends with
+        status 0 at once, as without the profiler (it lived on for good: a
+        zombie leader plus our sampler)."""
+        r = same_behaviour(tmp, [rt.prog("h_procs"), "forkthread"])
+        check("forkthread: child exited 0" in r.stdout, "forkthread: %r" % r.stdout.strip())
+
     def test_fork_exec(tmp):
         exe = rt.prog("exitcode")
         r = same_behaviour(tmp, [rt.prog("h_procs"), "forkexec", exe])
@@ -267,6 +295,8 @@ def tests(rt):
     return [
         ("proc_fork", test_fork),
         ("proc_fork_exec", test_fork_exec),
+        ("proc_exec_fails", test_exec_fails),
+        ("proc_fork_from_thread", test_fork_from_thread),
         ("proc_fork_exec_sh", test_fork_exec_sh),
         ("proc_vfork_exec", test_vfork_exec),
         ("proc_posix_spawn", test_posix_spawn),

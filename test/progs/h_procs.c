@@ -10,6 +10,13 @@
  *                                reopened on /dev/null; the log file lands on fd 2; the
  *                                daemon works 0.5 s (wpt_daemon_work), writes MARKER
  *                                (its pid) by rename, exits 0
+ *   h_procs execfail             threads running, an execv that fails (no such file),
+ *                                then 1.5 s more of work with the threads (the
+ *                                profiler restarts and must not crash); exits 0
+ *   h_procs forkthread           a thread (not main) forks; in the child that thread
+ *                                returns from its start routine, which ends the child
+ *                                with status 0; the parent waits (up to 10 s) and prints
+ *                                the child's status
  * The parent modes print "child PID" and "child status: exited N" /
  * "killed by N" on stdout (lines the test normalizes by pid). Every mode
  * retries its waits on EINTR. */
@@ -18,6 +25,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +34,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -212,6 +221,83 @@ static int mode_daemon(const char *marker, const char *log)
 	exit(0);
 }
 
+/* ---- execfail ---- */
+
+WPT_WORK(wpt_execfail_work)
+
+static void *execfail_thread(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "execfail-w");
+	wpt_execfail_work(1.8);
+	return NULL;
+}
+
+static int mode_execfail(void)
+{
+	char *args[] = { "/nonexistent/wallprof-test", NULL };
+	pthread_t t[3];
+
+	for (int i = 0; i < 3; i++)
+		pthread_create(&t[i], NULL, execfail_thread, NULL);
+	wpt_execfail_work(0.2);
+	execv(args[0], args);
+	printf("execv failed: %s\n", strerror(errno));
+	fflush(stdout);
+	wpt_execfail_work(1.5); /* the profiler prunes its thread names each second */
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	printf("execfail: done\n");
+	return 0;
+}
+
+/* ---- forkthread ---- */
+
+WPT_WORK(wpt_forkthread_work)
+
+static void *forker(void *arg)
+{
+	pid_t pid;
+	int status;
+
+	(void)arg;
+	wpt_forkthread_work(0.1);
+	pid = fork();
+	if (pid == 0) {
+		/* The child's only thread: returning ends the process (glibc
+		 * calls exit(0) when the last thread returns). */
+		wpt_forkthread_work(0.1);
+		return NULL;
+	}
+	if (pid < 0)
+		return (void *)(intptr_t)-1;
+	for (int i = 0; i < 1000; i++) { /* 10 s */
+		pid_t got = waitpid(pid, &status, WNOHANG);
+
+		if (got == pid) {
+			printf("forkthread: child %s %d\n", WIFEXITED(status) ? "exited" : "killed by",
+			       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+			return NULL;
+		}
+		if (got < 0 && errno != EINTR)
+			break;
+		usleep(10000); /* bounded wait on the child's end, not synchronization */
+	}
+	printf("forkthread: child still running after 10 s\n");
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	return NULL;
+}
+
+static int mode_forkthread(void)
+{
+	pthread_t t;
+
+	pthread_create(&t, NULL, forker, NULL);
+	pthread_join(t, NULL);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && strcmp(argv[1], "fork") == 0)
@@ -228,6 +314,10 @@ int main(int argc, char **argv)
 		return mode_envwork();
 	if (argc == 4 && strcmp(argv[1], "daemon") == 0)
 		return mode_daemon(argv[2], argv[3]);
+	if (argc == 2 && strcmp(argv[1], "execfail") == 0)
+		return mode_execfail();
+	if (argc == 2 && strcmp(argv[1], "forkthread") == 0)
+		return mode_forkthread();
 	fprintf(stderr, "usage: h_procs fork|forkexec PROG ARGS|vfork PROG ARGS|spawn PROG ARGS|"
 			"system CMD|envwork|daemon MARKER LOG\n");
 	return 2;
