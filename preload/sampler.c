@@ -120,6 +120,7 @@ static struct {
 	int need_reset;             /* forked child: the sampler starts from scratch */
 	_Atomic int main_exited;    /* main() left through pthread_exit */
 	_Atomic int names_dirty;    /* a thread was renamed */
+	_Atomic int loader_users;   /* threads inside our dl_iterate_phdr/dlclose wrappers */
 	_Atomic uint32_t frozen;    /* the sampler parked for a fatal signal's raw dump */
 	char raw_path[WP_PATH_MAX]; /* where a fatal signal writes the raw dump */
 	char raw_fallback[WP_PATH_MAX];
@@ -525,6 +526,7 @@ void wp_sampler_loader_enter(void)
 	struct wp_slot *s = wp_slot_self();
 
 	tls_in_loader++;
+	atomic_fetch_add(&g.loader_users, 1);
 	if (s)
 		atomic_fetch_add(&s->in_loader, 1);
 }
@@ -535,6 +537,7 @@ void wp_sampler_loader_leave(void)
 	struct wp_slot *s = tls_slot;
 
 	tls_in_loader--;
+	atomic_fetch_sub(&g.loader_users, 1);
 	/* The slot the enter counted in, unless it changed hands since. */
 	if (s && atomic_load_explicit(&s->tid, memory_order_relaxed) == tls_tid &&
 	    atomic_load(&s->in_loader) > 0)
@@ -1215,7 +1218,11 @@ static void tick(uint64_t now)
 			if (atomic_load_explicit(&g.slots[i].state, memory_order_acquire) >= S_IDLE)
 				sample_thread(&g.slots[i], now);
 	}
-	wp_modmap_refresh(&g.mods);
+	/* The refresh takes the loader's lock: not while a thread of the
+	 * program holds it in a dl_iterate_phdr callback (which may block
+	 * for long), or every tick would wait for it. The next tick will. */
+	if (!atomic_load(&g.loader_users))
+		wp_modmap_refresh(&g.mods);
 	if (g.want_stacks && g.ctr.nr_ticks - g.stacks_tick >= g.ticks_per_scan)
 		find_stacks();
 	g.ctr.nr_ticks++;
