@@ -152,37 +152,39 @@ void wp_block_init(void)
 
 WP_EXPORT int nanosleep(const struct timespec *req, struct timespec *rem)
 {
-	struct timespec r, left;
+	struct timespec r, left, *out = rem ? rem : &left;
+	const struct timespec *in = req;
 	int rc;
 
 	if (!RESOLVE(nanosleep))
 		NO_REAL(-1);
 	BLOCK(SYS_clock_nanosleep, real_nanosleep);
-	r = req ? *req : (struct timespec){ 0, 0 };
-	/* The kernel reports the time left: retry with exactly that. */
-	while ((rc = real_nanosleep(req ? &r : NULL, &left)) < 0 && errno == EINTR && OURS())
-		r = left;
-	if (rc < 0 && errno == EINTR && rem)
-		*rem = left;
+	/* The kernel reports the time left (in the caller's remainder when it
+	 * gave one): retry with exactly that. The caller's pointers go to the
+	 * kernel as they are, so a bad one gets EFAULT as without us. */
+	while ((rc = real_nanosleep(in, out)) < 0 && errno == EINTR && OURS()) {
+		r = *out;
+		in = &r;
+	}
 	return rc;
 }
 
 WP_EXPORT int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req,
 			      struct timespec *rem)
 {
-	struct timespec r, left;
+	struct timespec r, left, *out = rem ? rem : &left;
+	const struct timespec *in = req;
 	int rc;
 
 	if (!RESOLVE(clock_nanosleep))
 		return ENOSYS;
 	BLOCK(SYS_clock_nanosleep, real_clock_nanosleep);
-	r = req ? *req : (struct timespec){ 0, 0 };
 	/* Returns the error number itself; an absolute deadline needs no change. */
-	while ((rc = real_clock_nanosleep(clk, flags, req ? &r : NULL, &left)) == EINTR && OURS())
-		if (!(flags & TIMER_ABSTIME))
-			r = left;
-	if (rc == EINTR && rem && !(flags & TIMER_ABSTIME))
-		*rem = left;
+	while ((rc = real_clock_nanosleep(clk, flags, in, out)) == EINTR && OURS())
+		if (!(flags & TIMER_ABSTIME)) {
+			r = *out;
+			in = &r;
+		}
 	return rc;
 }
 
@@ -218,26 +220,15 @@ WP_EXPORT unsigned sleep(unsigned seconds)
 
 WP_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
 {
-	struct deadline d;
-	struct timespec t;
 	int rc;
 
 	if (!RESOLVE(select))
 		NO_REAL(-1);
 	BLOCK(SYS_pselect6, real_select);
-	if (tv) {
-		t.tv_sec = tv->tv_sec;
-		t.tv_nsec = tv->tv_usec * 1000;
-	}
-	deadline_ts(&d, tv ? &t : NULL);
-	/* On EINTR the kernel leaves the fd sets as they were. */
-	while ((rc = real_select(nfds, r, w, e, tv)) < 0 && errno == EINTR && OURS()) {
-		if (tv) {
-			t = left_ts(&d);
-			tv->tv_sec = t.tv_sec;
-			tv->tv_usec = (t.tv_nsec + 999) / 1000;
-		}
-	}
+	/* On EINTR the kernel leaves the fd sets as they were and Linux's
+	 * select leaves the time left in *tv: the same call again. */
+	while ((rc = real_select(nfds, r, w, e, tv)) < 0 && errno == EINTR && OURS())
+		;
 	return rc;
 }
 
@@ -249,53 +240,81 @@ WP_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *
 
 WP_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *tmo)
 {
-	struct deadline d;
+	const struct timespec *left = tmo;
+	struct deadline d = { 0, 0 };
 	struct timespec t;
+	uint64_t t0 = wp_now_ns();
+	const sigset_t *ask = set;
 	sigset_t tmp;
 	int rc;
 
 	if (!RESOLVE(sigtimedwait))
 		NO_REAL(-1);
-	if ((rc = wp_sigmask_take_deferred(set, info)) > 0)
+	if ((rc = wp_sigmask_take_deferred(ask, info)) > 0)
 		return rc;
 	BLOCK(SYS_rt_sigtimedwait, real_sigtimedwait);
 	set = wp_sigmask_wait_set(set, &tmp);
-	deadline_ts(&d, tmo);
-	t = tmo ? *tmo : (struct timespec){ 0, 0 };
-	while ((rc = real_sigtimedwait(set, info, tmo ? &t : NULL)) < 0 && errno == EINTR && OURS())
-		t = left_ts(&d);
-	return rc;
+	for (;;) {
+		rc = real_sigtimedwait(set, info, left);
+		if (!(rc < 0 && errno == EINTR))
+			return rc;
+		/* A signal of the program's held while it blocks it: its own. */
+		if ((rc = wp_sigmask_take_deferred(ask, info)) > 0)
+			return rc;
+		errno = EINTR;
+		if (!OURS())
+			return -1;
+		if (left) {
+			if (left == tmo)
+				deadline_from(&d, t0, tmo);
+			t = left_ts(&d);
+			left = &t;
+		}
+	}
 }
 
 WP_EXPORT int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 {
+	const sigset_t *ask = set;
 	sigset_t tmp;
 	int rc;
 
 	if (!RESOLVE(sigwaitinfo))
 		NO_REAL(-1);
-	if ((rc = wp_sigmask_take_deferred(set, info)) > 0)
+	if ((rc = wp_sigmask_take_deferred(ask, info)) > 0)
 		return rc;
 	BLOCK(SYS_rt_sigtimedwait, real_sigwaitinfo);
 	set = wp_sigmask_wait_set(set, &tmp);
-	while ((rc = real_sigwaitinfo(set, info)) < 0 && errno == EINTR && OURS())
-		;
-	return rc;
+	for (;;) {
+		rc = real_sigwaitinfo(set, info);
+		if (!(rc < 0 && errno == EINTR))
+			return rc;
+		if ((rc = wp_sigmask_take_deferred(ask, info)) > 0)
+			return rc;
+		errno = EINTR;
+		if (!OURS())
+			return -1;
+	}
 }
 
 WP_EXPORT int sigwait(const sigset_t *set, int *sig)
 {
-	sigset_t tmp;
-	int rc;
+	int rc, saved = errno;
 
 	if (!RESOLVE(sigwait))
 		return ENOSYS;
-	if ((rc = wp_sigmask_take_deferred(set, NULL)) > 0) {
-		*sig = rc;
-		return 0;
+	/* glibc's sigwait retries EINTR inside itself, where a held signal of
+	 * the program's would never be seen: sigwaitinfo above, retried here. */
+	while ((rc = sigwaitinfo(set, NULL)) < 0 && errno == EINTR)
+		;
+	if (rc < 0) {
+		rc = errno;
+		errno = saved;
+		return rc;
 	}
-	BLOCK(SYS_rt_sigtimedwait, real_sigwait);
-	return real_sigwait(wp_sigmask_wait_set(set, &tmp), sig); /* glibc retries EINTR itself */
+	*sig = rc;
+	errno = saved;
+	return 0;
 }
 
 /* ---- locks ---------------------------------------------------------------- */

@@ -1,5 +1,5 @@
 /* block_int: what the files of interposed blocking calls share (block.c,
- * block_io.c, block_ipc.c, block_sys.c): resolving the real functions, the
+ * block_io.c, block_ipc.c): resolving the real functions, the
  * published-context scope, the "was it our signal" test, time left, and the
  * wrapper classes the tables of calls are written in.
  *
@@ -95,11 +95,29 @@ static inline void deadline_ms(struct deadline *d, int ms)
 	d->end_ns = ms > 0 ? wp_now_ns() + (uint64_t)ms * 1000000ull : 0;
 }
 
-static inline void deadline_ts(struct deadline *d, const struct timespec *ts)
+/* The deadline of a relative timeout `ts` that started at `t0`. A timeout
+ * too long to add to the clock (years) is treated as none: the retry then
+ * waits without one, which is what it amounts to. The caller's timespec is
+ * read only after the call it was given to came back with EINTR (the kernel
+ * has read it then): a bad pointer gets EFAULT from the kernel as without
+ * us, not a fault in the wrapper. */
+static inline void deadline_from(struct deadline *d, uint64_t t0, const struct timespec *ts)
 {
 	d->infinite = ts == NULL;
-	d->end_ns = ts ? wp_now_ns() + (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec
-		       : 0;
+	d->end_ns = 0;
+	if (!ts)
+		return;
+	if (ts->tv_sec < 0 || (uint64_t)ts->tv_sec >= (UINT64_MAX - t0) / 1000000000ull - 1) {
+		d->infinite = ts->tv_sec >= 0;
+		d->end_ns = ts->tv_sec >= 0 ? UINT64_MAX : t0;
+		return;
+	}
+	d->end_ns = t0 + (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
+}
+
+static inline void deadline_ts(struct deadline *d, const struct timespec *ts)
+{
+	deadline_from(d, wp_now_ns(), ts);
 }
 
 static inline uint64_t left_ns(const struct deadline *d)
@@ -171,7 +189,7 @@ static inline struct timespec left_ts(const struct deadline *d)
 #define WP_WRAP_RETRY_MS(ret, name, sysno, params, args, extra)                 \
 	WP_EXPORT ret name params                                               \
 	{                                                                       \
-		struct deadline d_;                                             \
+		struct deadline d_ = { 0, 0 };                                  \
 		int left_ = (extra);                                            \
 		ret rc;                                                         \
 		if (!RESOLVE(name))                                             \
@@ -186,18 +204,22 @@ static inline struct timespec left_ts(const struct deadline *d)
 #define WP_WRAP_RETRY_TS(ret, name, sysno, params, args, extra)                 \
 	WP_EXPORT ret name params                                               \
 	{                                                                       \
-		struct deadline d_;                                             \
-		struct timespec t_ = { 0, 0 };                                  \
-		const struct timespec *left_ = (extra) ? &t_ : NULL;            \
+		struct deadline d_ = { 0, 0 };                                  \
+		struct timespec t_;                                             \
+		const struct timespec *left_ = (extra);                         \
+		uint64_t t0_;                                                   \
 		ret rc;                                                         \
 		if (!RESOLVE(name))                                             \
 			NO_REAL((ret)-1);                                       \
 		BLOCK(sysno, real_##name);                                      \
-		deadline_ts(&d_, (extra));                                      \
-		if (extra)                                                      \
-			t_ = *(extra);                                          \
+		t0_ = wp_now_ns();                                              \
 		while ((rc = real_##name args) < 0 && errno == EINTR && OURS()) \
-			t_ = left_ts(&d_);                                      \
+			if (left_) {                                            \
+				if (left_ == (extra))                           \
+					deadline_from(&d_, t0_, (extra));       \
+				t_ = left_ts(&d_);                              \
+				left_ = &t_;                                    \
+			}                                                       \
 		return rc;                                                      \
 	}
 

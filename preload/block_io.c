@@ -93,6 +93,10 @@ static struct timeval shorten_timeout(int fd, int opt, uint64_t spent, int *expi
 	orig = tv;
 	tv.tv_sec = (time_t)((full - spent) / 1000000000ull);
 	tv.tv_usec = (suseconds_t)(((full - spent) % 1000000000ull + 999) / 1000);
+	if (tv.tv_usec >= 1000000) { /* rounded up to a whole second */
+		tv.tv_sec++;
+		tv.tv_usec -= 1000000;
+	}
 	setsockopt(fd, SOL_SOCKET, opt, &tv, sizeof(tv));
 	return orig;
 }
@@ -146,17 +150,31 @@ WP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 
 /* A MSG_WAITALL receive that our signal cut short: without us it would have
  * waited for the rest. Finishes it (once more under the same rules). */
-#define FINISH_WAITALL(call_more)                                                    \
-	do {                                                                         \
-		while (rc > 0 && (size_t)rc < n && (flags & MSG_WAITALL) && OURS()) { \
-			ssize_t more_;                                               \
-			size_t got_ = (size_t)rc;                                    \
-			RETRY_RECV(fd, (call_more));                                 \
-			more_ = rc;                                                  \
-			rc = more_ > 0 ? (ssize_t)got_ + more_ : (ssize_t)got_;      \
-			if (more_ <= 0)                                              \
-				break;                                               \
-		}                                                                    \
+/* Whether a stream socket: only there does MSG_WAITALL wait for the rest
+ * (a datagram is whole or not at all). */
+static int is_stream(int fd)
+{
+	int type = 0;
+	socklen_t len = sizeof(type);
+
+	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
+}
+
+#define FINISH_WAITALL(call_more)                                                       \
+	do {                                                                            \
+		ssize_t last_ = rc;                                                     \
+		if (!(rc > 0 && (size_t)rc < n && (flags & MSG_WAITALL) &&              \
+		      !(flags & MSG_PEEK) && wp_block_cut(wp_b.s, wp_b.seq, rc) &&       \
+		      is_stream(fd)))                                                   \
+			break;                                                          \
+		while ((size_t)rc < n) {                                                \
+			size_t got_ = (size_t)rc;                                       \
+			RETRY_RECV(fd, (call_more));                                    \
+			last_ = rc;                                                     \
+			rc = last_ > 0 ? (ssize_t)got_ + last_ : (ssize_t)got_;         \
+			if (last_ <= 0 || !wp_block_cut(wp_b.s, wp_b.seq, last_))       \
+				break;                                                  \
+		}                                                                       \
 	} while (0)
 
 WP_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
@@ -255,90 +273,108 @@ WP_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int
 
 /* ---- writing ------------------------------------------------------------- */
 
+/* Whether writes to `fd` return at once instead of waiting (`flags`:
+ * MSG_DONTWAIT of a send). */
+static int nonblocking(int fd, int flags)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return (flags & MSG_DONTWAIT) || fl < 0 || (fl & O_NONBLOCK);
+}
+
 /* A blocking write into a pipe or stream socket that our signal interrupts
  * after some bytes went returns the short count: a program that does not
  * loop (Python's unbuffered stdout) loses the rest. These wrappers finish
- * the transfer when the count came short and our signal alone landed in the
- * call; an EINTR before any byte is retried. A short count for any other
- * reason (a non-blocking descriptor, the program's own signal, a full disk)
- * is returned as is, at the latest by the next attempt's error. */
-#define XFER(first, more)                                                     \
-	do {                                                                  \
-		size_t done_ = 0;                                             \
-		ssize_t r_;                                                   \
-		while ((r_ = (first)) < 0 && errno == EINTR && OURS())        \
-			;                                                     \
-		if (r_ < 0)                                                   \
-			return r_;                                            \
-		done_ = (size_t)r_;                                           \
-		while (done_ < total && r_ > 0 && OURS()) {                   \
-			while ((r_ = (more)) < 0 && errno == EINTR && OURS()) \
-				;                                             \
-			if (r_ <= 0)                                          \
-				break;                                        \
-			done_ += (size_t)r_;                                  \
-		}                                                             \
-		return (ssize_t)done_;                                        \
+ * the transfer, and only then: the count the system call returned is the
+ * one our handler saw it return (wp_block_cut), on a descriptor that waits.
+ * A short count for any other reason (a non-blocking descriptor, the
+ * program's own signal, RLIMIT_FSIZE, a full disk) is returned as is. An
+ * EINTR before any byte went is retried. `total` is evaluated only after
+ * the kernel accepted the arguments; `more` sets `last_` to what its last
+ * system call returned. */
+#define XFER(first, more, total, flags)                                          \
+	do {                                                                     \
+		size_t done_, total_;                                            \
+		ssize_t r_, last_;                                               \
+		while ((r_ = (first)) < 0 && errno == EINTR && OURS())           \
+			;                                                        \
+		if (r_ <= 0 || !wp_block_cut(wp_b.s, wp_b.seq, r_))              \
+			return r_;                                               \
+		done_ = (size_t)r_;                                              \
+		total_ = (total);                                                \
+		if (done_ >= total_ || nonblocking(fd, (flags)))                 \
+			return r_;                                               \
+		while (done_ < total_) {                                         \
+			while ((r_ = (more)) < 0 && errno == EINTR && OURS())    \
+				;                                                \
+			if (r_ <= 0)                                             \
+				break;                                           \
+			done_ += (size_t)r_;                                     \
+			if (!wp_block_cut(wp_b.s, wp_b.seq, last_))              \
+				break;                                           \
+		}                                                                \
+		return (ssize_t)done_;                                           \
 	} while (0)
 
 WP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
-	size_t total = n;
-
 	if (__builtin_expect(fd == WP_UNW_FAKE_WFD, 0))
 		return wp_unwind_fake_write(buf, n);
 	if (!RESOLVE(write))
 		NO_REAL(-1);
 	BLOCK(SYS_write, real_write);
-	XFER(real_write(fd, buf, n), real_write(fd, (const char *)buf + done_, n - done_));
+	XFER(real_write(fd, buf, n), (last_ = real_write(fd, (const char *)buf + done_, n - done_)),
+	     n, 0);
 }
 
 WP_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
-	size_t total = n;
-
 	if (!RESOLVE(send))
 		NO_REAL(-1);
 	BLOCK(SYS_sendto, real_send);
-	XFER(real_send(fd, buf, n, flags), real_send(fd, (const char *)buf + done_, n - done_, flags));
+	XFER(real_send(fd, buf, n, flags),
+	     (last_ = real_send(fd, (const char *)buf + done_, n - done_, flags)), n, flags);
 }
 
 WP_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *addr,
 			 socklen_t alen)
 {
-	size_t total = n;
-
 	if (!RESOLVE(sendto))
 		NO_REAL(-1);
 	BLOCK(SYS_sendto, real_sendto);
 	XFER(real_sendto(fd, buf, n, flags, addr, alen),
-	     real_sendto(fd, (const char *)buf + done_, n - done_, flags, addr, alen));
+	     (last_ = real_sendto(fd, (const char *)buf + done_, n - done_, flags, addr, alen)), n,
+	     flags);
 }
 
 /* The rest of a vector after `done` bytes: writes the part of the segment
  * it stops in, then hands the following segments (a suffix of the caller's
  * array, no copy) to `more`. Returns bytes written by this step, or -1. */
 static ssize_t iov_rest(int fd, const struct iovec *iov, int cnt, size_t done,
-			ssize_t (*more)(int, const struct iovec *, int, void *), void *arg)
+			ssize_t (*more)(int, const struct iovec *, int, void *), void *arg,
+			ssize_t *last)
 {
 	int k = 0;
 
 	while (k < cnt && done >= iov[k].iov_len)
 		done -= iov[k++].iov_len;
 	if (k == cnt)
-		return 0;
+		return *last = 0;
 	if (done) {
 		struct iovec part = { (char *)iov[k].iov_base + done, iov[k].iov_len - done };
-		ssize_t r = more(fd, &part, 1, arg), r2;
+		ssize_t r = *last = more(fd, &part, 1, arg), r2;
 
 		/* The segment's rest went whole: the following ones at once
 		 * (the caller goes on only after a step our signal cut). */
 		if (r < (ssize_t)part.iov_len || k + 1 == cnt)
 			return r;
 		r2 = more(fd, iov + k + 1, cnt - k - 1, arg);
-		return r2 > 0 ? r + r2 : r;
+		if (r2 <= 0)
+			return r; /* *last: the first part went whole, no cut */
+		*last = r2;
+		return r + r2;
 	}
-	return more(fd, iov + k, cnt - k, arg);
+	return *last = more(fd, iov + k, cnt - k, arg);
 }
 
 static size_t iov_total(const struct iovec *iov, int cnt)
@@ -358,13 +394,11 @@ static ssize_t writev_more(int fd, const struct iovec *iov, int cnt, void *arg)
 
 WP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
-	size_t total;
-
 	if (!RESOLVE(writev))
 		NO_REAL(-1);
-	total = cnt > 0 ? iov_total(iov, cnt) : 0;
 	BLOCK(SYS_writev, real_writev);
-	XFER(real_writev(fd, iov, cnt), iov_rest(fd, iov, cnt, done_, writev_more, NULL));
+	XFER(real_writev(fd, iov, cnt), iov_rest(fd, iov, cnt, done_, writev_more, NULL, &last_),
+	     iov_total(iov, cnt), 0);
 }
 
 struct sendmsg_args {
@@ -386,14 +420,14 @@ static ssize_t sendmsg_more(int fd, const struct iovec *iov, int cnt, void *arg)
 WP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	struct sendmsg_args a = { msg, flags };
-	size_t total;
 
 	if (!RESOLVE(sendmsg))
 		NO_REAL(-1);
-	total = msg && msg->msg_iovlen ? iov_total(msg->msg_iov, (int)msg->msg_iovlen) : 0;
 	BLOCK(SYS_sendmsg, real_sendmsg);
+	/* MSG_ZEROCOPY: each send is a completion the program counts. */
 	XFER(real_sendmsg(fd, msg, flags),
-	     iov_rest(fd, msg->msg_iov, (int)msg->msg_iovlen, done_, sendmsg_more, &a));
+	     iov_rest(fd, msg->msg_iov, (int)msg->msg_iovlen, done_, sendmsg_more, &a, &last_),
+	     iov_total(msg->msg_iov, (int)msg->msg_iovlen), flags | ((flags & MSG_ZEROCOPY) ? MSG_DONTWAIT : 0));
 }
 
 /* ---- connecting ---------------------------------------------------------- */
@@ -401,7 +435,7 @@ WP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 WP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 {
 	struct pollfd p = { fd, POLLOUT, 0 };
-	struct deadline d;
+	struct deadline d = { 0, 0 };
 	struct timeval tv;
 	socklen_t len = sizeof(tv);
 	int rc, err;

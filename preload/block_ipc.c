@@ -135,7 +135,7 @@ static long raw(long nr, const long *a)
  * syscall() passes six registers on. */
 WP_EXPORT long syscall(long nr, ...)
 {
-	struct deadline d;
+	struct deadline d = { 0, 0 };
 	struct timespec t, left;
 	sigset_t tmp;
 	va_list ap;
@@ -157,16 +157,15 @@ WP_EXPORT long syscall(long nr, ...)
 	BLOCK((unsigned)nr, real_syscall);
 	switch (cls) {
 	case SYS_SLEEP: { /* the kernel reports the time left */
-		struct timespec *rem = (struct timespec *)a[arg + 1];
+		struct timespec *out = a[arg + 1] ? (struct timespec *)a[arg + 1] : &left;
 
-		t = a[arg] ? *(const struct timespec *)a[arg] : (struct timespec){ 0, 0 };
-		if (a[arg])
+		/* The caller's pointers go to the kernel as they are: a bad one
+		 * gets EFAULT, as without us. */
+		a[arg + 1] = (long)out;
+		while ((rc = raw(nr, a)) < 0 && errno == EINTR && OURS()) {
+			t = *out;
 			a[arg] = (long)&t;
-		a[arg + 1] = (long)&left;
-		while ((rc = raw(nr, a)) < 0 && errno == EINTR && OURS())
-			t = left;
-		if (rc < 0 && errno == EINTR && rem)
-			*rem = left;
+		}
 		return rc;
 	}
 	case SYS_RETRY_MS:
@@ -174,15 +173,20 @@ WP_EXPORT long syscall(long nr, ...)
 		while ((rc = raw(nr, a)) < 0 && errno == EINTR && OURS())
 			a[arg] = left_ms(&d);
 		return rc;
-	case SYS_RETRY_TS:
-		deadline_ts(&d, (const struct timespec *)a[arg]);
-		if (a[arg]) {
-			t = *(const struct timespec *)a[arg];
-			a[arg] = (long)&t;
-		}
+	case SYS_RETRY_TS: {
+		const struct timespec *tmo = (const struct timespec *)a[arg];
+		uint64_t t0 = wp_now_ns();
+
+		/* Read only after the kernel did (deadline_from). */
 		while ((rc = raw(nr, a)) < 0 && errno == EINTR && OURS())
-			t = left_ts(&d);
+			if (tmo) {
+				if (a[arg] == (long)tmo)
+					deadline_from(&d, t0, tmo);
+				t = left_ts(&d);
+				a[arg] = (long)&t;
+			}
 		return rc;
+	}
 	case SYS_RETRY:
 		while ((rc = raw(nr, a)) < 0 && errno == EINTR && OURS())
 			;

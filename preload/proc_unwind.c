@@ -73,7 +73,7 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
 
 	(void)dwfl;
 	(void)arg;
-	if (addr >= u.lo && addr + 8 <= u.hi && !(addr & 7)) {
+	if (addr >= u.lo && u.hi - u.lo >= 8 && addr <= u.hi - 8 && !(addr & 7)) {
 		*result = u.copy[(addr - u.lo) / 8];
 		return true;
 	}

@@ -164,6 +164,27 @@ static void futex_wait_until(_Atomic uint32_t *w, uint32_t val, uint64_t deadlin
 
 /* ---- signal handlers ------------------------------------------------ */
 
+/* TLS the preload-safe way: initial-exec, so no access can allocate. */
+static __thread struct wp_slot *tls_slot __attribute__((tls_model("initial-exec")));
+static __thread uint32_t tls_tid __attribute__((tls_model("initial-exec")));
+static __thread int tls_internal __attribute__((tls_model("initial-exec")));
+static __thread int tls_in_loader __attribute__((tls_model("initial-exec")));
+
+/* A signal that is not the program's own business landed on this thread
+ * inside a wrapped call: the call must be retried, not return EINTR (see
+ * wp_block_ours). async-signal-safe */
+static void mark_wrapped_call_ours(void)
+{
+	struct wp_slot *s = tls_slot;
+
+	if (s && atomic_load_explicit(&s->tid, memory_order_relaxed) == tls_tid) {
+		uint32_t seq = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
+
+		if (seq & 1)
+			atomic_store_explicit(&s->ours_seq, seq, memory_order_release);
+	}
+}
+
 /* A sampling signal that is not ours: do what the program asked for.
  * async-signal-safe */
 static void count_foreign(void);
@@ -174,9 +195,13 @@ static void forward_foreign(int sig, siginfo_t *si, void *uc)
 	sigset_t m = ((ucontext_t *)uc)->uc_sigmask;
 
 	/* The program believes it blocks this signal on this thread: it stays
-	 * "pending" until the program unblocks it (sigmask.c). */
-	if (wp_sigmask_defer(si))
+	 * "pending" until the program unblocks it (sigmask.c). Without us it
+	 * would not have interrupted anything: a wrapped call it interrupted
+	 * is retried as if our own signal had. */
+	if (wp_sigmask_defer(si)) {
+		mark_wrapped_call_ours();
 		return;
+	}
 	count_foreign();
 	/* Our handler runs with most signals blocked; the program's runs with
 	 * the mask the kernel would have given it. */
@@ -206,11 +231,6 @@ static void forward_foreign(int sig, siginfo_t *si, void *uc)
 	wp_syscall(SYS_tgkill, getpid(), wp_syscall(SYS_gettid), sig); /* delivered on return */
 }
 
-/* TLS the preload-safe way: initial-exec, so no access can allocate. */
-static __thread struct wp_slot *tls_slot __attribute__((tls_model("initial-exec")));
-static __thread uint32_t tls_tid __attribute__((tls_model("initial-exec")));
-static __thread int tls_internal __attribute__((tls_model("initial-exec")));
-static __thread int tls_in_loader __attribute__((tls_model("initial-exec")));
 
 /* async-signal-safe */
 /* Whether the interrupted context is a blocking call the kernel will
@@ -326,7 +346,17 @@ static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 	 * it gets now is ours, so that it retries. */
 	seq = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
 	if (seq & 1) {
+		const greg_t *g_ = ((const ucontext_t *)uc)->uc_mcontext.gregs;
+		const uint8_t *ip = (const uint8_t *)(uintptr_t)g_[REG_RIP];
+
 		atomic_store_explicit(&s->ours_seq, seq, memory_order_release);
+		/* Right after a `syscall` that returned a count: if that is a
+		 * transfer cut short, our signal cut it (wp_block_cut). */
+		if (((uintptr_t)ip & 0xfff) >= 2 && ip[-2] == 0x0f && ip[-1] == 0x05 &&
+		    (int64_t)g_[REG_RAX] > 0) {
+			s->cut_ret = (uint64_t)g_[REG_RAX];
+			s->cut_seq = seq;
+		}
 		/* With SA_RESTART the kernel re-enters the call after us, but a
 		 * signal of the program's without SA_RESTART, coming before it
 		 * does (it waits for us: see sampling_mask()), must still end it
@@ -372,19 +402,12 @@ static void on_snapshot_signal(int sig, siginfo_t *si, void *uc)
 {
 	int saved = errno;
 
-	struct wp_slot *s = tls_slot;
-
 	(void)sig;
 	(void)si;
 	(void)uc;
 	/* The kernel picks any thread for it, maybe one blocked in a wrapped
 	 * call: that call must retry, not return EINTR to the program. */
-	if (s && atomic_load_explicit(&s->tid, memory_order_relaxed) == tls_tid) {
-		uint32_t seq = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
-
-		if (seq & 1)
-			atomic_store_explicit(&s->ours_seq, seq, memory_order_release);
-	}
+	mark_wrapped_call_ours();
 	atomic_fetch_or(&g.events, EV_SNAPSHOT);
 	futex_wake(&g.events);
 	errno = saved;
@@ -394,7 +417,7 @@ static void on_snapshot_signal(int sig, siginfo_t *si, void *uc)
 
 /* Claims a free slot for `tid` and publishes it in the tid table. Used by
  * the sampler (threads found in /proc) and by threads themselves (first
- * wrapped call, or our pthread_create trampoline); lock-free, and the tid
+ * wrapped call); lock-free, and the tid
  * table's compare-and-swap makes both agree on one slot.
  * async-signal-safe */
 static struct wp_slot *slot_claim(uint32_t tid)
@@ -417,6 +440,7 @@ static struct wp_slot *slot_claim(uint32_t tid)
 		s->stk = g.stks + (size_t)i * g.cfg.max_depth;
 		atomic_store_explicit(&s->tid, tid, memory_order_relaxed);
 		atomic_store_explicit(&s->ours_seq, 0, memory_order_relaxed);
+		s->cut_seq = 0;
 		atomic_store_explicit(&s->in_loader, 0, memory_order_relaxed);
 		s->sampled_seq = 0;
 		s->nr_pend = 0;
@@ -963,8 +987,18 @@ static void record_blocked_proc(struct wp_slot *s, uint64_t now, uint64_t nr, ui
 	int partial, truncated, n;
 
 	memset(&s->stk_ref, 0, sizeof(s->stk_ref));
-	n = wp_proc_unwind((pid_t)atomic_load(&s->tid), sp, pc, g.mods.adds ^ (g.mods.subs << 32),
-			   s->stk, (int)g.cfg.max_depth, &partial, &truncated);
+	/* libdwfl keeps the modules' files open: only in our own descriptor
+	 * table, never the program's (kernels before 5.9). */
+	if (g.fds_private) {
+		n = wp_proc_unwind((pid_t)atomic_load(&s->tid), sp, pc,
+				   g.mods.adds ^ (g.mods.subs << 32), s->stk, (int)g.cfg.max_depth,
+				   &partial, &truncated);
+	} else {
+		s->stk[0] = pc;
+		n = 1;
+		partial = 1;
+		truncated = 0;
+	}
 	s->cached_nr = (uint32_t)n;
 	s->cached_flags = WP_SAMPLE_SYSCALL | (partial ? WP_SAMPLE_PARTIAL : 0) |
 			  (truncated ? WP_SAMPLE_TRUNCATED : 0);
@@ -1028,7 +1062,7 @@ static void sample_thread(struct wp_slot *s, uint64_t now)
 	uint32_t tid = atomic_load(&s->tid), st;
 	uint64_t cpu, nr, sp, pc;
 	unsigned long long args[6];
-	int ran, busy;
+	int ran;
 
 	if ((seq & 1) && g.cfg.test_signal_blocked &&
 	    atomic_load_explicit(&s->state, memory_order_acquire) == S_IDLE) {
@@ -1054,7 +1088,6 @@ static void sample_thread(struct wp_slot *s, uint64_t now)
 		return;
 	}
 	ran = cpu != s->cpu_ns;
-	busy = cpu - s->cpu_ns >= g.period_ns / 8;
 	s->cpu_ns = cpu;
 	st = atomic_load_explicit(&s->state, memory_order_acquire);
 	if (st == S_SENT && now - s->t_ns >= WP_SENT_TIMEOUT_NS) {
@@ -1091,16 +1124,10 @@ static void sample_thread(struct wp_slot *s, uint64_t now)
 		record_cached(s, now);
 		return;
 	}
-	if (busy) {
-		/* On a CPU for an eighth of the period or more: most likely
-		 * still there, or if it has just blocked in an unwrapped call,
-		 * after enough work not to be at its last blocking point. The
-		 * /proc probe (three system calls and a path walk) is for
-		 * threads that barely ran. */
-		s->fp_nr = UINT64_MAX;
-		send_signal(s, now, UINT32_MAX);
-		return;
-	}
+	/* Even a thread that used most of the period may have blocked since
+	 * (3 ms of work, then a 7 ms raw nanosleep: every sleep ended early
+	 * when such threads were signalled unseen): the /proc probe (three
+	 * system calls) decides for every thread that ran. */
 	switch (probe_syscall(tid, &nr, &sp, &pc, args)) {
 	case PROBE_GONE:
 		slot_release(s);
@@ -2087,8 +2114,10 @@ static void undo_restart(void *ucp)
 static void trampoline(int sig, siginfo_t *si, void *uc)
 {
 	struct sigaction a = prog_handlers[sig];
+	int view;
 
 	count_foreign();
+	view = wp_sigmask_handler_enter(&a.sa_mask);
 	if (a.sa_flags & SA_RESETHAND) {
 		/* The kernel has already reset its side. */
 		prog_handlers[sig].sa_handler = SIG_DFL;
@@ -2100,6 +2129,7 @@ static void trampoline(int sig, siginfo_t *si, void *uc)
 	} else if (a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN) {
 		a.sa_handler(sig);
 	}
+	wp_sigmask_handler_leave(view);
 	if (!(a.sa_flags & SA_RESTART))
 		undo_restart(uc);
 }
@@ -2125,6 +2155,10 @@ static int program_sigaction(int sig, const struct sigaction *act, struct sigact
 		k = *act;
 		k.sa_flags |= SA_SIGINFO;
 		k.sa_sigaction = trampoline;
+		/* The sampling signal stays deliverable while it runs (the
+		 * trampoline keeps the program's view of it). */
+		if (g.signal)
+			sigdelset(&k.sa_mask, g.signal);
 		rc = __sigaction(sig, &k, &prev);
 		if (rc < 0)
 			prog_handlers[sig] = saved;

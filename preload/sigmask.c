@@ -27,6 +27,8 @@
 
 static int the_signal;
 
+static void raise_deferred(void);
+
 __thread int wp_sigmask_bypass __attribute__((tls_model("initial-exec")));
 
 /* The program asked for the sampling signal to be blocked on this thread. */
@@ -54,7 +56,37 @@ void wp_sigmask_init(void)
 
 void wp_sigmask_set_signal(int sig)
 {
+	sigset_t cur, one;
+
 	the_signal = sig;
+	/* Started with it blocked (inherited across exec): unblocked, and the
+	 * program's view of this thread's mask keeps it blocked. */
+	sigemptyset(&one);
+	sigaddset(&one, sig);
+	if (wp_sigmask_raw(SIG_BLOCK, NULL, &cur) == 0 && sigismember(&cur, sig) == 1) {
+		tls_blocked = 1;
+		wp_sigmask_raw(SIG_UNBLOCK, &one, NULL);
+	}
+}
+
+/* async-signal-safe */
+int wp_sigmask_handler_enter(const sigset_t *mask)
+{
+	int prev = tls_blocked;
+
+	if (the_signal && mask && sigismember(mask, the_signal) == 1)
+		tls_blocked = 1;
+	return prev;
+}
+
+/* async-signal-safe */
+void wp_sigmask_handler_leave(int prev)
+{
+	int was = tls_blocked;
+
+	tls_blocked = prev;
+	if (was && !prev)
+		raise_deferred();
 }
 
 /* async-signal-safe */

@@ -35,6 +35,13 @@ const sigset_t *wp_sigmask_wait_set(const sigset_t *set, sigset_t *tmp);
  * 0 when the program's handler should run now. async-signal-safe */
 int wp_sigmask_defer(const siginfo_t *si);
 
+/* A handler of the program's with `mask` as its sa_mask starts / ends
+ * (the sigaction trampoline): the kernel must not block the sampling signal
+ * while it runs, so the program's view does. Returns / takes the view to
+ * restore. async-signal-safe */
+int wp_sigmask_handler_enter(const sigset_t *mask);
+void wp_sigmask_handler_leave(int prev);
+
 /* A kept signal of the program's that the wait set `set` (as the program
  * passed it) asks for: returns its number and fills *info, or 0.
  * async-signal-safe */

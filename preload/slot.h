@@ -56,6 +56,10 @@ struct wp_slot {
 	 * kernel at rst_pc (a `syscall` instruction), number rst_nr */
 	uint32_t rst_seq;
 	uint64_t rst_pc, rst_nr, rst_sp;
+	/* handler: our signal came as the wrapped call with sequence cut_seq
+	 * returned cut_ret > 0 from a system call: a transfer it cut short */
+	uint32_t cut_seq;
+	uint64_t cut_ret;
 
 	/* sampler only */
 	uint32_t sampled_seq;      /* blk_seq of the cached stack, 0 if none */
@@ -143,6 +147,23 @@ static inline __attribute__((always_inline)) void wp_block_leave(struct wp_slot 
 	atomic_store_explicit(&s->blk_seq, seq + 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
 		wp_slot_wait_unpinned(s);
+}
+
+/* Whether the count `ret` that the call with sequence `seq` got back from
+ * its system call is a transfer our signal alone cut short: our handler ran
+ * right as that system call returned `ret`, and no handler of the program
+ * ran meanwhile (whose signal would have cut it the same way without us).
+ * Consumes the mark. async-signal-safe */
+static inline int wp_block_cut(struct wp_slot *s, uint32_t seq, long ret)
+{
+	int cut;
+
+	if (!s || s->cut_seq != seq)
+		return 0;
+	cut = s->cut_ret == (uint64_t)ret &&
+	      atomic_load_explicit(&s->nr_foreign, memory_order_relaxed) == s->blk_foreign;
+	s->cut_seq = 0;
+	return cut;
 }
 
 /* Whether the EINTR the call with sequence `seq` got is ours alone: our

@@ -1,6 +1,6 @@
 /* sys: system calls issued by the library itself, straight to the kernel.
  * The library interposes syscall() for the program's blocking calls
- * (block_sys.c); its own futex waits, tgkill and gettid must not go through
+ * (block_ipc.c); its own futex waits, tgkill and gettid must not go through
  * that wrapper (a wait inside a wrapper's exit would publish again).
  * async-signal-safe */
 #ifndef WP_SYS_H
