@@ -1,0 +1,61 @@
+"""The interposed calls at their edges (test/progs/h_args.c), each found by a
+review of the issue-9 wrappers: bad arguments the kernel rejects must come
+back as its errors (the wrappers read the caller's timespecs and iovecs
+before the kernel did and crashed), a timeout of LONG_MAX seconds must not
+wrap to zero after our signal, a thread that ran 3 ms and then blocked in a
+raw nanosleep must not be signalled there (every such sleep ended early),
+and MSG_WAITALL on a datagram socket must not glue datagrams together.
+Programs run at 1000 Hz with our signal forced into wrapped calls
+(WALLPROF_TEST_SIGNAL_BLOCKED=1) and must print what they print without the
+profiler."""
+
+import re
+
+RUN_TIMEOUT = 30
+FORCED = {"WALLPROF_HZ": "1000", "WALLPROF_TEST_SIGNAL_BLOCKED": "1",
+          "WALLPROF_FOLLOW_CHILDREN": "0", "WALLPROF_LOG": "error"}
+
+
+def tests(rt):
+    check = rt.check
+
+    def pair(tmp, mode, env=FORCED):
+        argv = [rt.prog("h_args"), mode]
+        plain = rt.run_bounded(argv, tmp, preload=False, timeout=RUN_TIMEOUT)
+        check(plain.rc == 0, "h_args %s without the preload: %s" % (mode, plain.describe()))
+        run = rt.run_bounded(argv, tmp, env, timeout=RUN_TIMEOUT)
+        check(run.rc == 0, "h_args %s under the preload: %s" % (mode, run.describe()))
+        return plain, run
+
+    def same(tmp, mode):
+        plain, run = pair(tmp, mode)
+        check(run.stdout == plain.stdout, "h_args %s under the preload printed %r, without %r"
+              % (mode, run.stdout.strip().splitlines(), plain.stdout.strip().splitlines()))
+
+    def test_bad_args(tmp):
+        same(tmp, "badargs")
+
+    def test_huge_timeout(tmp):
+        same(tmp, "hugetimeout")
+
+    def test_udp_waitall(tmp):
+        same(tmp, "udpwaitall")
+
+    def test_busy_then_blocked(tmp):
+        """A signal sent to a thread seen running can still land in the
+        microseconds after it blocked; never more (before: every sleep)."""
+        plain, run = pair(tmp, "busyblock", {"WALLPROF_HZ": "1000", "WALLPROF_LOG": "error"})
+        m = re.search(r"busyblock: (\d+) of (\d+)", run.stdout)
+        check(m, "h_args busyblock printed %r" % run.stdout)
+        early, n = int(m.group(1)), int(m.group(2))
+        rt.note("busyblock: %d of %d raw sleeps ended early under the preload (%s without)"
+                % (early, n, plain.stdout.strip()))
+        check(n >= 100 and early <= 0.03 * n, "%d of %d raw nanosleeps ended early under the "
+              "preload (without: %s)" % (early, n, plain.stdout.strip()))
+
+    return [
+        ("wrap_bad_args", test_bad_args),
+        ("wrap_huge_timeout", test_huge_timeout),
+        ("wrap_udp_waitall", test_udp_waitall),
+        ("wrap_busy_then_blocked", test_busy_then_blocked),
+    ]
