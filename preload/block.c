@@ -238,7 +238,10 @@ WP_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *
  * program must not receive it. A signal of the program's with that number
  * held while it "blocked" it is taken first. */
 
-WP_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *tmo)
+/* sigtimedwait, sigwaitinfo (tmo NULL) and sigwait share this; `leaf` is
+ * the libc function the program called, for the stack. */
+static int wait_signal(const sigset_t *set, siginfo_t *info, const struct timespec *tmo,
+		       void *leaf)
 {
 	const struct timespec *left = tmo;
 	struct deadline d = { 0, 0 };
@@ -252,7 +255,7 @@ WP_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct ti
 		NO_REAL(-1);
 	if ((rc = wp_sigmask_take_deferred(ask, info)) > 0)
 		return rc;
-	BLOCK(SYS_rt_sigtimedwait, real_sigtimedwait);
+	BLOCK(SYS_rt_sigtimedwait, leaf);
 	set = wp_sigmask_wait_set(set, &tmp);
 	for (;;) {
 		rc = real_sigtimedwait(set, info, left);
@@ -273,28 +276,16 @@ WP_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct ti
 	}
 }
 
+WP_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *tmo)
+{
+	(void)RESOLVE(sigtimedwait);
+	return wait_signal(set, info, tmo, real_sigtimedwait);
+}
+
 WP_EXPORT int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 {
-	const sigset_t *ask = set;
-	sigset_t tmp;
-	int rc;
-
-	if (!RESOLVE(sigwaitinfo))
-		NO_REAL(-1);
-	if ((rc = wp_sigmask_take_deferred(ask, info)) > 0)
-		return rc;
-	BLOCK(SYS_rt_sigtimedwait, real_sigwaitinfo);
-	set = wp_sigmask_wait_set(set, &tmp);
-	for (;;) {
-		rc = real_sigwaitinfo(set, info);
-		if (!(rc < 0 && errno == EINTR))
-			return rc;
-		if ((rc = wp_sigmask_take_deferred(ask, info)) > 0)
-			return rc;
-		errno = EINTR;
-		if (!OURS())
-			return -1;
-	}
+	(void)RESOLVE(sigwaitinfo);
+	return wait_signal(set, info, NULL, real_sigwaitinfo);
 }
 
 WP_EXPORT int sigwait(const sigset_t *set, int *sig)
@@ -304,8 +295,8 @@ WP_EXPORT int sigwait(const sigset_t *set, int *sig)
 	if (!RESOLVE(sigwait))
 		return ENOSYS;
 	/* glibc's sigwait retries EINTR inside itself, where a held signal of
-	 * the program's would never be seen: sigwaitinfo above, retried here. */
-	while ((rc = sigwaitinfo(set, NULL)) < 0 && errno == EINTR)
+	 * the program's would never be seen: wait_signal, retried here. */
+	while ((rc = wait_signal(set, NULL, NULL, real_sigwait)) < 0 && errno == EINTR)
 		;
 	if (rc < 0) {
 		rc = errno;
