@@ -107,31 +107,34 @@ static void restore_timeout(int fd, int opt, struct timeval orig)
 		setsockopt(fd, SOL_SOCKET, opt, &orig, sizeof(orig));
 }
 
-/* Calls `call` once, then again each time our signal alone interrupted it,
- * with SO_RCVTIMEO shortened to what is left. Every EINTR is judged by
- * OURS(): one from the program's own signal, even during a retry, returns. */
-#define RETRY_RECV(fd, call)                                                   \
-	do {                                                                   \
-		uint64_t t0 = 0;                                               \
-		int expired, e_;                                               \
-		rc = (call);                                                   \
-		while (rc < 0 && errno == EINTR && OURS()) {                   \
-			uint64_t now = wp_now_ns();                               \
-			struct timeval o;                                      \
-			if (!t0)                                               \
-				t0 = now;                                      \
-			o = shorten_timeout((fd), SO_RCVTIMEO, now - t0, &expired); \
-			if (expired) {                                         \
-				errno = EAGAIN;                                \
-				break;                                         \
-			}                                                      \
-			rc = (call);                                           \
-			e_ = errno;                                            \
-			restore_timeout((fd), SO_RCVTIMEO, o);                 \
-			errno = e_;                                            \
-		}                                                              \
+/* Sets `res` to `call`, called once, then again each time our signal alone
+ * interrupted it, with the socket's timeout `opt` (SO_RCVTIMEO, SO_SNDTIMEO;
+ * nothing on other descriptors) shortened to what is left. Every EINTR is
+ * judged by OURS(): one from the program's own signal, even during a retry,
+ * returns. */
+#define RETRY_TIMEO(res, fd, opt, call)                                          \
+	do {                                                                     \
+		uint64_t t0 = 0;                                                 \
+		int expired, e_;                                                 \
+		(res) = (call);                                                  \
+		while ((res) < 0 && errno == EINTR && OURS()) {                  \
+			uint64_t now = wp_now_ns();                              \
+			struct timeval o;                                        \
+			if (!t0)                                                 \
+				t0 = now;                                        \
+			o = shorten_timeout((fd), (opt), now - t0, &expired);    \
+			if (expired) {                                           \
+				errno = EAGAIN;                                  \
+				break;                                           \
+			}                                                        \
+			(res) = (call);                                          \
+			e_ = errno;                                              \
+			restore_timeout((fd), (opt), o);                         \
+			errno = e_;                                              \
+		}                                                                \
 	} while (0)
 
+#define RETRY_RECV(fd, call) RETRY_TIMEO(rc, fd, SO_RCVTIMEO, call)
 
 WP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
@@ -296,8 +299,7 @@ static int nonblocking(int fd, int flags)
 	do {                                                                     \
 		size_t done_, total_;                                            \
 		ssize_t r_, last_;                                               \
-		while ((r_ = (first)) < 0 && errno == EINTR && OURS())           \
-			;                                                        \
+		RETRY_TIMEO(r_, fd, SO_SNDTIMEO, (first));                       \
 		if (r_ <= 0 || !wp_block_cut(wp_b.s, wp_b.seq, r_))              \
 			return r_;                                               \
 		done_ = (size_t)r_;                                              \
@@ -305,8 +307,7 @@ static int nonblocking(int fd, int flags)
 		if (done_ >= total_ || nonblocking(fd, (flags)))                 \
 			return r_;                                               \
 		while (done_ < total_) {                                         \
-			while ((r_ = (more)) < 0 && errno == EINTR && OURS())    \
-				;                                                \
+			RETRY_TIMEO(r_, fd, SO_SNDTIMEO, (more));                \
 			if (r_ <= 0)                                             \
 				break;                                           \
 			done_ += (size_t)r_;                                     \

@@ -9,10 +9,13 @@
  *   h_args busyblock    2 s of: 3 ms of CPU, then a 7 ms nanosleep issued with
  *                       a raw `syscall` instruction; counts early wake-ups
  *   h_args udpwaitall   20 datagrams of 100 bytes, each read with
- *                       recv(MSG_WAITALL): one datagram each time */
+ *                       recv(MSG_WAITALL): one datagram each time
+ *   h_args sndtimeo     send into a full socket with SO_SNDTIMEO 0.5 s: EAGAIN
+ *                       after about 0.5 s (printed in tenths) */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -194,6 +197,31 @@ static int mode_udpwaitall(void)
 	return 0;
 }
 
+/* ---- sndtimeo ---- */
+
+static int mode_sndtimeo(void)
+{
+	static char buf[1 << 20];
+	struct timeval tv = { 0, 500000 };
+	int sv[2], fl;
+	double t0;
+	ssize_t r;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
+		return 1;
+	fl = fcntl(sv[0], F_GETFL);
+	fcntl(sv[0], F_SETFL, fl | O_NONBLOCK);
+	while (send(sv[0], buf, sizeof(buf), 0) > 0)
+		;
+	fcntl(sv[0], F_SETFL, fl);
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	t0 = now_s();
+	r = send(sv[0], buf, sizeof(buf), 0);
+	printf("sndtimeo: send -> %zd %s after %.1f s\n", r, r < 0 ? strerrorname_np(errno) : "0",
+	       now_s() - t0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *m = argc == 2 ? argv[1] : "";
@@ -206,6 +234,8 @@ int main(int argc, char **argv)
 		return mode_busyblock();
 	if (!strcmp(m, "udpwaitall"))
 		return mode_udpwaitall();
-	fprintf(stderr, "usage: h_args badargs|hugetimeout|busyblock|udpwaitall\n");
+	if (!strcmp(m, "sndtimeo"))
+		return mode_sndtimeo();
+	fprintf(stderr, "usage: h_args badargs|hugetimeout|busyblock|udpwaitall|sndtimeo\n");
 	return 2;
 }
