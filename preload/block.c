@@ -150,23 +150,30 @@ void wp_block_init(void)
 
 /* ---- sleeping ------------------------------------------------------------ */
 
-WP_EXPORT int nanosleep(const struct timespec *req, struct timespec *rem)
+/* nanosleep, usleep and sleep: `leaf` is the libc function the program
+ * called, for the stack. The kernel reports the time left (in the caller's
+ * remainder when it gave one): retry with exactly that. The caller's
+ * pointers go to the kernel as they are, so a bad one gets EFAULT as
+ * without us. */
+static int nap(const struct timespec *req, struct timespec *rem, void *leaf)
 {
 	struct timespec r, left, *out = rem ? rem : &left;
-	const struct timespec *in = req;
 	int rc;
 
 	if (!RESOLVE(nanosleep))
 		NO_REAL(-1);
-	BLOCK(SYS_clock_nanosleep, real_nanosleep);
-	/* The kernel reports the time left (in the caller's remainder when it
-	 * gave one): retry with exactly that. The caller's pointers go to the
-	 * kernel as they are, so a bad one gets EFAULT as without us. */
-	while ((rc = real_nanosleep(in, out)) < 0 && errno == EINTR && OURS()) {
+	BLOCK(SYS_clock_nanosleep, leaf);
+	while ((rc = real_nanosleep(req, out)) < 0 && errno == EINTR && OURS()) {
 		r = *out;
-		in = &r;
+		req = &r;
 	}
 	return rc;
+}
+
+WP_EXPORT int nanosleep(const struct timespec *req, struct timespec *rem)
+{
+	(void)RESOLVE(nanosleep);
+	return nap(req, rem, real_nanosleep);
 }
 
 WP_EXPORT int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req,
@@ -188,32 +195,23 @@ WP_EXPORT int clock_nanosleep(clockid_t clk, int flags, const struct timespec *r
 	return rc;
 }
 
+/* glibc's usleep is nanosleep without a remainder. */
 WP_EXPORT int usleep(useconds_t us)
 {
-	struct timespec r = { (time_t)(us / 1000000), (long)(us % 1000000) * 1000 }, left;
-	int rc;
+	struct timespec r = { (time_t)(us / 1000000), (long)(us % 1000000) * 1000 };
 
-	if (!RESOLVE(usleep) || !RESOLVE(nanosleep))
-		NO_REAL(-1);
-	BLOCK(SYS_clock_nanosleep, real_usleep);
-	/* glibc's usleep is nanosleep without a remainder. */
-	while ((rc = real_nanosleep(&r, &left)) < 0 && errno == EINTR && OURS())
-		r = left;
-	return rc;
+	(void)RESOLVE(usleep);
+	return nap(&r, NULL, real_usleep);
 }
 
 WP_EXPORT unsigned sleep(unsigned seconds)
 {
 	struct timespec r = { (time_t)seconds, 0 }, left;
-	int saved = errno, rc;
+	int saved = errno;
 
-	if (!RESOLVE(sleep) || !RESOLVE(nanosleep))
-		return seconds;
-	BLOCK(SYS_clock_nanosleep, real_sleep);
-	while ((rc = real_nanosleep(&r, &left)) < 0 && errno == EINTR && OURS())
-		r = left;
-	if (rc < 0)
-		return (unsigned)left.tv_sec; /* glibc: the whole seconds not slept */
+	(void)RESOLVE(sleep);
+	if (nap(&r, &left, real_sleep) < 0)
+		return errno == EINTR ? (unsigned)left.tv_sec : seconds; /* the whole seconds not slept */
 	errno = saved;
 	return 0;
 }

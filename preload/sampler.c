@@ -76,7 +76,6 @@ static struct {
 	uint32_t nr_tids;           /* pid_max */
 	uint64_t scan;
 	unsigned ticks_per_scan;    /* /proc/self/task is listed every this many ticks */
-	uint64_t period_ns;         /* between ticks */
 	uint64_t last_cpu_total;
 	char *dents;
 	size_t dents_len;
@@ -1707,7 +1706,6 @@ static int alloc_state(void)
 	g.stks = stks;
 	g.buf_depth = depth;
 	g.ticks_per_scan = g.cfg.hz >= 10 ? g.cfg.hz / 10 : 1;
-	g.period_ns = 1000000000ull / g.cfg.hz;
 
 	/* Sized for 64 threads over the whole window (with more threads the
 	 * window shrinks and the loss is counted as overwritten), then held

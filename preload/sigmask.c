@@ -140,7 +140,7 @@ static void raise_deferred(void)
 /* Shared by both calls: `call` is the real one; returns its result (the
  * error convention is the caller's). async-signal-safe */
 static int mask_call(int (*call)(int, const sigset_t *, sigset_t *), int how,
-		     const sigset_t *set, sigset_t *old, int *failed)
+		     const sigset_t *set, sigset_t *old)
 {
 	int sig = wp_sigmask_bypass ? 0 : the_signal, was = tls_blocked, now = was, rc;
 	sigset_t k;
@@ -169,8 +169,7 @@ static int mask_call(int (*call)(int, const sigset_t *, sigset_t *), int how,
 		}
 	}
 	rc = call(how, set, old);
-	*failed = call == real_sigprocmask ? rc < 0 : rc != 0;
-	if (*failed || !sig)
+	if ((call == real_sigprocmask ? rc < 0 : rc != 0) || !sig)
 		return rc;
 	if (old && was)
 		sigaddset(old, sig);
@@ -184,24 +183,20 @@ static int mask_call(int (*call)(int, const sigset_t *, sigset_t *), int how,
 
 WP_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
-	int failed;
-
 	if (!real_pthread_sigmask &&
 	    !(*(void **)&real_pthread_sigmask = dlsym(RTLD_NEXT, "pthread_sigmask")))
 		return ENOSYS;
-	return mask_call(real_pthread_sigmask, how, set, old, &failed);
+	return mask_call(real_pthread_sigmask, how, set, old);
 }
 
 WP_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
-	int failed;
-
 	if (!real_sigprocmask &&
 	    !(*(void **)&real_sigprocmask = dlsym(RTLD_NEXT, "sigprocmask"))) {
 		errno = ENOSYS;
 		return -1;
 	}
-	return mask_call(real_sigprocmask, how, set, old, &failed);
+	return mask_call(real_sigprocmask, how, set, old);
 }
 
 /* A signalfd reads pending signals of its mask: never ours. */

@@ -6,10 +6,7 @@
 #include <libunwind.h>
 
 #include <errno.h>
-#include <fcntl.h>
-#include <stdatomic.h>
 #include <stdint.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <ucontext.h>
