@@ -4,6 +4,33 @@
 
 #include "profile.h"
 
+static int cmp_tid(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int wp_profile_sentry_ok(const struct wp_profile *p)
+{
+	uint32_t *tids;
+	size_t i;
+	int ok = 0;
+
+	if (p->nr_samples < 2)
+		return 0;
+	tids = malloc(p->nr_samples * sizeof(*tids));
+	if (!tids)
+		return 1; /* cannot tell: write it */
+	for (i = 0; i < p->nr_samples; i++)
+		tids[i] = p->samples[i].tid;
+	qsort(tids, p->nr_samples, sizeof(*tids), cmp_tid);
+	for (i = 1; i < p->nr_samples && !ok; i++)
+		ok = tids[i] == tids[i - 1];
+	free(tids);
+	return ok;
+}
+
 void wp_profile_free(struct wp_profile *p)
 {
 	size_t i;

@@ -92,6 +92,11 @@ struct wp_profile {
 	struct wp_counters counters;
 };
 
+/* Whether Sentry's ingestion keeps any of the samples: some thread has at
+ * least two (Relay drops threads with fewer, then rejects an empty profile
+ * as NotEnoughSamples; Sentry's own SDKs do not send such profiles). */
+int wp_profile_sentry_ok(const struct wp_profile *p);
+
 /* Frees every array and string of `p` (not `p` itself). */
 void wp_profile_free(struct wp_profile *p);
 

@@ -9,9 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tree.h"
 #include "wallprof.h"
 
 int wp_log_level = WP_LOG_INFO;
+static int log_explicit;   /* WALLPROF_LOG was set */
 static dev_t stderr_dev;
 static ino_t stderr_ino;
 static int stderr_ok = -1; /* -1: not yet looked at */
@@ -39,25 +41,19 @@ int wp_log_stderr_ok(void)
 	return stderr_same(STDERR_FILENO);
 }
 
-void wp_log(int level, const char *fmt, ...)
+static void log_line(int level, const char *kind, const char *path, unsigned long long lost,
+		     const char *fmt, va_list ap)
 {
 	char buf[1024];
-	va_list ap;
 	int n, fd, saved = errno;
 	size_t len, off = 0;
+	int record = !wp_tree_is_root() ? level <= WP_LOG_INFO :
+					  !strcmp(kind, "wrote") || !strcmp(kind, "short");
 
-	if (level > wp_log_level)
+	if (level > wp_log_level && !record)
 		return;
-	fd = wp_fds_stderr();
-	if (!stderr_same(fd)) {
-		wp_fds_stderr_done(fd);
-		errno = saved;
-		return;
-	}
 	memcpy(buf, "wallprof: ", 10);
-	va_start(ap, fmt);
 	n = vsnprintf(buf + 10, sizeof(buf) - 11, fmt, ap);
-	va_end(ap);
 	if (n < 0)
 		n = 0;
 	len = 10 + ((size_t)n < sizeof(buf) - 11 ? (size_t)n : sizeof(buf) - 12);
@@ -66,6 +62,15 @@ void wp_log(int level, const char *fmt, ...)
 	for (off = 10; off < len; off++)
 		if ((unsigned char)buf[off] < 0x20 || buf[off] == 0x7f)
 			buf[off] = '?';
+	if (record)
+		wp_tree_record(kind, path, lost, buf + 10, len - 10);
+	if (level > wp_log_level)
+		goto out;
+	fd = wp_fds_stderr();
+	if (!stderr_same(fd)) {
+		wp_fds_stderr_done(fd);
+		goto out;
+	}
 	off = 0;
 	buf[len++] = '\n';
 	/* write(2), not stdio: the host's stderr buffer stays untouched. */
@@ -79,7 +84,35 @@ void wp_log(int level, const char *fmt, ...)
 		off += (size_t)w;
 	}
 	wp_fds_stderr_done(fd);
+out:
 	errno = saved;
+}
+
+void wp_log(int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_line(level, level <= WP_LOG_ERROR ? "error" : "info", NULL, 0, fmt, ap);
+	va_end(ap);
+}
+
+void wp_log_event(int level, const char *kind, const char *path, unsigned long long lost,
+		  const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_line(level, kind, path, lost, fmt, ap);
+	va_end(ap);
+}
+
+/* async-signal-safe */
+void wp_log_forked(void)
+{
+	wp_tree_forked();
+	if (!log_explicit)
+		wp_log_level = WP_LOG_QUIET;
 }
 
 static int parse_uint(const char *s, unsigned long min, unsigned long max, unsigned *out)
@@ -200,9 +233,13 @@ void wp_config_load(struct wp_config *c)
 	const char *s;
 
 	memset(c, 0, sizeof(*c));
-	/* Logging first, so the other variables' messages obey it. */
+	/* Logging first, so the other variables' messages obey it: by
+	 * default the root of the profiled tree speaks, its descendants
+	 * record in the tree's index (tree.h). */
+	wp_tree_load(c);
 	s = getenv("WALLPROF_LOG");
-	wp_log_level = WP_LOG_INFO;
+	log_explicit = s && *s;
+	wp_log_level = wp_tree_is_root() ? WP_LOG_INFO : WP_LOG_QUIET;
 	if (s && *s) {
 		if (!strcasecmp(s, "quiet") || !strcasecmp(s, "off") || !strcmp(s, "0"))
 			wp_log_level = WP_LOG_QUIET;
@@ -216,6 +253,7 @@ void wp_config_load(struct wp_config *c)
 			wp_log(WP_LOG_ERROR, "WALLPROF_LOG='%.64s' is not quiet, error, info or debug; using info", s);
 	}
 	c->log_level = wp_log_level;
+	c->log_explicit = log_explicit;
 	(void)stderr_same(STDERR_FILENO); /* remember which file stderr is */
 
 	s = getenv("WALLPROF_ENABLE");
@@ -254,8 +292,13 @@ void wp_config_load(struct wp_config *c)
 	}
 
 	s = getenv("WALLPROF_DEBUGINFOD");
+	c->debuginfod = s && !strcmp(s, "1");
 	if (s && *s && strcmp(s, "0") && strcmp(s, "1"))
 		wp_log(WP_LOG_ERROR, "WALLPROF_DEBUGINFOD='%.64s' is not 0 or 1; using 0", s);
+
+	s = getenv("TMPDIR");
+	snprintf(c->tmpdir, sizeof(c->tmpdir), "%s",
+		 s && *s == '/' && strlen(s) < sizeof(c->tmpdir) ? s : "/tmp");
 
 	s = getenv("WALLPROF_FOLLOW_CHILDREN");
 	c->follow_children = 1;

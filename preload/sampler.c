@@ -9,6 +9,7 @@
  * - blocked elsewhere: the last stack while its blocking fingerprint holds,
  *   else one signal as a last resort.
  * Dumps (exit, snapshot signal) symbolize and write off the signal path. */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -41,6 +42,7 @@
 #include "sampler.h"
 #include "sigmask.h"
 #include "slot.h"
+#include "tree.h"
 #include "wallprof.h"
 
 /* Events for the sampler, in a futex word. */
@@ -118,6 +120,7 @@ static struct {
 	struct wp_ring_config ring_cfg;
 	int need_reset;             /* forked child: the sampler starts from scratch */
 	_Atomic int main_exited;    /* main() left through pthread_exit */
+	_Atomic int sampler_stopped;/* stopped and joined by the last program thread */
 	_Atomic int names_dirty;    /* a thread was renamed */
 	_Atomic int loader_users;   /* threads inside our dl_iterate_phdr/dlclose wrappers */
 	_Atomic uint32_t frozen;    /* the sampler parked for a fatal signal's raw dump */
@@ -135,9 +138,12 @@ static void on_sample_signal(int sig, siginfo_t *si, void *uc);
 static void sampling_mask(sigset_t *m);
 static void reset_after_fork(void);
 static void freeze_forever(void);
+static void raw_dump(int sig);
+static int in_program_handler(void);
 static int start_thread(pthread_t *t, void *(*fn)(void *));
 static void scan_threads(void);
 static void find_stacks(void);
+static void join_dumper(void);
 
 static uint64_t mono_ns(void)
 {
@@ -371,6 +377,17 @@ static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 		if (g.cfg.test_handler_delay_us)
 			test_delay(g.cfg.test_handler_delay_us);
 	}
+	if (tls_slot != s) {
+		/* Found by a scan, not by a wrapper: adopt the slot, so that its
+		 * exit is seen (slot_thread_exit; a key below 32 is stored
+		 * without allocating). */
+		tls_tid = (uint32_t)wp_syscall(SYS_gettid);
+		if (atomic_load_explicit(&s->tid, memory_order_relaxed) == tls_tid) {
+			tls_slot = s;
+			if (g.exit_key_ok)
+				pthread_setspecific(g.exit_key, s);
+		}
+	}
 	wp_sigmask_bypass++;
 	if (g.sample_onstack && !room_for_unwind(uc)) {
 		/* On an alternate signal stack too small for the unwinder. */
@@ -509,6 +526,43 @@ struct wp_slot *wp_slot_self(void)
 	return s;
 }
 
+/* Whether every thread of the program but the caller has passed
+ * slot_thread_exit (or is the exited main thread): our own threads do not
+ * count, nor do threads whose slot says `exiting`. A thread we know nothing
+ * of counts as alive. */
+static int last_program_thread(uint32_t self)
+{
+	char buf[2048];
+	pid_t dumper = atomic_load(&g.dumper_tid);
+	int fd = (int)wp_syscall(SYS_openat, AT_FDCWD, "/proc/self/task",
+				 O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	long n;
+
+	if (fd < 0)
+		return 0;
+	while ((n = wp_syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+		long off = 0;
+
+		while (off < n) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			uint32_t tid = (uint32_t)strtoul(d->d_name, NULL, 10), cur;
+
+			off += d->d_reclen;
+			if (!tid || tid == self || tid == (uint32_t)g.pid ||
+			    (pid_t)tid == g.sampler_tid || (pid_t)tid == dumper)
+				continue;
+			cur = tid < g.nr_tids ? atomic_load(&g.tid_slot[tid]) : 0;
+			if (cur && atomic_load(&g.slots[cur - 1].tid) == tid &&
+			    atomic_load_explicit(&g.slots[cur - 1].exiting, memory_order_seq_cst))
+				continue;
+			wp_syscall(SYS_close, fd);
+			return 0;
+		}
+	}
+	wp_syscall(SYS_close, fd);
+	return n == 0;
+}
+
 /* The thread is exiting (pthread key destructor): from now on the sampler
  * must not load from its stack directly, which may be unmapped once the
  * thread is gone. If the sampler has it pinned, wait: the sampler either saw
@@ -527,6 +581,21 @@ static void slot_thread_exit(void *p)
 	atomic_store_explicit(&s->exiting, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
 		wp_slot_wait_unpinned(s);
+	/* main() has left through pthread_exit: glibc ends the process with
+	 * exit(0) on the last thread to end, so atexit handlers and stdio's
+	 * flush run on a thread of the program, in its descriptor table. Our
+	 * threads must not be that last thread: the last program thread stops
+	 * them first. Each exiting thread marked itself above before looking
+	 * at the others (seq_cst), so of two ending together at least one
+	 * sees the other marked; stopping is done once. */
+	if (atomic_load(&g.main_exited) && g.started && !tls_internal &&
+	    getpid() == g.pid && tls_tid != (uint32_t)g.pid && last_program_thread(tls_tid) &&
+	    !atomic_exchange(&g.sampler_stopped, 1)) {
+		atomic_fetch_or(&g.events, EV_STOP);
+		futex_wake(&g.events);
+		pthread_join(g.sampler, NULL);
+		join_dumper();
+	}
 }
 
 /* async-signal-safe */
@@ -1253,8 +1322,12 @@ static void tick(uint64_t now)
 		find_stacks();
 	g.ctr.nr_ticks++;
 	if (atomic_load(&g.main_exited) && !user_threads_left()) {
-		/* main() called pthread_exit and its last thread is gone: without
-		 * us the process would end now, with status 0 (glibc's rule). */
+		/* main() called pthread_exit and its last thread is gone, and
+		 * was not seen ending (slot_thread_exit runs for threads that got
+		 * a slot of their own): without us the process would end now,
+		 * with status 0 (glibc's rule). Our descriptor table may lack the
+		 * program's files, but the program's table is gone with its
+		 * last thread: this is the best left to do. */
 		exit(0);
 	}
 	/* Names change: right after a pthread_setname_np, else once a second
@@ -1384,25 +1457,32 @@ static int guarded_write(const struct wp_profile *p, struct wp_sym *sym,
 	return rc;
 }
 
-/* Symbolizes and writes `p` (to `path`, or the configured output for its
- * snapshot number when NULL), then frees it. Reports one line. */
-static void write_profile(struct wp_profile *p, const char *path_override)
+/* Symbolizes and writes `p` (to `path_override`, or the configured output
+ * for its snapshot number when NULL), then frees it. Reports one line. A
+ * failed write goes to $TMPDIR/wallprof.<pid>[.<tag>].json, `tag` being the
+ * snapshot number or `exec_tag` (exec<k>). */
+static void write_profile(struct wp_profile *p, const char *path_override, const char *exec_tag)
 {
 	char path[WP_PATH_MAX], err[512];
 	struct wp_out_opts opts = { .platform = g.cfg.platform };
 	struct wp_out_stats st;
 	const struct wp_counters *c = &p->counters;
+	/* Ticks with no sample of a thread the sampler knew: all in samples. */
 	unsigned long long dropped = c->nr_pending + c->nr_send_failed + c->nr_dropped_full +
-				     c->nr_overwritten + c->nr_threads_untracked;
+				     c->nr_overwritten;
 	struct wp_sym *sym;
 	uint64_t t0 = mono_ns();
 
-	if (p->nr_samples == 0) {
-		/* Shorter than one tick (a child that exec'd or _exit'ed at once):
-		 * Sentry would reject an empty profile; say so, write nothing. */
-		wp_log(path_override ? WP_LOG_DEBUG : WP_LOG_INFO,
-		       "no samples (the process ran %.0f ms); no profile written",
-		       (double)(mono_ns() - g.start_ns) / 1e6);
+	if (!wp_profile_sentry_ok(p)) {
+		/* Shorter than two ticks on every thread (a child that exec'd or
+		 * _exit'ed at once): Sentry would reject the profile
+		 * (NotEnoughSamples); say so, write nothing. */
+		wp_log_event(path_override ? WP_LOG_DEBUG : WP_LOG_INFO, "short", NULL, dropped,
+			     "%s%zu sample%s in %.0f ms, fewer than 2 on every thread: too short for a "
+			     "profile, none written (WALLPROF_HZ=%u)",
+			     p->snapshot ? "snapshot: " : "", p->nr_samples,
+			     p->nr_samples == 1 ? "" : "s", (double)(mono_ns() - g.start_ns) / 1e6,
+			     g.cfg.hz);
 		goto out;
 	}
 	if (path_override) {
@@ -1416,17 +1496,18 @@ static void write_profile(struct wp_profile *p, const char *path_override)
 	memset(&st, 0, sizeof(st));
 	if (guarded_write(p, sym, &opts, path, &st, err, sizeof(err)) < 0) {
 		/* Keep it somewhere: $TMPDIR (or /tmp), same file name. */
-		const char *tmp = getenv("TMPDIR");
 		char fb[2 * WP_PATH_MAX], err2[512] = "";
 
 		/* wallprof.<pid>[.<n>].json: unique per process, whatever the
 		 * configured name (a fixed one would collide). */
 		if (p->snapshot)
-			snprintf(fb, sizeof(fb), "%s/wallprof.%u.%d.json",
-				 tmp && *tmp == '/' ? tmp : "/tmp", p->pid, p->snapshot);
+			snprintf(fb, sizeof(fb), "%s/wallprof.%u.%d.json", g.cfg.tmpdir, p->pid,
+				 p->snapshot);
+		else if (exec_tag)
+			snprintf(fb, sizeof(fb), "%s/wallprof.%u.%s.json", g.cfg.tmpdir, p->pid,
+				 exec_tag);
 		else
-			snprintf(fb, sizeof(fb), "%s/wallprof.%u.json", tmp && *tmp == '/' ? tmp : "/tmp",
-				 p->pid);
+			snprintf(fb, sizeof(fb), "%s/wallprof.%u.json", g.cfg.tmpdir, p->pid);
 		if (strlen(fb) < sizeof(path) && strcmp(fb, path) &&
 		    guarded_write(p, sym, &opts, fb, &st, err2, sizeof(err2)) == 0) {
 			wp_log(WP_LOG_ERROR, "%s; wrote the profile to %s instead", err, fb);
@@ -1442,9 +1523,10 @@ static void write_profile(struct wp_profile *p, const char *path_override)
 
 		if (p->snapshot)
 			snprintf(what, sizeof(what), "snapshot %d, ", p->snapshot);
-		wp_log(WP_LOG_INFO, "wrote %s (%s%zu samples, %zu threads, %.1f s, %llu dropped) in %.0f ms",
-		       path, what, st.nr_samples, st.nr_threads, st.duration_s, dropped,
-		       (double)(mono_ns() - t0) / 1e6);
+		wp_log_event(WP_LOG_INFO, "wrote", path, dropped,
+			     "wrote %s (%s%zu samples, %zu threads, %.1f s, %llu dropped) in %.0f ms",
+			     path, what, st.nr_samples, st.nr_threads, st.duration_s, dropped,
+			     (double)(mono_ns() - t0) / 1e6);
 		if (st.duration_s > WP_SENTRY_MAX_SECONDS)
 			wp_log(WP_LOG_INFO, "%s covers %.1f s; Sentry rejects v1 profiles longer than %d s",
 			       path, st.duration_s, WP_SENTRY_MAX_SECONDS);
@@ -1466,7 +1548,7 @@ static void *dumper_main(void *arg)
 		wp_fds_mark_private(); /* created by the sampler: its table */
 	atomic_store(&g.dumper_tid, (pid_t)wp_syscall(SYS_gettid));
 	futex_wake((_Atomic uint32_t *)&g.dumper_tid);
-	write_profile(&g.dump_profile, NULL);
+	write_profile(&g.dump_profile, NULL, NULL);
 	atomic_store(&g.dumper_done, 1);
 	return NULL;
 }
@@ -1512,7 +1594,7 @@ static void start_snapshot(void)
 	}
 	if (start_thread(&g.dumper, dumper_main) != 0) {
 		/* No thread: write it here, sampling pauses meanwhile. */
-		write_profile(&g.dump_profile, NULL);
+		write_profile(&g.dump_profile, NULL, NULL);
 		return;
 	}
 	g.dumper_running = 1;
@@ -1887,6 +1969,7 @@ static void after_fork_child(void)
 	}
 	g.pid = getpid();
 	g.uid = getuid();
+	wp_log_forked();
 	/* This thread is the child's leader now, whatever it was in the
 	 * parent: its exit must be seen (slot_thread_exit). A key below 32
 	 * is stored without allocating. */
@@ -1904,6 +1987,7 @@ static void after_fork_child(void)
 	atomic_store(&g.hiwater, 0);
 	atomic_store(&g.events, 0);
 	atomic_store(&g.main_exited, 0);
+	atomic_store(&g.sampler_stopped, 0);
 	g.dumper_running = 0;
 	atomic_store(&g.dumper_tid, 0);
 	atomic_store(&g.dumper_done, 0);
@@ -1965,6 +2049,8 @@ void wp_sampler_start(void)
 		unfollow_children();
 	if (!g.cfg.enabled)
 		return;
+	wp_tree_export(&g.cfg);
+	wp_sym_set_debuginfod(g.cfg.debuginfod);
 	g.pid = getpid();
 	g.uid = getuid();
 	if (alloc_state() < 0) {
@@ -1998,11 +2084,11 @@ void wp_sampler_start(void)
 	       g.cfg.hz, wp_signal_name(g.signal, a, sizeof(a)), g.cfg.ring_seconds, g.cfg.max_depth);
 }
 
-static void stop_and_dump(const char *path);
+static void stop_and_dump(const char *path, const char *exec_tag);
 
 void wp_sampler_stop_and_dump(void)
 {
-	stop_and_dump(NULL);
+	stop_and_dump(NULL, NULL);
 }
 
 /* The exec'd image has the same pid and writes the plain name at its own
@@ -2010,7 +2096,7 @@ void wp_sampler_stop_and_dump(void)
  * k free. */
 void wp_sampler_before_exec(void)
 {
-	char base[WP_PATH_MAX], path[WP_PATH_MAX + 32];
+	char base[WP_PATH_MAX], path[WP_PATH_MAX + 32], tag[16];
 	size_t n;
 	int k;
 
@@ -2025,13 +2111,16 @@ void wp_sampler_before_exec(void)
 		if (access(path, F_OK) != 0)
 			break;
 	}
-	stop_and_dump(path);
+	snprintf(tag, sizeof(tag), "exec%d", k);
+	stop_and_dump(path, tag);
 }
 
 /* exec failed: the program goes on, so does profiling (a fresh window). */
 void wp_sampler_exec_failed(void)
 {
-	if (g.started || !g.pid || getpid() != g.pid || !g.ring)
+	/* Not after an exec from a signal handler: the raw dump parked the
+	 * sampler for good. */
+	if (g.started || !g.pid || getpid() != g.pid || !g.ring || atomic_load(&g.frozen))
 		return;
 	atomic_store(&g.events, 0);
 	atomic_store(&g.sampling, 1);
@@ -2043,14 +2132,23 @@ void wp_sampler_exec_failed(void)
 	}
 }
 
-static void stop_and_dump(const char *path)
+static void stop_and_dump(const char *path, const char *exec_tag)
 {
 	struct wp_profile p;
 
 	if (!g.started || getpid() != g.pid)
 		return;
+	if (in_program_handler()) {
+		/* _exit, exit or exec from a signal handler: the thread may hold
+		 * malloc's lock, so only the raw dump (async-signal-safe). */
+		raw_dump(0);
+		g.started = 0;
+		return;
+	}
 	g.started = 0;
-	if (!pthread_equal(pthread_self(), g.sampler)) {
+	if (atomic_load(&g.sampler_stopped)) {
+		/* the last program thread stopped it (slot_thread_exit) */
+	} else if (!pthread_equal(pthread_self(), g.sampler)) {
 		atomic_fetch_or(&g.events, EV_STOP);
 		futex_wake(&g.events);
 		pthread_join(g.sampler, NULL);
@@ -2058,11 +2156,12 @@ static void stop_and_dump(const char *path)
 	join_dumper(); /* a snapshot being written is finished, not lost */
 	collect();
 	atomic_store(&g.sampling, 0);
-	if (build_profile(&p, 0) < 0) {
+	if (build_profile(&p, 0) < 0)
 		wp_log(WP_LOG_ERROR, "profile not written: out of memory");
-		return;
-	}
-	write_profile(&p, path);
+	else
+		write_profile(&p, path, exec_tag);
+	if (!path)
+		wp_tree_report(); /* the root's final exit: one word for the tree */
 }
 
 /* ---- the program's own signal handling (interposed sigaction) ---------- */
@@ -2109,11 +2208,49 @@ static void undo_restart(void *ucp)
 	s->rst_seq = 0;
 }
 
+/* The program's handlers running on this thread: the trampoline's frame
+ * address for each, innermost last. A handler left by siglongjmp leaves its
+ * entry behind; in_program_handler() drops it. */
+#define HANDLER_NEST 8
+static __thread uint32_t tls_hdepth __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t tls_hframe[HANDLER_NEST] __attribute__((tls_model("initial-exec")));
+
+/* Whether the caller runs inside a handler of the program's (through our
+ * trampoline), where only async-signal-safe work may be done: the thread may
+ * have been interrupted inside malloc or stdio with their locks held. A
+ * frame on the alternate signal stack when we are no longer on it, or above
+ * which we now run, is one the program left by siglongjmp. */
+static int in_program_handler(void)
+{
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	uint32_t d = tls_hdepth;
+	stack_t ss;
+	int have = wp_syscall(SYS_sigaltstack, NULL, &ss) == 0;
+
+	if (have && (ss.ss_flags & SS_ONSTACK))
+		return 1;
+	while (d > 0 && d <= HANDLER_NEST) {
+		uintptr_t f = tls_hframe[d - 1];
+		int on_alt = have && !(ss.ss_flags & SS_DISABLE) && f >= (uintptr_t)ss.ss_sp &&
+			     f - (uintptr_t)ss.ss_sp < ss.ss_size;
+
+		if (!on_alt && sp < f)
+			break;
+		d--;
+	}
+	tls_hdepth = d;
+	return d > 0;
+}
+
 static void trampoline(int sig, siginfo_t *si, void *uc)
 {
 	struct sigaction a = prog_handlers[sig];
+	uint32_t depth = tls_hdepth;
 	int view;
 
+	if (depth < HANDLER_NEST)
+		tls_hframe[depth] = (uintptr_t)__builtin_frame_address(0);
+	tls_hdepth = depth + 1;
 	count_foreign();
 	view = wp_sigmask_handler_enter(&a.sa_mask);
 	if (a.sa_flags & SA_RESETHAND) {
@@ -2130,6 +2267,7 @@ static void trampoline(int sig, siginfo_t *si, void *uc)
 	wp_sigmask_handler_leave(view);
 	if (!(a.sa_flags & SA_RESTART))
 		undo_restart(uc);
+	tls_hdepth = depth;
 }
 
 /* async-signal-safe */
@@ -2363,7 +2501,6 @@ static int install_fatal_one(int sig)
 static void set_raw_paths(void)
 {
 	char base[WP_PATH_MAX];
-	const char *tmp = getenv("TMPDIR"), *b;
 	size_t n;
 
 	if (wp_out_expand_path(g.cfg.output, (unsigned)g.pid, 0, base, sizeof(base) - 8) < 0) {
@@ -2374,9 +2511,8 @@ static void set_raw_paths(void)
 	if (n > 5 && !strcmp(base + n - 5, ".json"))
 		base[n - 5] = 0;
 	snprintf(g.raw_path, sizeof(g.raw_path), "%s.raw", base);
-	(void)b;
-	snprintf(g.raw_fallback, sizeof(g.raw_fallback), "%.255s/wallprof.%u.raw",
-		 tmp && *tmp == '/' ? tmp : "/tmp", (unsigned)g.pid);
+	snprintf(g.raw_fallback, sizeof(g.raw_fallback), "%s/wallprof.%u.raw", g.cfg.tmpdir,
+		 (unsigned)g.pid);
 }
 
 static void install_fatal(void)

@@ -30,6 +30,13 @@ struct wp_config {
 	int test_site_check;     /* WALLPROF_TEST_SITE_CHECK=1: tests only, see README */
 	unsigned test_handler_delay_us; /* WALLPROF_TEST_HANDLER_DELAY_US: tests only, see README */
 	int follow_children;     /* WALLPROF_FOLLOW_CHILDREN: exec'd children inherit the preload */
+	int log_explicit;        /* WALLPROF_LOG was set: it applies to every process of the tree */
+	int debuginfod;          /* WALLPROF_DEBUGINFOD=1 */
+	char tmpdir[256];        /* $TMPDIR if absolute and short enough, else "/tmp" */
+	/* The profiled process tree (tree.c): WALLPROF_TREE="<root pid>:<index path>",
+	 * set by the root for its descendants. */
+	unsigned tree_root_pid;  /* 0: this process is the root (no WALLPROF_TREE) */
+	char tree_index[WP_PATH_MAX]; /* absolute path of the tree's index, or "" */
 };
 
 #define WP_DEFAULT_HZ 101
@@ -45,8 +52,9 @@ struct wp_config {
 #define WP_MAX_MAX_THREADS 65536
 #define WP_SENTRY_MAX_SECONDS 30
 
-/* Reads every WALLPROF_* variable from `environ`-style getenv; a bad value
- * logs one line naming the variable and the value used instead. */
+/* Reads every WALLPROF_* variable (and TMPDIR) once, with getenv, in the
+ * constructor: later the program may change its environment under us. A bad
+ * value logs one line naming the variable and the value used instead. */
 void wp_config_load(struct wp_config *c);
 
 /* Parses a signal spec: "SIGPROF", "PROF", "27", "SIGRTMIN+3", "RTMAX-1".
@@ -56,14 +64,27 @@ int wp_config_parse_signal(const char *s, int allow_off);
 /* Signal name for messages ("SIGPROF", "SIGRTMIN+3"). */
 const char *wp_signal_name(int sig, char *buf, size_t len);
 
-/* Logging: one line "wallprof: ..." on stderr with write(2), no stdio.
- * Nothing is written once fd 2 is no longer the file it was at start (a
- * daemon closed it and the number went to one of its own files). */
+/* Logging: one line "wallprof: ..." on stderr with write(2), no stdio, when
+ * `level` <= wp_log_level. Nothing is written once fd 2 is no longer the file
+ * it was at start (a daemon closed it and the number went to one of its own
+ * files). wp_log_level is WALLPROF_LOG when set; else info in the root of the
+ * profiled tree and quiet in its descendants, whose error and info lines go
+ * to the tree's index instead (tree.h) for the root's report. */
 extern int wp_log_level;
 
 /* Whether fd 2 is still the stderr we started with. async-signal-safe */
 int wp_log_stderr_ok(void);
 void wp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* wp_log with the index line's kind ("wrote", "short"; see tree.h), the
+ * file it is about (or NULL) and the samples lost. The root records its
+ * "wrote" and "short" events too, in an index its descendants created. */
+void wp_log_event(int level, const char *kind, const char *path, unsigned long long lost,
+		  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* In a fork()ed child: a descendant from now on (quiet unless WALLPROF_LOG
+ * was set). async-signal-safe */
+void wp_log_forked(void);
 
 /* Module map: every ELF object ever loaded, kept after dlclose. */
 struct wp_modmap {

@@ -193,9 +193,20 @@ static const Dwfl_Callbacks debuginfod_callbacks = {
     .find_debuginfo = dwfl_standard_find_debuginfo,
 };
 
+static int use_debuginfod = -1; /* -1: WALLPROF_DEBUGINFOD decides */
+
+void wp_sym_set_debuginfod(int on)
+{
+	use_debuginfod = on;
+}
+
 const Dwfl_Callbacks *wp_sym_callbacks(void)
 {
-	const char *e = getenv("WALLPROF_DEBUGINFOD");
+	const char *e;
+
+	if (use_debuginfod >= 0)
+		return use_debuginfod ? &debuginfod_callbacks : &local_callbacks;
+	e = getenv("WALLPROF_DEBUGINFOD");
 	return e && !strcmp(e, "1") ? &debuginfod_callbacks : &local_callbacks;
 }
 

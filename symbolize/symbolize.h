@@ -46,6 +46,11 @@ struct wp_sym_result {
 
 struct wp_sym;
 
+/* Whether symbolizers opened from now on may ask debuginfod for missing debug
+ * info (1) or not (0). Without a call, WALLPROF_DEBUGINFOD=1 decides at each
+ * open; the preload calls it once at start (the environment is read once). */
+void wp_sym_set_debuginfod(int on);
+
 /* Opens a symbolizer over `mods` (copied; the caller keeps ownership).
  * Never fails for a missing or unreadable file: such modules just resolve to
  * module+offset. Returns NULL only on out of memory. Not async-signal-safe. */

@@ -1567,12 +1567,42 @@ def run_unit(path, tmp):
                       lines[-20:])
 
 
+def profiles_under(tmp):
+    """Every Sentry profile (a JSON object with "version" and "profile")
+    left anywhere under `tmp`."""
+    for d, _, names in os.walk(tmp):
+        for n in names:
+            if not n.endswith(".json") or ".tmp." in n:
+                continue
+            path = os.path.join(d, n)
+            try:
+                with open(path, "rb") as f:
+                    obj = json.loads(f.read())
+            except (OSError, ValueError):
+                continue
+            if isinstance(obj, dict) and "version" in obj and "profile" in obj:
+                yield path, obj
+
+
+def check_all_profiles(tmp):
+    """Whatever a test asserted, every profile it left must pass Sentry's
+    ingestion rules (test/sentry_check.py)."""
+    n = 0
+    for path, obj in profiles_under(tmp):
+        n += 1
+        errors = sentry_errors(obj)
+        check(not errors, "%s, written during the test, fails sentry_check (%d errors): %s"
+              % (os.path.relpath(path, tmp), len(errors), "; ".join(str(e) for e in errors[:3])))
+    note("%d profile(s) left by the test pass sentry_check" % n)
+
+
 def run_one(name, fn):
     tmp = tempfile.mkdtemp(prefix="wallprof-test-")
     t0 = time.monotonic()
     details = []
     try:
         fn(tmp)
+        check_all_profiles(tmp)
         ok, reason = True, None
     except Failure as e:
         ok, reason, details = False, str(e), e.details

@@ -256,7 +256,8 @@ def tests(rt):
                  "TMPDIR": os.path.join(tmp, label, "tmp"),
                  "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         if preload:
-            extra["WALLPROF_LOG"] = "quiet"
+            # The default log level: the workers, whose output the runner
+            # parses, must say nothing; the runner reports for the tree.
             extra["WALLPROF_OUTPUT"] = os.path.join(tmp, label, "profiles", "wallprof.%p.json")
         env = rt.clean_env(extra, preload)
         for k in list(env):
@@ -298,9 +299,11 @@ def tests(rt):
         parse_text(run.text, run)
         run.leftovers = leftovers
         try:
-            run.profiles = len(os.listdir(os.path.join(d, "profiles")))
+            run.profiles = len([n for n in os.listdir(os.path.join(d, "profiles"))
+                                if n.endswith(".json")])
         except OSError:
             run.profiles = 0
+        run.pid = proc.pid
         return run
 
     def summary(run):
@@ -375,5 +378,16 @@ def tests(rt):
                              % (len(problems), "; ".join(problems)), details)
         missing = [m for m in MODULES if m not in pre.modules]
         check(not missing, "modules never reported under the preload: %s" % missing)
+        # Only the runner (the root) speaks: its profile and one report.
+        lines = [l for l in pre.text.splitlines() if "wallprof:" in l]
+        own = "wallprof.%d.json" % pre.pid
+        foreign = [l for l in lines if not (
+            (l.startswith("wallprof: wrote ") and own in l) or
+            re.match(r"^wallprof: \d+ child process(es)?: ", l) or
+            re.match(r"^wallprof: child \d+: ", l))]
+        check(not foreign, "%d wallprof: line(s) not from the runner's report: %s"
+              % (len(foreign), foreign[:3]))
+        check(any(re.match(r"^wallprof: \d+ child process(es)?: ", l) for l in lines),
+              "the runner did not report for its children: %s" % lines[-3:])
 
     return [("cpython_regrtest", test_cpython_regrtest)]

@@ -1,0 +1,270 @@
+/* tree: the profiled process tree, its index file and the root's one report
+ * (see tree.h for the index's format). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "../output/output.h"
+#include "sys.h"
+#include "tree.h"
+
+#define INDEX_READ_MAX (64u << 20) /* the report reads at most this much */
+#define REPORT_MESSAGES 5          /* child messages printed by the report */
+
+static int is_root = 1;
+static int exported;               /* WALLPROF_TREE already names us (exec'd root) */
+static char index_path[WP_PATH_MAX];
+
+void wp_tree_load(struct wp_config *c)
+{
+	const char *s = getenv("WALLPROF_TREE");
+	unsigned long pid;
+	char *end;
+
+	is_root = 1;
+	exported = 0;
+	index_path[0] = 0;
+	if (s && *s >= '1' && *s <= '9') {
+		errno = 0;
+		pid = strtoul(s, &end, 10);
+		if (!errno && pid <= 0x7fffffffu && *end == ':' && end[1] == '/' &&
+		    strlen(end + 1) < sizeof(index_path)) {
+			memcpy(index_path, end + 1, strlen(end + 1) + 1);
+			if (pid == (unsigned long)getpid()) {
+				exported = 1; /* our own image before an exec set it */
+			} else {
+				is_root = 0;
+				c->tree_root_pid = (unsigned)pid;
+			}
+		}
+	}
+	snprintf(c->tree_index, sizeof(c->tree_index), "%s", index_path);
+}
+
+void wp_tree_export(const struct wp_config *c)
+{
+	char path[WP_PATH_MAX], val[WP_PATH_MAX + 16];
+	size_t n;
+
+	if (!is_root || exported || !c->follow_children)
+		return;
+	if (wp_out_expand_path(c->output, (unsigned)getpid(), 0, path, sizeof(path) - 8) < 0 ||
+	    path[0] != '/')
+		return;
+	n = strlen(path);
+	if (n > 5 && !strcmp(path + n - 5, ".json"))
+		path[n - 5] = 0;
+	strcat(path, ".index");
+	/* A previous run's index under the same name is not this run's. */
+	unlink(path);
+	snprintf(val, sizeof(val), "%u:%s", (unsigned)getpid(), path);
+	if (setenv("WALLPROF_TREE", val, 1) == 0) {
+		memcpy(index_path, path, strlen(path) + 1);
+		exported = 1;
+	}
+}
+
+/* async-signal-safe */
+int wp_tree_is_root(void)
+{
+	return is_root;
+}
+
+/* async-signal-safe */
+void wp_tree_forked(void)
+{
+	is_root = 0;
+}
+
+/* async-signal-safe */
+static size_t fmt_uint(char *buf, unsigned long long v)
+{
+	char tmp[24];
+	size_t n = 0, i;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (i = 0; i < n; i++)
+		buf[i] = tmp[n - 1 - i];
+	return n;
+}
+
+/* async-signal-safe */
+static int printable(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return 0;
+	return 1;
+}
+
+/* async-signal-safe */
+void wp_tree_record(const char *kind, const char *path, unsigned long long lost,
+		    const char *msg, size_t len)
+{
+	char pid[24], nlost[24];
+	struct iovec v[10];
+	int fd, flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW, saved = errno;
+	size_t plen = path ? strlen(path) : 0;
+
+	if (!index_path[0])
+		return;
+	if (!printable(msg, len))
+		msg = "(message with control characters)", len = strlen(msg);
+	if (path && !printable(path, plen))
+		path = "(path with control characters)", plen = strlen(path);
+	if (!is_root)
+		flags |= O_CREAT;
+	fd = (int)wp_syscall(SYS_openat, AT_FDCWD, index_path, flags, 0666);
+	if (fd < 0) {
+		errno = saved;
+		return;
+	}
+	v[0] = (struct iovec){ pid, fmt_uint(pid, (unsigned long long)wp_syscall(SYS_getpid)) };
+	v[1] = (struct iovec){ "\t", 1 };
+	v[2] = (struct iovec){ (void *)kind, strlen(kind) };
+	v[3] = (struct iovec){ "\t", 1 };
+	v[4] = (struct iovec){ (void *)(path ? path : ""), plen };
+	v[5] = (struct iovec){ "\t", 1 };
+	v[6] = (struct iovec){ nlost, fmt_uint(nlost, lost) };
+	v[7] = (struct iovec){ "\t", 1 };
+	v[8] = (struct iovec){ (void *)msg, len };
+	v[9] = (struct iovec){ "\n", 1 };
+	/* One writev: with O_APPEND the line lands whole, whoever else appends. */
+	(void)wp_syscall(SYS_writev, fd, v, 10);
+	wp_syscall(SYS_close, fd);
+	errno = saved;
+}
+
+static int cmp_uint(const void *a, const void *b)
+{
+	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The index's bytes (at most INDEX_READ_MAX), NUL-terminated; NULL if absent. */
+static char *read_index(size_t *len)
+{
+	int fd = open(index_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	size_t cap = 1 << 16, n = 0;
+	char *buf = NULL;
+
+	if (fd < 0)
+		return NULL;
+	for (;;) {
+		ssize_t r;
+
+		if (n + 1 >= cap) {
+			char *nb;
+
+			if (cap >= INDEX_READ_MAX)
+				break;
+			cap *= 2;
+			nb = realloc(buf, cap);
+			if (!nb)
+				break;
+			buf = nb;
+		} else if (!buf && !(buf = malloc(cap))) {
+			break;
+		}
+		r = read(fd, buf + n, cap - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	if (buf)
+		buf[n] = 0;
+	*len = n;
+	return buf;
+}
+
+void wp_tree_report(void)
+{
+	unsigned me = (unsigned)getpid(), *pids = NULL, nr_pids = 0, cap_pids = 0, i;
+	unsigned long wrote = 0, shorts = 0, msgs = 0, shown = 0;
+	unsigned long long lost = 0;
+	size_t len = 0;
+	char *buf, *line, *next;
+
+	if (!is_root || !index_path[0] || !(buf = read_index(&len)))
+		return;
+	for (line = buf; line < buf + len && *line; line = next) {
+		char *f[5], *p = line;
+		unsigned long pid;
+		int k;
+
+		next = strchr(line, '\n');
+		if (!next)
+			break; /* a line being written as we read */
+		*next++ = 0;
+		for (k = 0; k < 5; k++) {
+			f[k] = p;
+			if (k < 4 && !(p = strchr(p, '\t')))
+				break;
+			if (k < 4)
+				*p++ = 0;
+		}
+		if (k < 5)
+			continue; /* not ours */
+		pid = strtoul(f[0], NULL, 10);
+		if (pid == me || pid == 0 || pid > 0x7fffffff)
+			continue;
+		if (nr_pids == cap_pids) {
+			unsigned *np = realloc(pids, (cap_pids ? cap_pids * 2 : 64) * sizeof(*pids));
+
+			if (np) {
+				pids = np;
+				cap_pids = cap_pids ? cap_pids * 2 : 64;
+			}
+		}
+		if (nr_pids < cap_pids)
+			pids[nr_pids++] = (unsigned)pid;
+		lost += strtoull(f[3], NULL, 10);
+		if (!strcmp(f[1], "wrote")) {
+			wrote++;
+		} else if (!strcmp(f[1], "short")) {
+			shorts++;
+		} else if (!strcmp(f[1], "error") || !strcmp(f[1], "info")) {
+			msgs++;
+			if (!strcmp(f[1], "error") && shown < REPORT_MESSAGES) {
+				shown++;
+				wp_log(WP_LOG_INFO, "child %lu: %s", pid, f[4]);
+			}
+		}
+	}
+	if (nr_pids) {
+		unsigned distinct = 0;
+		char more[160] = "";
+		size_t m = 0;
+
+		qsort(pids, nr_pids, sizeof(*pids), cmp_uint);
+		for (i = 0; i < nr_pids; i++)
+			distinct += i == 0 || pids[i] != pids[i - 1];
+		if (shorts)
+			m += (size_t)snprintf(more + m, sizeof(more) - m, ", %lu too short for a profile",
+					      shorts);
+		if (lost && m < sizeof(more))
+			m += (size_t)snprintf(more + m, sizeof(more) - m, ", %llu sample%s lost", lost,
+					      lost == 1 ? "" : "s");
+		if (msgs > shown && m < sizeof(more))
+			snprintf(more + m, sizeof(more) - m, ", %lu %smessage%s", msgs - shown,
+				 shown ? "more " : "", msgs - shown == 1 ? "" : "s");
+		wp_log(WP_LOG_INFO, "%u child process%s: %lu file%s written%s; see %s", distinct,
+		       distinct == 1 ? "" : "es", wrote, wrote == 1 ? "" : "s", more, index_path);
+	}
+	free(pids);
+	free(buf);
+}

@@ -1,0 +1,50 @@
+/* tree: the profiled process tree and its one report.
+ *
+ * The process the user started is the root; every process it starts that
+ * inherits the preload is a descendant. Descendants say nothing on their own
+ * stderr (the program may read it: a test runner parsing its workers' output,
+ * `git` relaying a hook's stderr); what they would have said goes, one line
+ * per event, into the tree's index file beside the root's profile:
+ *
+ *     <pid> TAB <kind> TAB <path or empty> TAB <samples lost> TAB <message> LF
+ *
+ * kinds: "wrote" (a file was written: profile, snapshot, raw dump),
+ * "short" (too short for a profile), "error", "info". The root reads the index
+ * at its exit and prints one summary (files written, fallbacks, losses).
+ * The root is told to its descendants by WALLPROF_TREE="<pid>:<index path>",
+ * set in the environment at start. */
+#ifndef WP_TREE_H
+#define WP_TREE_H
+
+#include <stddef.h>
+
+#include "wallprof.h"
+
+/* In wp_config_load, before anything is logged: reads WALLPROF_TREE and
+ * decides whether this process is the root (no WALLPROF_TREE, or one naming
+ * our own pid: an exec'd root). Fills c->tree_root_pid and c->tree_index. */
+void wp_tree_load(struct wp_config *c);
+
+/* In the constructor, once the configuration is final: a new root (not an
+ * exec'd one) that lets children be profiled removes a stale index and
+ * exports WALLPROF_TREE for its descendants. */
+void wp_tree_export(const struct wp_config *c);
+
+/* Whether this process is the root. async-signal-safe */
+int wp_tree_is_root(void);
+
+/* In a fork()ed child: it is a descendant from now on. async-signal-safe */
+void wp_tree_forked(void);
+
+/* Appends one event line to the index: descendants create it, the root only
+ * adds to an existing one (a tree without descendants has no index). `path`
+ * may be NULL; control characters in `path` and `msg` become '?'.
+ * async-signal-safe */
+void wp_tree_record(const char *kind, const char *path, unsigned long long lost,
+		    const char *msg, size_t len);
+
+/* The root at its final exit: one summary of its descendants' lines in the
+ * index, at info level (nothing when there is no index). */
+void wp_tree_report(void);
+
+#endif

@@ -1,0 +1,82 @@
+"""Ends that run the program's own code last (test/progs/exit_paths.c):
+main() leaving by pthread_exit, whose last thread then runs the atexit
+handlers and flushes stdout in the program's own descriptor table; and
+_exit or exec from a signal handler that may have interrupted malloc, where
+only the raw dump (async-signal-safe) may be written: no hang, the same
+status, a raw dump that converts."""
+
+import os
+import subprocess
+
+RUNS = 8          # handler_exit hung in 4 of 5 runs before the fix
+TIMEOUT = 15
+
+
+def tests(rt):
+    check = rt.check
+    convert_bin = os.path.join(rt.BUILD, "wallprof-convert")
+
+    def test_pthread_exit_atexit(tmp):
+        argv = [rt.prog("exit_paths"), "pthread_exit_atexit"]
+        want = "main: buffered\natexit: stdout\n"
+        plain = rt.run_bounded(argv, tmp, preload=False, timeout=TIMEOUT)
+        check(plain.rc == 0 and plain.stdout == want, "bare: rc %s stdout %r"
+              % (plain.rc, plain.stdout))
+        with open(os.path.join(tmp, "atexit.log")) as f:
+            check(f.read() == "atexit ran\n", "bare: the atexit handler's write")
+        os.unlink(os.path.join(tmp, "atexit.log"))
+        r = rt.run_bounded(argv, tmp, timeout=TIMEOUT)
+        check(r.rc == 0, "preloaded: %s" % r.describe())
+        check(r.stdout == want, "preloaded: stdout %r, want %r (stdout's buffer lost?)"
+              % (r.stdout, want))
+        with open(os.path.join(tmp, "atexit.log")) as f:
+            got = f.read()
+        check(got == "atexit ran\n", "preloaded: the atexit handler wrote %r to the file main "
+              "opened (want 'atexit ran'): it ran in another descriptor table" % got)
+        obj = rt.load_profile(os.path.join(tmp, "wallprof.%d.json" % r.pid))
+        rt.check_valid(obj)
+        tails = {s["thread_id"] for s in rt.profile_part(obj)["samples"]
+                 if "wpt_tail_work" in rt.stack_functions(obj, s["stack_id"])}
+        check(len(tails) == 2, "wpt_tail_work on %d threads, want 2" % len(tails))
+
+    def handler_end(tmp, argv, want_rc):
+        plain = rt.run_bounded(argv, tmp, preload=False, timeout=TIMEOUT)
+        check(plain.rc == want_rc, "bare: rc %s, want %s" % (plain.rc, want_rc))
+        hung = 0
+        for i in range(RUNS):
+            r = rt.run_bounded(argv, tmp, timeout=TIMEOUT)
+            if r.rc is None:
+                hung += 1
+                continue
+            check(r.rc == plain.rc, "preloaded: rc %s, bare %s (%s)" % (r.rc, plain.rc,
+                                                                       r.describe()))
+            check(r.stdout == plain.stdout and r.other_stderr() == plain.other_stderr(),
+                  "output differs: %r %r" % (r.stdout, r.other_stderr()))
+            raw = os.path.join(tmp, "wallprof.%d.raw" % r.pid)
+            check(os.path.exists(raw), "no raw dump %s (%s)" % (raw, r.describe()))
+            check(not os.path.exists(os.path.join(tmp, "wallprof.%d.json" % r.pid)),
+                  "a JSON profile was built inside the signal handler")
+            if i == 0:
+                out = os.path.join(tmp, "converted.json")
+                c = subprocess.run([convert_bin, raw, "-o", out], capture_output=True,
+                                   timeout=60)
+                check(c.returncode == 0, "wallprof-convert: %s" % c.stderr.decode()[-300:])
+                obj = rt.load_profile(out)
+                rt.check_valid(obj)
+                fns = set()
+                for s in rt.profile_part(obj)["samples"]:
+                    fns.update(rt.stack_functions(obj, s["stack_id"]))
+                check("wpt_malloc_work" in fns, "the dump lacks wpt_malloc_work: %s"
+                      % sorted(fns)[:10])
+        check(hung == 0, "%d of %d runs hung (_exit from a handler that interrupted malloc)"
+              % (hung, RUNS))
+
+    def test_handler_exit(tmp):
+        handler_end(tmp, [rt.prog("exit_paths"), "handler_exit"], 7)
+
+    def test_handler_exec(tmp):
+        handler_end(tmp, [rt.prog("exit_paths"), "handler_exec", "/bin/true"], 0)
+
+    return [("exit_pthread_exit_atexit", test_pthread_exit_atexit),
+            ("exit_handler__exit", test_handler_exit),
+            ("exit_handler_exec", test_handler_exec)]

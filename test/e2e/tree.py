@@ -1,0 +1,160 @@
+"""The profiled process tree says nothing on its children's stderr: a
+parent that reads a child's stderr (a test runner parsing its workers, `git`
+relaying a hook) reads what it reads without the profiler. The command the
+user started reports once for the whole tree, from the index file its
+descendants append to (files written, where fallbacks went, too-short
+processes). WALLPROF_LOG, when set, applies to every process again."""
+
+import json
+import os
+import re
+import sys
+
+PY = sys.executable or "/usr/bin/python3"
+
+# A child that works ~300 ms (enough for a profile at 101 Hz) and writes to
+# its stderr; the parent captures that stderr and prints it.
+CHILD = ("import sys, time\n"
+         "def wpt_child_work():\n"
+         "    t = time.time()\n"
+         "    while time.time() - t < 0.3: pass\n"
+         "wpt_child_work()\n"
+         "sys.stderr.write('child stderr line\\n')\n")
+
+PARENT = ("import os, subprocess, sys\n"
+          "env = dict(os.environ)\n"
+          "env.update(dict(a.split('=', 1) for a in sys.argv[2:]))\n"
+          "r = subprocess.run([sys.executable, '-c', sys.argv[1]], stderr=subprocess.PIPE,\n"
+          "                   env=env)\n"
+          "print('child rc', r.returncode, 'stderr', repr(r.stderr.decode()))\n")
+
+# A forked child (no exec) that works, then leaves by os._exit, sharing the
+# parent's stderr.
+FORKER = ("import os, time\n"
+          "def wpt_fork_work():\n"
+          "    t = time.time()\n"
+          "    while time.time() - t < 0.3: pass\n"
+          "pid = os.fork()\n"
+          "if pid == 0:\n"
+          "    wpt_fork_work()\n"
+          "    os._exit(0)\n"
+          "print('child status', os.waitpid(pid, 0)[1])\n")
+
+REPORT_RE = re.compile(r"^wallprof: (\d+) child process(?:es)?: (\d+) files? written(.*); "
+                       r"see (\S+)$")
+
+
+def tests(rt):
+    check = rt.check
+
+    def index_lines(path):
+        out = []
+        with open(path) as f:
+            for line in f:
+                parts = line.rstrip("\n").split("\t")
+                check(len(parts) == 5, "index line with %d fields: %r" % (len(parts), line))
+                out.append(parts)
+        return out
+
+    def root_lines(r):
+        """The root's own wallprof lines: its profile, then the report."""
+        lines = r.wallprof_lines()
+        own = "wallprof.%d.json" % r.pid
+        check(lines and own in lines[0] and lines[0].startswith("wallprof: wrote "),
+              "the root's first line is not its own profile: %s" % lines)
+        reports = [m for m in (REPORT_RE.match(l) for l in lines) if m]
+        check(len(reports) == 1, "want one report line for the tree, got %s" % lines)
+        return lines, reports[0]
+
+    def pair(tmp, argv, env=None):
+        plain = rt.run_bounded(argv, tmp, env_extra=env, preload=False, timeout=60)
+        r = rt.run_bounded(argv, tmp, env_extra=env, timeout=60)
+        check(plain.rc == 0 and r.rc == 0, "rc %s bare, %s preloaded (%s)"
+              % (plain.rc, r.rc, r.describe()))
+        check(r.stdout == plain.stdout, "stdout differs: preloaded %r, bare %r"
+              % (r.stdout, plain.stdout))
+        check(r.other_stderr() == plain.other_stderr(), "stderr differs besides wallprof: "
+              "lines: %s vs %s" % (r.other_stderr()[:3], plain.other_stderr()[:3]))
+        return r
+
+    def test_tree_child_stderr(tmp):
+        """The parent sees exactly the child's own stderr; the root reports
+        the child's profile, listed in the index."""
+        r = pair(tmp, [PY, "-c", PARENT, CHILD])
+        check("'child stderr line\\n'" in r.stdout, "the child's stderr: %r" % r.stdout)
+        lines, m = root_lines(r)
+        check(len(lines) == 2, "root's lines: %s" % lines)
+        check(int(m.group(1)) >= 1 and int(m.group(2)) >= 1, "report: %s" % lines[-1])
+        index = m.group(4)
+        check(index == os.path.join(tmp, "wallprof.%d.index" % r.pid), "index at %s" % index)
+        wrote = [l for l in index_lines(index) if l[1] == "wrote" and l[0] != str(r.pid)]
+        check(wrote, "the index lists no profile of a child: %s" % index_lines(index))
+        child = rt.load_profile(wrote[0][2])
+        rt.check_valid(child)
+        fns = set()
+        for s in rt.profile_part(child)["samples"]:
+            fns.update(rt.stack_functions(child, s["stack_id"]))
+        check(any("_PyEval_EvalFrameDefault" in f or "PyEval" in f for f in fns),
+              "the child's profile shows no interpreter frames: %s" % sorted(fns)[:10])
+        own = [l for l in index_lines(index) if l[0] == str(r.pid)]
+        check(own and own[0][1] == "wrote", "the root's own file is not in the index: %s" % own)
+
+    def test_tree_fork_child(tmp):
+        """A fork()ed child shares the root's stderr: it writes nothing there."""
+        r = pair(tmp, [PY, "-c", FORKER])
+        lines, m = root_lines(r)
+        check(len(lines) == 2, "only the root may speak, got: %s" % lines)
+        wrote = [l for l in index_lines(m.group(4)) if l[1] == "wrote" and l[0] != str(r.pid)]
+        check(len(wrote) == 1, "the forked child's profile: %s" % wrote)
+        rt.check_valid(rt.load_profile(wrote[0][2]))
+
+    def test_tree_fallback_reported(tmp):
+        """A child whose output directory is missing writes to $TMPDIR; the
+        root says where, on its own stderr."""
+        tmpdir = os.path.join(tmp, "tmpdir")
+        os.mkdir(tmpdir)
+        r = pair(tmp, [PY, "-c", PARENT, CHILD,
+                       "WALLPROF_OUTPUT=%s/missing/p.%%p.json" % tmp],
+                 env={"TMPDIR": tmpdir})
+        check("'child stderr line\\n'" in r.stdout, "the child's stderr: %r" % r.stdout)
+        lines, m = root_lines(r)
+        fb = [l for l in lines if re.match(r"^wallprof: child \d+: .*wrote the profile to "
+                                           r"%s/wallprof\.\d+\.json instead$" % re.escape(tmpdir), l)]
+        check(fb, "no fallback line for the child in the root's report: %s" % lines)
+        path = fb[0].split("wrote the profile to ")[1].split(" instead")[0]
+        rt.check_valid(rt.load_profile(path))
+
+    def test_tree_log_raises(tmp):
+        """WALLPROF_LOG=info set by the user: children speak again."""
+        r = rt.run_bounded([PY, "-c", PARENT, CHILD], tmp, env_extra={"WALLPROF_LOG": "info"},
+                           timeout=60)
+        check(r.rc == 0, r.describe())
+        check("wallprof: wrote " in r.stdout, "the child said nothing with WALLPROF_LOG=info: "
+              "%r" % r.stdout)
+
+    def test_tree_short_child(tmp):
+        """A child too short for a Sentry profile (fewer than 2 samples on
+        every thread) writes none, and the report counts it."""
+        r = pair(tmp, [PY, "-c", "import subprocess; print(subprocess.run(['true']).returncode)"])
+        lines, m = root_lines(r)
+        check("too short for a profile" in m.group(3), "report: %s" % lines[-1])
+        shorts = [l for l in index_lines(m.group(4)) if l[1] == "short"]
+        check(shorts, "no 'short' line in the index")
+        for l in shorts:
+            check(not os.path.exists(os.path.join(tmp, "wallprof.%s.json" % l[0])),
+                  "a profile for the short child %s was written" % l[0])
+
+    def test_tree_no_children_no_index(tmp):
+        """A process without profiled children: one line, no index file."""
+        r = rt.run_bounded([PY, "-c", CHILD], tmp, timeout=60)
+        check(r.rc == 0, r.describe())
+        check(len(r.wallprof_lines()) == 1, "lines: %s" % r.wallprof_lines())
+        check(not [n for n in os.listdir(tmp) if n.endswith(".index")],
+              "an index without children: %s" % os.listdir(tmp))
+
+    return [("tree_child_stderr", test_tree_child_stderr),
+            ("tree_fork_child", test_tree_fork_child),
+            ("tree_fallback_reported", test_tree_fallback_reported),
+            ("tree_log_raises", test_tree_log_raises),
+            ("tree_short_child", test_tree_short_child),
+            ("tree_no_children_no_index", test_tree_no_children_no_index)]

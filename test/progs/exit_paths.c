@@ -1,0 +1,97 @@
+/* exit_paths: ends that run the program's own code at the very end.
+ * Usage: exit_paths MODE
+ *   pthread_exit_atexit  main opens "atexit.log", registers an atexit handler,
+ *                        leaves buffered stdout, starts two threads
+ *                        (wpt_tail_work, 0.6 s each) and calls pthread_exit.
+ *                        The last thread ends the process: the handler writes
+ *                        "atexit ran" to the log through the descriptor main
+ *                        opened, and stdout is flushed ("main: buffered",
+ *                        "atexit: stdout").
+ *   handler_exit         a SIGALRM handler calls _exit(7) while the main
+ *                        thread allocates and frees in a loop (wpt_malloc_work):
+ *                        the handler interrupts malloc now and then.
+ *   handler_exec PROG    the same, but the handler execs PROG (no arguments).
+ * stdout is a pipe in the tests: fully buffered, flushed only at exit. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "h_work.h"
+
+WPT_WORK(wpt_tail_work)
+
+static int log_fd = -1;
+static const char *exec_prog;
+
+static void at_exit(void)
+{
+	if (write(log_fd, "atexit ran\n", 11) != 11)
+		printf("atexit: write: %m\n");
+	printf("atexit: stdout\n");
+}
+
+static void *tail(void *arg)
+{
+	(void)arg;
+	wpt_tail_work(0.6);
+	return NULL;
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	if (exec_prog) {
+		char *args[] = { (char *)exec_prog, NULL };
+
+		execv(exec_prog, args);
+		_exit(99);
+	}
+	_exit(7);
+}
+
+/* Allocation churn: the malloc lock is held a good share of the time. */
+__attribute__((noipa)) static void wpt_malloc_work(void)
+{
+	void *p[64] = { 0 };
+	unsigned i = 0;
+
+	for (;;) {
+		free(p[i % 64]);
+		p[i % 64] = malloc(16 + (i * 37) % 4000);
+		i++;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+
+	if (!strcmp(mode, "pthread_exit_atexit")) {
+		pthread_t t[2];
+
+		log_fd = open("atexit.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (log_fd < 0)
+			return 2;
+		atexit(at_exit);
+		printf("main: buffered\n"); /* not flushed */
+		pthread_create(&t[0], NULL, tail, NULL);
+		pthread_create(&t[1], NULL, tail, NULL);
+		pthread_exit(NULL);
+	}
+	if (!strcmp(mode, "handler_exit") || (!strcmp(mode, "handler_exec") && argc == 3)) {
+		struct itimerval it = { { 0, 0 }, { 0, 400000 } };
+
+		exec_prog = argc == 3 ? argv[2] : NULL;
+		signal(SIGALRM, on_alarm);
+		setitimer(ITIMER_REAL, &it, NULL);
+		wpt_malloc_work();
+	}
+	fprintf(stderr, "usage: exit_paths pthread_exit_atexit|handler_exit|handler_exec PROG\n");
+	return 2;
+}
