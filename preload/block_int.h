@@ -16,6 +16,7 @@
 #ifndef WP_BLOCK_INT_H
 #define WP_BLOCK_INT_H
 
+#include <limits.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdint.h>
@@ -130,7 +131,12 @@ static inline uint64_t left_ns(const struct deadline *d)
 /* Milliseconds left, rounded up so the retry never ends early; -1 forever. */
 static inline int left_ms(const struct deadline *d)
 {
-	return d->infinite ? -1 : (int)((left_ns(d) + 999999) / 1000000);
+	uint64_t ms;
+
+	if (d->infinite)
+		return -1;
+	ms = (left_ns(d) + 999999) / 1000000;
+	return ms > INT_MAX ? INT_MAX : (int)ms; /* 24.8 days; the caller waits again */
 }
 
 static inline struct timespec left_ts(const struct deadline *d)

@@ -473,11 +473,16 @@ WP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 		return rc;
 	/* Wait for the background connection as the blocking call would have
 	 * (SO_SNDTIMEO bounds it). */
-	if (getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &len) == 0 && (tv.tv_sec || tv.tv_usec))
-		deadline_ms(&d, (int)(tv.tv_sec * 1000 + tv.tv_usec / 1000));
-	else
+	if (getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &len) == 0 && (tv.tv_sec || tv.tv_usec)) {
+		/* In nanoseconds: milliseconds in an int end at 24.8 days. */
+		struct timespec ts = { tv.tv_sec, (long)tv.tv_usec * 1000 };
+
+		deadline_ts(&d, &ts);
+	} else {
 		deadline_ms(&d, -1);
-	while ((rc = real_poll(&p, 1, left_ms(&d))) < 0 && errno == EINTR && OURS())
+	}
+	while (((rc = real_poll(&p, 1, left_ms(&d))) < 0 && errno == EINTR && OURS()) ||
+	       (rc == 0 && !d.infinite && left_ns(&d) > 0))
 		;
 	if (rc < 0)
 		return -1;

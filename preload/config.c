@@ -319,12 +319,20 @@ void wp_config_load(struct wp_config *c)
 	/* Relative to the directory the program started in, whatever it
 	 * chdir()s to later (daemons go to /). */
 	if (s[0] != '/') {
-		char cwd[WP_PATH_MAX - 1024];
+		char cwd[WP_PATH_MAX];
 
-		if (getcwd(cwd, sizeof(cwd)))
-			snprintf(c->output, sizeof(c->output), "%s/%s", strcmp(cwd, "/") ? cwd : "", s);
-		else
+		if (getcwd(cwd, sizeof(cwd)) && strlen(cwd) + 1 + strlen(s) < sizeof(c->output)) {
+			size_t n = strcmp(cwd, "/") ? strlen(cwd) : 0;
+
+			memcpy(c->output, cwd, n);
+			c->output[n] = '/';
+			memcpy(c->output + n + 1, s, strlen(s) + 1);
+		} else {
 			snprintf(c->output, sizeof(c->output), "%s", s);
+			wp_log(WP_LOG_INFO, "the working directory is too long to make WALLPROF_OUTPUT "
+			       "'%.64s' absolute; it stays relative to the directory the program is in "
+			       "when it writes a profile", s);
+		}
 	} else {
 		snprintf(c->output, sizeof(c->output), "%s", s);
 	}

@@ -610,6 +610,36 @@ def test_output_template(tmp):
     check(not glob.glob(os.path.join(tmp, "wallprof.*")), "a default-named file was written too")
 
 
+def test_output_long_cwd(tmp):
+    """A working directory so long that it and WALLPROF_OUTPUT do not fit in
+    one path (4096 bytes): the template stays relative (and says so), never
+    cut short. Paths this long only work relative to a directory fd."""
+    d = tmp
+    while len(d) < 3300:
+        d = os.path.join(d, "d" * 200)
+        os.mkdir(d)
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(4):
+            os.mkdir("q" * 200, dir_fd=fd)
+            nfd = os.open("q" * 200, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        tmpl = "/".join(["q" * 200] * 4) + "/p.%p.json"
+        r = run_under_preload([prog("exitcode")], {"WALLPROF_OUTPUT": tmpl}, cwd=d)
+        check(r.rc == 7, "exitcode: %s" % r.describe())
+        name = "p.%d.json" % r.pid
+        check(name in os.listdir(fd), "the profile is not at WALLPROF_OUTPUT relative to the "
+              "working directory; stderr: %s" % [l[:120] for l in r.wallprof_lines()])
+        check(any("too long to make WALLPROF_OUTPUT" in l for l in r.wallprof_lines()),
+              "no word about the relative WALLPROF_OUTPUT: %s" % r.wallprof_lines())
+        pfd = os.open(name, os.O_RDONLY, dir_fd=fd)
+        with os.fdopen(pfd, "rb") as f:
+            check_valid(json.loads(f.read()))
+    finally:
+        os.close(fd)
+
+
 def test_quiet(tmp):
     r = run_under_preload([prog("exitcode")], {"WALLPROF_LOG": "quiet"}, cwd=tmp)
     check(r.rc == 7, "exitcode: %s" % r.describe())
@@ -1518,6 +1548,7 @@ E2E_TESTS = [
     ("own_usr2", test_own_usr2),
     ("bad_config", test_bad_config),
     ("output_template", test_output_template),
+    ("output_long_cwd", test_output_long_cwd),
     ("quiet", test_quiet),
     ("dlclosed_plugin", test_dlclosed_plugin),
     ("eintr_battery", test_eintr_battery),

@@ -46,6 +46,11 @@ def tests(rt):
     def test_send_timeout(tmp):
         same(tmp, "sndtimeo")
 
+    def test_long_connect_timeout(tmp):
+        """SO_SNDTIMEO past 24.8 days on a connect our signal interrupts:
+        the background wait must not wrap to a short timeout."""
+        same(tmp, "longconnect")
+
     def test_busy_then_blocked(tmp):
         """A signal sent to a thread seen running can still land in the
         microseconds after it blocked (a few in a hundred); never more
@@ -65,4 +70,5 @@ def tests(rt):
         ("wrap_udp_waitall", test_udp_waitall),
         ("wrap_busy_then_blocked", test_busy_then_blocked),
         ("wrap_send_timeout", test_send_timeout),
+        ("wrap_long_connect_timeout", test_long_connect_timeout),
     ]

@@ -11,7 +11,10 @@
  *   h_args udpwaitall   20 datagrams of 100 bytes, each read with
  *                       recv(MSG_WAITALL): one datagram each time
  *   h_args sndtimeo     send into a full socket with SO_SNDTIMEO 0.5 s: EAGAIN
- *                       after about 0.5 s (printed in tenths) */
+ *                       after about 0.5 s (printed in tenths)
+ *   h_args longconnect  a TCP connect to a listener whose queue is full, with
+ *                       SO_SNDTIMEO of 49.7 days (2^32 ms and a bit), ended
+ *                       by the program's SIGALRM after 1.2 s: EINTR */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,7 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -222,6 +227,50 @@ static int mode_sndtimeo(void)
 	return 0;
 }
 
+/* ---- longconnect ---- */
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+static int mode_longconnect(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct timeval tv = { 4294968, 0 }; /* 4294968000 ms: 704 ms past 2^32 */
+	struct sigaction sa = { .sa_handler = on_alarm };
+	socklen_t len = sizeof(a);
+	int l, c, i, rc;
+	double t0;
+
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 0) < 0 ||
+	    getsockname(l, (struct sockaddr *)&a, &len) < 0)
+		return 1;
+	for (i = 0; i < 4; i++) { /* fill the accept queue: later SYNs are dropped */
+		int f = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+		if (f < 0)
+			return 1;
+		(void)connect(f, (struct sockaddr *)&a, sizeof(a));
+	}
+	usleep(100000);
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	sigaction(SIGALRM, &sa, NULL); /* no SA_RESTART: the connect ends */
+	alarm(0);
+	{
+		struct itimerval it = { { 0, 0 }, { 1, 200000 } };
+
+		setitimer(ITIMER_REAL, &it, NULL);
+	}
+	t0 = now_s();
+	rc = connect(c, (struct sockaddr *)&a, sizeof(a));
+	printf("longconnect: connect -> %d %s after %.0f s\n", rc,
+	       rc < 0 ? strerrorname_np(errno) : "0", now_s() - t0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *m = argc == 2 ? argv[1] : "";
@@ -236,6 +285,9 @@ int main(int argc, char **argv)
 		return mode_udpwaitall();
 	if (!strcmp(m, "sndtimeo"))
 		return mode_sndtimeo();
-	fprintf(stderr, "usage: h_args badargs|hugetimeout|busyblock|udpwaitall|sndtimeo\n");
+	if (!strcmp(m, "longconnect"))
+		return mode_longconnect();
+	fprintf(stderr, "usage: h_args badargs|hugetimeout|busyblock|udpwaitall|sndtimeo|"
+		"longconnect\n");
 	return 2;
 }
