@@ -2,6 +2,7 @@
 thread churn, threads that block every signal, a thread renamed while it
 runs."""
 
+import os
 import time
 
 CHURN_N = 20000
@@ -180,7 +181,30 @@ def tests(rt):
             check(entry.get("name") in (None, "after"),
                   "wallprof.threads[%s].name is %r, want \"after\"" % (tid, entry.get("name")))
 
+    def test_untracked_not_dropped(tmp):
+        """More threads than WALLPROF_MAX_THREADS: `threads_untracked` counts
+        sightings of threads, not samples, so the exit line's "dropped" (the
+        samples lost) does not add it."""
+        import re
+        code = ("import threading, time\n"
+                "ts = [threading.Thread(target=time.sleep, args=(0.6,)) for _ in range(40)]\n"
+                "[t.start() for t in ts]; [t.join() for t in ts]\n")
+        r = rt.run_bounded(["python3", "-c", code], tmp,
+                           {"WALLPROF_MAX_THREADS": "16", "WALLPROF_HZ": "200"}, timeout=60)
+        check(r.rc == 0, r.describe())
+        obj = rt.load_profile(os.path.join(tmp, "wallprof.%d.json" % r.pid))
+        w = rt.wallprof_section(obj)
+        check(w["threads_untracked"] > 0, "no thread went untracked: %s" % w)
+        m = re.search(r", (\d+) dropped\)", " ".join(r.wallprof_lines()))
+        check(m, "no dropped count in %s" % r.wallprof_lines())
+        want = w["pending"] + w["send_failed"] + w["dropped_full"] + w["overwritten"]
+        check(int(m.group(1)) == want, "the line says %s dropped; the samples lost are %d "
+              "(pending %d, send_failed %d, dropped_full %d, overwritten %d), threads_untracked %d"
+              % (m.group(1), want, w["pending"], w["send_failed"], w["dropped_full"],
+                 w["overwritten"], w["threads_untracked"]))
+
     return [
+        ("thr_untracked_not_dropped", test_untracked_not_dropped),
         ("thr_churn", test_churn),
         ("thr_sigblock", test_sigblock),
         ("thr_stale_pending", test_stale_pending),
