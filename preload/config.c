@@ -45,12 +45,12 @@ static void log_line(int level, const char *kind, const char *path, unsigned lon
 		     const char *fmt, va_list ap)
 {
 	char buf[1024];
-	int n, fd, saved = errno;
+	int n, fd, saved = errno, shown = 0, speak = level <= wp_log_level;
 	size_t len, off = 0;
 	int record = !wp_tree_is_root() ? level <= WP_LOG_INFO :
 					  !strcmp(kind, "wrote") || !strcmp(kind, "short");
 
-	if (level > wp_log_level && !record)
+	if (!speak && !record)
 		return;
 	memcpy(buf, "wallprof: ", 10);
 	n = vsnprintf(buf + 10, sizeof(buf) - 11, fmt, ap);
@@ -62,29 +62,29 @@ static void log_line(int level, const char *kind, const char *path, unsigned lon
 	for (off = 10; off < len; off++)
 		if ((unsigned char)buf[off] < 0x20 || buf[off] == 0x7f)
 			buf[off] = '?';
-	if (record)
-		wp_tree_record(kind, path, lost, buf + 10, len - 10);
-	if (level > wp_log_level)
-		goto out;
-	fd = wp_fds_stderr();
-	if (!stderr_same(fd)) {
-		wp_fds_stderr_done(fd);
-		goto out;
-	}
-	off = 0;
-	buf[len++] = '\n';
-	/* write(2), not stdio: the host's stderr buffer stays untouched. */
-	while (off < len) {
-		ssize_t w = write(fd, buf + off, len - off);
+	if (speak) {
+		fd = wp_fds_stderr();
+		if (stderr_same(fd)) {
+			shown = 1;
+			off = 0;
+			buf[len] = '\n';
+			/* write(2), not stdio: the host's stderr buffer stays untouched. */
+			while (off < len + 1) {
+				ssize_t w = write(fd, buf + off, len + 1 - off);
 
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			break;
-		off += (size_t)w;
+				if (w < 0 && errno == EINTR)
+					continue;
+				if (w <= 0)
+					break;
+				off += (size_t)w;
+			}
+		}
+		wp_fds_stderr_done(fd);
 	}
-	wp_fds_stderr_done(fd);
-out:
+	/* A line the program's closed or replaced stderr could not show goes
+	 * to the index, created if need be, never into the program's file. */
+	if (record || (speak && !shown))
+		wp_tree_record(kind, path, lost, buf + 10, len - 10, speak && !shown);
 	errno = saved;
 }
 

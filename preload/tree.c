@@ -51,7 +51,7 @@ void wp_tree_export(const struct wp_config *c)
 	char path[WP_PATH_MAX], val[WP_PATH_MAX + 16];
 	size_t n;
 
-	if (!is_root || exported || !c->follow_children)
+	if (!is_root || exported)
 		return;
 	if (wp_out_expand_path(c->output, (unsigned)getpid(), 0, path, sizeof(path) - 8) < 0 ||
 	    path[0] != '/')
@@ -62,11 +62,11 @@ void wp_tree_export(const struct wp_config *c)
 	strcat(path, ".index");
 	/* A previous run's index under the same name is not this run's. */
 	unlink(path);
+	memcpy(index_path, path, strlen(path) + 1);
 	snprintf(val, sizeof(val), "%u:%s", (unsigned)getpid(), path);
-	if (setenv("WALLPROF_TREE", val, 1) == 0) {
-		memcpy(index_path, path, strlen(path) + 1);
+	/* Children that are not profiled need no word from us. */
+	if (c->follow_children && setenv("WALLPROF_TREE", val, 1) == 0)
 		exported = 1;
-	}
 }
 
 /* async-signal-safe */
@@ -109,7 +109,7 @@ static int printable(const char *s, size_t n)
 
 /* async-signal-safe */
 void wp_tree_record(const char *kind, const char *path, unsigned long long lost,
-		    const char *msg, size_t len)
+		    const char *msg, size_t len, int create)
 {
 	char pid[24], nlost[24];
 	struct iovec v[10];
@@ -122,7 +122,7 @@ void wp_tree_record(const char *kind, const char *path, unsigned long long lost,
 		msg = "(message with control characters)", len = strlen(msg);
 	if (path && !printable(path, plen))
 		path = "(path with control characters)", plen = strlen(path);
-	if (!is_root)
+	if (create || !is_root)
 		flags |= O_CREAT;
 	fd = (int)wp_syscall(SYS_openat, AT_FDCWD, index_path, flags, 0666);
 	if (fd < 0) {

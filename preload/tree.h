@@ -36,12 +36,13 @@ int wp_tree_is_root(void);
 /* In a fork()ed child: it is a descendant from now on. async-signal-safe */
 void wp_tree_forked(void);
 
-/* Appends one event line to the index: descendants create it, the root only
- * adds to an existing one (a tree without descendants has no index). `path`
- * may be NULL; control characters in `path` and `msg` become '?'.
- * async-signal-safe */
+/* Appends one event line to the index: descendants create it, the root
+ * adds to an existing one (a tree without descendants has no index) unless
+ * `create` (a line its closed or replaced stderr could not show). `path`
+ * may be NULL; a `path` or `msg` with control characters is replaced by a
+ * note saying so. async-signal-safe */
 void wp_tree_record(const char *kind, const char *path, unsigned long long lost,
-		    const char *msg, size_t len);
+		    const char *msg, size_t len, int create);
 
 /* The root at its final exit: one summary of its descendants' lines in the
  * index, at info level (nothing when there is no index). */

@@ -152,7 +152,24 @@ def tests(rt):
         check(not [n for n in os.listdir(tmp) if n.endswith(".index")],
               "an index without children: %s" % os.listdir(tmp))
 
+    def test_tree_closed_stderr(tmp):
+        """A program that closes its stderr before exit (and opens a file
+        that takes number 2): our line goes to the index, not into that
+        file."""
+        code = CHILD + ("import os\nos.close(2)\n"
+                        "fd = os.open('own.log', os.O_WRONLY | os.O_CREAT, 0o644)\n"
+                        "print('fd', fd)\n")
+        r = pair(tmp, [PY, "-c", code])
+        with open(os.path.join(tmp, "own.log")) as f:
+            check(f.read() == "", "our line went into the program's own file")
+        index = os.path.join(tmp, "wallprof.%d.index" % r.pid)
+        check(os.path.exists(index), "no index for the line stderr could not show: %s"
+              % os.listdir(tmp))
+        lines = index_lines(index)
+        check(any(l[0] == str(r.pid) and l[1] == "wrote" for l in lines), "index: %s" % lines)
+
     return [("tree_child_stderr", test_tree_child_stderr),
+            ("tree_closed_stderr", test_tree_closed_stderr),
             ("tree_fork_child", test_tree_fork_child),
             ("tree_fallback_reported", test_tree_fallback_reported),
             ("tree_log_raises", test_tree_log_raises),
