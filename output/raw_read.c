@@ -306,11 +306,10 @@ static int parse_section(struct dump *d, uint32_t tag, struct cur *c)
 	return parse_modl(d, c);
 }
 
-static int parse(struct dump *d, const unsigned char *data, size_t len, char *err, size_t errlen)
+/* The 16-byte file header, of which `len` bytes are present. */
+static int check_header(const unsigned char *data, size_t len, char *err, size_t errlen)
 {
-	size_t off = 16;
-	uint32_t v, nr_sections = 0;
-	char tn[5];
+	uint32_t v;
 
 	if (len < 8 || memcmp(data, WP_RAW_MAGIC, 8) != 0) {
 		set_err(err, errlen, "not a wallprof raw dump (bad magic)");
@@ -331,6 +330,17 @@ static int parse(struct dump *d, const unsigned char *data, size_t len, char *er
 		set_err(err, errlen, "raw dump of another byte order (mark 0x%08x)", v);
 		return BAD;
 	}
+	return OK;
+}
+
+static int parse(struct dump *d, const unsigned char *data, size_t len, char *err, size_t errlen)
+{
+	size_t off = 16;
+	uint32_t nr_sections = 0;
+	char tn[5];
+
+	if (check_header(data, len, err, errlen) != OK)
+		return BAD;
 	for (;;) {
 		uint32_t tag, ver;
 		uint64_t plen, sum;
@@ -683,64 +693,124 @@ fail:
 	return -1;
 }
 
+/* What a file that is not a regular one is, for the message. */
+static const char *file_kind(mode_t m)
+{
+	if (S_ISDIR(m))
+		return "a directory";
+	if (S_ISFIFO(m))
+		return "a FIFO";
+	if (S_ISCHR(m))
+		return "a character device";
+	if (S_ISBLK(m))
+		return "a block device";
+	if (S_ISSOCK(m))
+		return "a socket";
+	return "of an unknown type";
+}
+
+/* Reads up to n bytes at buf; returns the count (short at EOF) or -1. */
+static ssize_t read_full(int fd, unsigned char *buf, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = read(fd, buf + got, n - got);
+
+		if (r > 0)
+			got += (size_t)r;
+		else if (r == 0)
+			break;
+		else if (errno != EINTR)
+			return -1;
+	}
+	return (ssize_t)got;
+}
+
+/* Only a regular file, and only the st_size bytes it had when opened: a
+ * FIFO, a device (/dev/zero) or a file that keeps growing would otherwise
+ * be read without end. The header is checked before the rest is read, so a
+ * large foreign file costs 16 bytes, not its size in memory. */
 int wp_raw_read_ex(const char *path, struct wp_profile *out, struct wp_raw_info *info, char *err,
 		   size_t errlen)
 {
-	unsigned char *buf = NULL;
-	size_t len = 0, cap = 0;
+	unsigned char *buf = NULL, head[16];
+	size_t size, len;
 	struct stat st;
-	int fd, rc, e;
+	ssize_t n;
+	int fd, rc;
 
 	memset(out, 0, sizeof(*out));
 	if (info)
 		memset(info, 0, sizeof(*info));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* stat() first: opening a device can have effects of its own. */
+	if (stat(path, &st) < 0) {
+		set_err(err, errlen, "cannot open: %s", strerror(errno));
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		set_err(err, errlen, "not a regular file (%s)", file_kind(st.st_mode));
+		return -1;
+	}
+	/* O_NONBLOCK: a FIFO swapped in since the stat() must not block open() */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0) {
 		set_err(err, errlen, "cannot open: %s", strerror(errno));
 		return -1;
 	}
-	/* The file's size plus one byte to see EOF in one pass; grown for
-	 * anything that is not a regular file. */
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
-		cap = (size_t)st.st_size + 1;
-	for (;;) {
-		ssize_t n;
-
-		if (len == cap || !buf) {
-			size_t ncap = !buf ? (cap ? cap : 65536) : cap * 2;
-			unsigned char *nb = realloc(buf, ncap);
-
-			if (!nb) {
-				free(buf);
-				close(fd);
-				set_err(err, errlen, "out of memory reading %zu bytes", len);
-				return -1;
-			}
-			buf = nb;
-			cap = ncap;
-		}
-		n = read(fd, buf + len, cap - len);
-		if (n > 0) {
-			len += (size_t)n;
-		} else if (n == 0) {
-			break;
-		} else if (errno != EINTR) {
-			e = errno;
-			free(buf);
-			close(fd);
-			set_err(err, errlen, "cannot read: %s", strerror(e));
-			return -1;
-		}
+	if (fstat(fd, &st) < 0)
+		goto read_error;
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		set_err(err, errlen, "not a regular file (%s)", file_kind(st.st_mode));
+		return -1;
 	}
-	close(fd);
-	if (len == 0) {
-		free(buf);
+	if (st.st_size <= 0) {
+		close(fd);
 		set_err(err, errlen, "empty file (not a wallprof raw dump)");
+		return -1;
+	}
+	if ((uint64_t)st.st_size >= SIZE_MAX / 2) {
+		close(fd);
+		set_err(err, errlen, "too large (%lld bytes)", (long long)st.st_size);
+		return -1;
+	}
+	size = (size_t)st.st_size;
+	n = read_full(fd, head, size < sizeof(head) ? size : sizeof(head));
+	if (n < 0)
+		goto read_error;
+	if (check_header(head, (size_t)n, err, errlen) != OK) {
+		close(fd);
+		return -1;
+	}
+	/* One byte more than the size to see a file that grew meanwhile. */
+	buf = malloc(size + 1);
+	if (!buf) {
+		close(fd);
+		set_err(err, errlen, "out of memory reading %zu bytes", size);
+		return -1;
+	}
+	memcpy(buf, head, (size_t)n);
+	len = (size_t)n;
+	n = read_full(fd, buf + len, size + 1 - len);
+	if (n < 0)
+		goto read_error;
+	len += (size_t)n;
+	close(fd);
+	if (len > size) {
+		free(buf);
+		set_err(err, errlen, "the file grew while it was read (is it still being written?)");
 		return -1;
 	}
 	rc = wp_raw_read_mem(buf, len, out, info, err, errlen);
 	free(buf);
 	return rc;
+read_error:
+	rc = errno;
+	free(buf);
+	close(fd);
+	set_err(err, errlen, "cannot read: %s", strerror(rc));
+	return -1;
 }
 
 int wp_raw_read(const char *path, struct wp_profile *out, int *fatal_signal, char *err,
