@@ -456,6 +456,61 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* A stack's extent in the frame arena, for the overlap check. */
+struct extent {
+	uint64_t off, end;
+	size_t id;
+};
+
+static int cmp_extent(const void *a, const void *b)
+{
+	const struct extent *x = a, *y = b;
+
+	if (x->off != y->off)
+		return x->off < y->off ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* stack_ok[s] = 1 for every stack that holds together: its extent inside
+ * the arena and shared with no other stack, its frame ids in the frame
+ * table. Overlapping stacks are all dropped: which one was torn is unknown.
+ * Frames are checked only in disjoint extents: at most nw reads. */
+static int check_stacks(const struct dump *d, unsigned char *stack_ok, size_t *nr_bad)
+{
+	struct extent *e = malloc((d->nst + 1) * sizeof(*e));
+	size_t s, n = 0, i;
+	uint64_t max_end = 0;
+
+	if (!e)
+		return -1;
+	for (s = 0; s < d->nst; s++) {
+		uint64_t off = le32(d->stacks + s * 8), len = le32(d->stacks + s * 8 + 4);
+
+		stack_ok[s] = off + len <= d->nw;
+		if (stack_ok[s] && len > 0)
+			e[n++] = (struct extent){ off, off + len, s };
+	}
+	qsort(e, n, sizeof(*e), cmp_extent);
+	/* Sorted by start: an extent overlaps an earlier one iff it starts
+	 * before the furthest end so far, a later one iff it ends after the
+	 * next one starts. */
+	for (i = 0; i < n; i++) {
+		if ((i > 0 && e[i].off < max_end) || (i + 1 < n && e[i].end > e[i + 1].off))
+			stack_ok[e[i].id] = 0;
+		if (e[i].end > max_end)
+			max_end = e[i].end;
+	}
+	free(e);
+	for (s = 0; s < d->nst; s++) {
+		uint64_t off = le32(d->stacks + s * 8), len = le32(d->stacks + s * 8 + 4), j;
+
+		for (j = 0; stack_ok[s] && j < len; j++)
+			stack_ok[s] = le32(d->words + (off + j) * 4) < d->np;
+		*nr_bad += !stack_ok[s];
+	}
+	return 0;
+}
+
 /* Samples, stacks and frames: wp_ring_snapshot()'s algorithm over the
  * dumped tables, after dropping what does not hold together. */
 static int build_window(const struct dump *d, struct wp_profile *out, struct wp_raw_info *info)
@@ -471,15 +526,8 @@ static int build_window(const struct dump *d, struct wp_profile *out, struct wp_
 	pmap = calloc(d->np + 1, sizeof(*pmap));
 	if (!stack_ok || !valid || !smap || !pmap)
 		goto out;
-	for (s = 0; s < d->nst; s++) {
-		uint64_t off = le32(d->stacks + s * 8), len = le32(d->stacks + s * 8 + 4), j;
-		int ok = off + len <= d->nw;
-
-		for (j = 0; ok && j < len; j++)
-			ok = le32(d->words + (off + j) * 4) < d->np;
-		stack_ok[s] = (unsigned char)ok;
-		info->nr_bad_stacks += !ok;
-	}
+	if (check_stacks(d, stack_ok, &info->nr_bad_stacks) < 0)
+		goto out;
 	for (k = 0; k < d->ns; k++) {
 		uint32_t st = le32(d->samples + k * 24 + 12);
 
@@ -507,7 +555,7 @@ static int build_window(const struct dump *d, struct wp_profile *out, struct wp_
 		}
 	}
 	if (nw > UINT32_MAX) {
-		rc = -2; /* stacks overlapping far beyond what a ring can hold */
+		rc = -2; /* disjoint, so only from an arena of over 16 GiB */
 		goto out;
 	}
 	out->stack_off = malloc((ns + 1) * sizeof(uint32_t));
@@ -662,7 +710,7 @@ int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out,
 	info->bytes = len;
 	rc = build_window(&d, out, info);
 	if (rc == -2) {
-		set_err(err, errlen, "corrupt: the stack table references more frames than it holds");
+		set_err(err, errlen, "corrupt: the stacks hold more than 2^32 frames");
 		goto fail;
 	}
 	if (rc < 0 || build_modules(&d, out) < 0 ||
