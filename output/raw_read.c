@@ -540,8 +540,12 @@ static int build_window(const struct dump *d, struct wp_profile *out, struct wp_
 	if (nv > 0) {
 		uint64_t newest = le64(d->samples + (size_t)valid[nv - 1] * 24);
 
-		while (first < nv && le64(d->samples + (size_t)valid[first] * 24) + d->window_ns < newest)
-			first++;
+		for (; first < nv; first++) {
+			uint64_t t = le64(d->samples + (size_t)valid[first] * 24);
+
+			if (t >= newest || newest - t <= d->window_ns)
+				break; /* t + window >= newest, without overflowing */
+		}
 	}
 	out->samples = malloc((nv - first + 1) * sizeof(*out->samples));
 	if (!out->samples)
