@@ -618,31 +618,64 @@ out:
 	return rc;
 }
 
+static int cmp_mod_start(const void *a, const void *b, void *arg)
+{
+	const struct wp_module *m = arg;
+	uint64_t x = m[*(const size_t *)a].start, y = m[*(const size_t *)b].start;
+
+	return x < y ? -1 : x > y;
+}
+
 /* The module map as wp_modmap_copy() hands it out: an unloaded object whose
- * range a live one reuses is left out (the live one wins). */
+ * range a live one reuses is left out (the live one wins). Live modules are
+ * sorted by start with the furthest end of each prefix, so each unloaded
+ * one is a binary search, not a scan of the map. */
 static int build_modules(struct dump *d, struct wp_profile *out)
 {
-	size_t i, j, n = 0;
+	size_t *live = malloc((d->nr_mods + 1) * sizeof(*live));
+	uint64_t *max_end = malloc((d->nr_mods + 1) * sizeof(*max_end));
+	size_t i, n = 0, nl = 0;
 
 	out->modules = calloc(d->nr_mods + 1, sizeof(*out->modules));
-	if (!out->modules)
+	if (!live || !max_end || !out->modules) {
+		free(live);
+		free(max_end);
 		return -1;
+	}
+	for (i = 0; i < d->nr_mods; i++)
+		if (!(d->mods[i].flags & WP_MOD_UNLOADED))
+			live[nl++] = i;
+	qsort_r(live, nl, sizeof(*live), cmp_mod_start, d->mods);
+	for (i = 0; i < nl; i++) {
+		uint64_t e = d->mods[live[i]].end;
+
+		max_end[i] = i && max_end[i - 1] > e ? max_end[i - 1] : e;
+	}
 	for (i = 0; i < d->nr_mods; i++) {
 		const struct wp_module *u = &d->mods[i];
-		int shadowed = 0;
 
-		for (j = 0; (u->flags & WP_MOD_UNLOADED) && j < d->nr_mods && !shadowed; j++) {
-			const struct wp_module *k = &d->mods[j];
+		if (u->flags & WP_MOD_UNLOADED) {
+			/* live[0 .. lo) start before u ends; one of them overlaps
+			 * u iff the furthest of their ends is past u's start. */
+			size_t lo = 0, hi = nl;
 
-			shadowed = j != i && !(k->flags & WP_MOD_UNLOADED) && k->start < u->end &&
-				   u->start < k->end;
+			while (lo < hi) {
+				size_t mid = lo + (hi - lo) / 2;
+
+				if (d->mods[live[mid]].start < u->end)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (lo > 0 && max_end[lo - 1] > u->start)
+				continue;
 		}
-		if (shadowed)
-			continue;
 		out->modules[n++] = *u;
 		d->mods[i].path = NULL; /* moved */
 	}
 	out->nr_modules = n;
+	free(live);
+	free(max_end);
 	return 0;
 }
 
