@@ -2,7 +2,35 @@
  * the profile a live snapshot would have produced. Every length, count and
  * index in the file is checked before use: a truncated, corrupt or foreign
  * file gives a one-line error, a ring caught mid-update loses only the
- * samples that do not hold together. Not async-signal-safe. */
+ * samples that do not hold together. Not async-signal-safe.
+ *
+ * The input is untrusted (wallprof-convert runs on whatever file it is
+ * given), so the work and memory are bounded by its size B:
+ *   - only regular files are read (a FIFO or /dev/zero would never end),
+ *     exactly the st_size bytes fstat() reported, the header checked first;
+ *   - every count is backed by the bytes present before anything is
+ *     allocated or looped over (a section holds exactly what its counts
+ *     say), so each table costs O(its share of B) memory;
+ *   - stacks are extents of the frame arena: a stack whose extent leaves the
+ *     arena or overlaps another stack's is dropped with its samples (a live
+ *     ring's stacks are disjoint; overlaps are a ring caught mid-compaction,
+ *     or a file crafted so that a few bytes of stack table repeat the whole
+ *     arena), so the stacks kept hold at most B/4 frames in all, and nothing
+ *     loops over a stack more than once;
+ *   - every pass is linear or n log n in the table sizes (no module against
+ *     module or stack against stack loops).
+ * The bound this gives the converter (wp_out_sentry_write of the profile
+ * read, checked by test/unit/test_raw_untrusted.c):
+ *
+ *     JSON bytes <= 16 * B + 64 KiB + what symbolization adds
+ *
+ * where symbolization adds function names, source files and inlined frames
+ * read from the module files on this machine that the dump names (not from
+ * the dump): without it, 8 * B covers the samples, threads, stacks, frames,
+ * images and settings, and the module paths repeated in each frame are held
+ * to another 8 * B (WP_RAW_PATH_BUDGET; a dump that would exceed it is
+ * refused, which no real dump comes near: it takes frames whose module paths
+ * average over a kilobyte). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -725,11 +753,91 @@ fail:
 	return -1;
 }
 
+/* JSON bytes of repeated module paths allowed per byte of the dump. */
+#define WP_RAW_PATH_BUDGET 8
+
+/* The most bytes jansson writes for `s` between the quotes. */
+static uint64_t json_cost(const char *s)
+{
+	uint64_t n = 0;
+
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		n += c == '"' || c == '\\' ? 2 : c < 0x20 || c == 0x7f ? 6 : 1;
+	}
+	return n;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Index of the first of v[0 .. n) (ascending) that is >= x. */
+static size_t lower_bound(const uint64_t *v, size_t n, uint64_t x)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The Sentry writer names its module in every frame: a few bytes of
+ * frame table could repeat a 4 KiB path (6 bytes of JSON per control
+ * character) thousands of times. Sets *cost to the JSON bytes of module
+ * paths the frames of `p` would repeat (an upper bound: a frame inside
+ * overlapping modules is charged for each) when that exceeds `budget`
+ * (then at least budget + 1), else to 0. Returns -1 on out of memory. */
+static int path_cost(const struct wp_profile *p, uint64_t budget, uint64_t *cost)
+{
+	uint64_t *la = malloc((p->nr_pcs + 1) * sizeof(*la)), total = 0;
+	size_t i;
+
+	*cost = 0;
+	if (!la)
+		return -1;
+	for (i = 0; i < p->nr_pcs; i++) {
+		const struct wp_pc *pc = &p->pcs[i];
+
+		/* the address the writer looks up (a return address minus one) */
+		la[i] = !(pc->flags & WP_PC_EXACT) && pc->addr > 0 ? pc->addr - 1 : pc->addr;
+	}
+	qsort(la, p->nr_pcs, sizeof(*la), cmp_u64);
+	for (i = 0; i < p->nr_modules && total <= budget; i++) {
+		const struct wp_module *m = &p->modules[i];
+		uint64_t n, c;
+
+		if (!m->path || m->start >= m->end)
+			continue;
+		n = lower_bound(la, p->nr_pcs, m->end) - lower_bound(la, p->nr_pcs, m->start);
+		c = n ? json_cost(m->path) : 0;
+		if (c && n > (budget - total) / c)
+			total = budget + 1; /* over: the exact sum does not matter */
+		else
+			total += n * c;
+	}
+	free(la);
+	if (total > budget)
+		*cost = total;
+	return 0;
+}
+
 int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out,
 		    struct wp_raw_info *info, char *err, size_t errlen)
 {
 	struct wp_raw_info dummy;
 	struct dump d;
+	uint64_t cost = 0;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -751,10 +859,19 @@ int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out,
 		goto fail;
 	}
 	if (rc < 0 || build_modules(&d, out) < 0 ||
+	    path_cost(out, (uint64_t)len * WP_RAW_PATH_BUDGET, &cost) < 0 ||
 	    build_threads(&d, out) < 0 ||
 	    !(out->cmdline = dup_bytes(d.cmdline ? d.cmdline : (const unsigned char *)"",
 				       d.cmdline_len))) {
 		set_err(err, errlen, "out of memory");
+		goto fail;
+	}
+	if (cost) {
+		set_err(err, errlen,
+			"corrupt: its %zu frames would repeat more than %llu bytes of module "
+			"paths (%d per byte of the %zu-byte dump)",
+			out->nr_pcs, (unsigned long long)len * WP_RAW_PATH_BUDGET,
+			WP_RAW_PATH_BUDGET, len);
 		goto fail;
 	}
 	out->start_ns = out->nr_samples ? out->samples[0].t_ns : d.start_ns;
