@@ -7,7 +7,9 @@
  * with the checksums fixed up; files that are not regular files. Every case
  * must be refused with a one-line reason or read into a profile whose size,
  * and the JSON written from it, is bounded by the input's size (the bound
- * stated in raw_read.c: JSON <= 16 * B + 64 KiB without symbolization). */
+ * stated in raw_read.c: JSON <= 16 * B + 64 KiB without symbolization).
+ * Also the symbolizer's module lookup over the overlapping module maps a
+ * dump can name: the right module, and no scan of the overlapping ones. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -23,6 +25,7 @@
 
 #include "../../output/output.h"
 #include "../../output/raw.h"
+#include "../../symbolize/symbolize.h"
 
 #include "check.h"
 
@@ -804,6 +807,91 @@ static void test_module_shadowing(void)
 	report("module map: unloaded modules overlapping a live one left out (300 random maps)");
 }
 
+/* The symbolizer's module for an address, over the modules a dump names:
+ * the loaded one containing it, else an unloaded one, the lower index
+ * first; checked against that rule on random maps of 40 modules with
+ * every kind of overlap (files that do not exist: module + offset). */
+static void test_sym_module(void)
+{
+	enum { N = 40 };
+	static char paths[N][48];
+	struct wp_module mods[N];
+	int it, i, k;
+
+	for (it = 0; it < 200 && !why[0]; it++) {
+		struct wp_sym *sym;
+
+		for (i = 0; i < N; i++) {
+			uint64_t a = rnd() % 64, b = rnd() % 64;
+
+			snprintf(paths[i], sizeof(paths[i]), "/nonexistent/wallprof/m%d", i);
+			mods[i] = (struct wp_module){ .path = paths[i], .start = a * 0x1000,
+						      .end = b * 0x1000 + (rnd() % 3) * 0x800,
+						      .flags = rnd() % 3 ? WP_MOD_UNLOADED : 0 };
+		}
+		sym = wp_sym_open(mods, N);
+		REQ(sym != NULL);
+		for (k = 0; sym && k < 300 && !why[0]; k++) {
+			uint64_t addr = rnd() % (66 * 0x1000);
+			struct wp_sym_result r;
+			int want = -1;
+
+			for (i = 0; i < N; i++) {
+				int iu = !!(mods[i].flags & WP_MOD_UNLOADED);
+
+				if (addr < mods[i].start || addr >= mods[i].end)
+					continue;
+				if (want < 0 || iu < !!(mods[want].flags & WP_MOD_UNLOADED))
+					want = i;
+			}
+			REQ(wp_sym_lookup(sym, addr, &r) == 0 && r.module == want);
+		}
+		if (sym)
+			wp_sym_close(sym);
+	}
+	report("symbolizer: the module of an address on random overlapping maps");
+}
+
+/* One (unloaded) module spanning everything and 200000 small ones inside
+ * it, which win where they are: the old
+ * lookup scanned every module that starts below the address (4 * 10^10
+ * steps for 200000 lookups); one lookup is a binary search now. Run in a
+ * child with an alarm 20 times what it takes under ASan here. */
+static int many_modules(const char *unused)
+{
+	const size_t n = 200000;
+	struct wp_module *m = calloc(n + 1, sizeof(*m));
+	struct wp_sym *sym;
+	size_t i;
+
+	(void)unused;
+	if (!m)
+		return 3;
+	m[0] = (struct wp_module){ .path = "/nonexistent/wallprof/big", .start = 0,
+				   .end = 1ull << 62, .flags = WP_MOD_UNLOADED };
+	for (i = 1; i <= n; i++)
+		m[i] = (struct wp_module){ .path = "/nonexistent/wallprof/small",
+					   .start = 0x100000000ull + i * 0x10000,
+					   .end = 0x100000000ull + i * 0x10000 + 0x100 };
+	sym = wp_sym_open(m, n + 1);
+	if (!sym)
+		return 3;
+	for (i = 0; i < n; i++) {
+		struct wp_sym_result r;
+
+		/* between the small ones, above them all */
+		if (wp_sym_lookup(sym, 0x100000000ull + (n + 1 + i) * 0x10000, &r) < 0 ||
+		    r.module != 0)
+			return 4;
+		if (i % 1000 == 0 && (wp_sym_lookup(sym, 0x100000000ull + (i + 1) * 0x10000 + 8,
+						    &r) < 0 || r.module != (int)i + 1))
+			return 5;
+	}
+	wp_sym_close(sym);
+	free(m);
+	return 0;
+}
+
 /* Runs fn(arg) in a child with a 20 s alarm (a reader that blocks or reads
  * without end is killed: a failure, not a hung test) and optionally an
  * address-space limit; returns the child's exit status, or -signal. */
@@ -933,6 +1021,15 @@ int main(void)
 	test_json_bound();
 	test_prefixes_and_flips();
 	test_module_shadowing();
+	test_sym_module();
+	{
+		int rc = in_child(many_modules, NULL, 0);
+
+		if (rc)
+			printf("     (the child ended with %d)\n", rc);
+		REQ(rc == 0);
+		report("symbolizer: 200000 lookups among 200001 nested modules, in bounded time");
+	}
 	test_files();
 	pathf(path, "cut.raw");
 	unlink(path);
