@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- small containers ---------------------------------------------------- */
@@ -191,6 +192,21 @@ struct mod {
 	size_t nr_cus;
 	int cus_tried;
 	struct map cu_map; /* CU DIE offset -> struct cu (arena) */
+	struct mod *host;  /* READY without a session: an earlier module of the same
+	                      file whose session it uses (see share_session), */
+	uint64_t host_delta; /* at addresses shifted by this */
+	struct share *share; /* a session's identity, when other modules may share it */
+};
+
+/* What makes two modules' sessions interchangeable: the same file (its
+ * build-id, or its inode when it has none) reported at the same place
+ * relative to the recorded bias; `base` is where it was reported. */
+struct share {
+	uint64_t lo, hi; /* reported extent minus the recorded bias */
+	uint64_t dev, ino;
+	uint32_t id_len;
+	unsigned char id[WP_BUILD_ID_MAX];
+	uint64_t base;
 };
 
 /* A cached lookup. */
@@ -213,6 +229,7 @@ struct wp_sym {
 	size_t nr_segs;
 	struct map cache;  /* address -> struct res (arena) */
 	struct map names;  /* mangled string pointer -> demangled string or &no_name */
+	struct map shared; /* hash of a struct share -> the module holding that session */
 	struct arena arena;
 	Dwarf_Die *chain; /* scratch: subprogram then inlined subroutines, outer first */
 	size_t chain_cap;
@@ -335,7 +352,7 @@ static int trusted(const struct mod *md)
 	return ((hi + pg - 1) & ~(pg - 1)) == ((md->m.end + pg - 1) & ~(pg - 1));
 }
 
-static void open_module(struct wp_sym *s, struct mod *md)
+static void open_session(struct wp_sym *s, struct mod *md)
 {
 	md->state = MOD_NONE;
 	int vdso = !!(md->m.flags & WP_MOD_VDSO);
@@ -376,6 +393,86 @@ static void open_module(struct wp_sym *s, struct mod *md)
 		md->state = MOD_READY;
 	else
 		unreport(md);
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+/* Fills `sh` for a READY module; returns its hash, or 0 when the session
+ * is not to be shared (no file name to tell it by, an odd build-id). */
+static uint64_t share_key(const struct mod *md, struct share *sh)
+{
+	Dwarf_Addr lo, hi;
+	const char *mainfile = NULL;
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	struct stat st;
+	memset(sh, 0, sizeof(*sh));
+	if (!dwfl_module_info(md->dm, NULL, &lo, &hi, NULL, NULL, &mainfile, NULL))
+		return 0;
+	int n = dwfl_module_build_id(md->dm, &bits, &vaddr);
+	if (n > WP_BUILD_ID_MAX)
+		return 0;
+	if (n > 0) {
+		sh->id_len = (uint32_t)n;
+		memcpy(sh->id, bits, (size_t)n);
+	} else if (mainfile && stat(mainfile, &st) == 0) {
+		sh->dev = st.st_dev;
+		sh->ino = st.st_ino;
+	} else {
+		return 0;
+	}
+	sh->lo = lo - md->m.bias;
+	sh->hi = hi - md->m.bias;
+	sh->base = lo;
+	uint64_t h = 0xcbf29ce484222325ULL;
+	h = fnv(h, &sh->lo, sizeof(sh->lo));
+	h = fnv(h, &sh->hi, sizeof(sh->hi));
+	h = fnv(h, &sh->dev, sizeof(sh->dev));
+	h = fnv(h, &sh->ino, sizeof(sh->ino));
+	h = fnv(h, sh->id, sh->id_len);
+	return h ? h : 1;
+}
+
+/* A module of a file another module already opened uses that session:
+ * the symbols and DWARF of one file are loaded once, however many times a
+ * raw dump names it (a crafted one naming libc 500 times made 500 copies
+ * of its debug information, 8 GB). */
+static void share_session(struct wp_sym *s, struct mod *md)
+{
+	struct share sh;
+	uint64_t h = share_key(md, &sh);
+	if (!h)
+		return;
+	struct mod *host = map_get(&s->shared, h);
+	if (host) {
+		const struct share *o = host->share;
+		if (o->lo == sh.lo && o->hi == sh.hi && o->dev == sh.dev && o->ino == sh.ino &&
+		    o->id_len == sh.id_len && !memcmp(o->id, sh.id, sh.id_len)) {
+			unreport(md);
+			md->host = host;
+			md->host_delta = o->base - sh.base;
+		}
+		return; /* a hash collision keeps its own session */
+	}
+	md->share = arena_alloc(&s->arena, sizeof(*md->share));
+	if (!md->share)
+		return;
+	*md->share = sh;
+	if (map_put(&s->shared, h, md) < 0)
+		md->share = NULL;
+}
+
+static void open_module(struct wp_sym *s, struct mod *md)
+{
+	open_session(s, md);
+	if (md->state == MOD_READY)
+		share_session(s, md);
 }
 
 /* Among aliases, the name people call: fewest leading underscores, so
@@ -1078,7 +1175,10 @@ static struct res *resolve(struct wp_sym *s, uint64_t addr)
 	r->offset = addr - md->m.start;
 	if (md->state == MOD_UNTRIED)
 		open_module(s, md);
-	if (md->state == MOD_READY && resolve_frames(s, md, addr, r) < 0)
+	if (md->state != MOD_READY)
+		return r;
+	/* a shared session: the same place in the host's report of the file */
+	if (resolve_frames(s, md->host ? md->host : md, addr + md->host_delta, r) < 0)
 		return NULL;
 	return r;
 }
@@ -1124,6 +1224,7 @@ void wp_sym_close(struct wp_sym *s)
 			free(s->names.vals[j]);
 	map_free(&s->names);
 	map_free(&s->cache);
+	map_free(&s->shared);
 	arena_free(&s->arena);
 	free(s->chain);
 	free(s->seg_start);
