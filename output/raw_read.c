@@ -26,11 +26,15 @@
  *
  * where symbolization adds function names, source files and inlined frames
  * read from the module files on this machine that the dump names (not from
- * the dump): without it, 8 * B covers the samples, threads, stacks, frames,
+ * the dump). Without it, 8 * B covers the samples, threads, stacks, frames,
  * images and settings, and the module paths repeated in each frame are held
  * to another 8 * B (WP_RAW_PATH_BUDGET; a dump that would exceed it is
  * refused, which no real dump comes near: it takes frames whose module paths
- * average over a kilobyte). */
+ * average over a kilobyte). The symbolizer (symbolize.c) loads each file
+ * once however often the dump names it and finds an address's module by a
+ * binary search however the modules overlap: its memory grows with the
+ * distinct files it loads and its work, besides loading them, is n log n
+ * in the dump's tables. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
