@@ -82,7 +82,8 @@ struct wp_raw_info {
 	uint64_t dump_ns;        /* CLOCK_MONOTONIC when the dump began */
 	size_t nr_ring_samples;  /* samples in the dump, before the window */
 	size_t nr_bad_samples;   /* dropped: stack id out of range or its stack invalid */
-	size_t nr_bad_stacks;    /* stacks in the table with a frame id or extent out of range */
+	size_t nr_bad_stacks;    /* stacks in the table with a frame id or extent out of range,
+				  * or an extent overlapping another stack's */
 	size_t bytes;            /* size of the dump */
 };
 
@@ -92,10 +93,15 @@ struct wp_raw_info {
  * they use; the module map (minus unloaded objects whose range a live one
  * reuses); one thread entry per tid with samples (the newest entry);
  * counters; settings; snapshot = 0. Samples whose stack id is out of range,
- * and stacks with an out-of-range frame id or extent (a ring caught
- * mid-update), are dropped and counted in `info`. `fatal_signal` (may be
- * NULL) gets the recorded signal. On failure `out` is left empty and `err`
- * holds a one-line reason (truncated, corrupt, foreign, I/O, memory).
+ * and stacks with an out-of-range frame id or extent, or an extent that
+ * overlaps another stack's (a ring caught mid-update), are dropped and
+ * counted in `info`. The file is untrusted: only a regular file is read (a
+ * FIFO, a device, a directory are refused unread), and work, memory and the
+ * JSON the profile makes are bounded by its size (raw_read.c states the
+ * bound; a dump whose frames would repeat more module path bytes than that
+ * allows is refused). `fatal_signal` (may be NULL) gets the recorded signal.
+ * On failure `out` is left empty and `err` holds a one-line reason (not a
+ * regular file, truncated, corrupt, foreign, I/O, memory).
  * Returns 0 or -1. Not async-signal-safe. */
 int wp_raw_read(const char *path, struct wp_profile *out, int *fatal_signal, char *err,
 		size_t errlen);

@@ -2,7 +2,39 @@
  * the profile a live snapshot would have produced. Every length, count and
  * index in the file is checked before use: a truncated, corrupt or foreign
  * file gives a one-line error, a ring caught mid-update loses only the
- * samples that do not hold together. Not async-signal-safe. */
+ * samples that do not hold together. Not async-signal-safe.
+ *
+ * The input is untrusted (wallprof-convert runs on whatever file it is
+ * given), so the work and memory are bounded by its size B:
+ *   - only regular files are read (a FIFO or /dev/zero would never end),
+ *     exactly the st_size bytes fstat() reported, the header checked first;
+ *   - every count is backed by the bytes present before anything is
+ *     allocated or looped over (a section holds exactly what its counts
+ *     say), so each table costs O(its share of B) memory;
+ *   - stacks are extents of the frame arena: a stack whose extent leaves the
+ *     arena or overlaps another stack's is dropped with its samples (a live
+ *     ring's stacks are disjoint; overlaps are a ring caught mid-compaction,
+ *     or a file crafted so that a few bytes of stack table repeat the whole
+ *     arena), so the stacks kept hold at most B/4 frames in all, and nothing
+ *     loops over a stack more than once;
+ *   - every pass is linear or n log n in the table sizes (no module against
+ *     module or stack against stack loops).
+ * The bound this gives the converter (wp_out_sentry_write of the profile
+ * read, checked by test/unit/test_raw_untrusted.c):
+ *
+ *     JSON bytes <= 16 * B + 64 KiB + what symbolization adds
+ *
+ * where symbolization adds function names, source files and inlined frames
+ * read from the module files on this machine that the dump names (not from
+ * the dump). Without it, 8 * B covers the samples, threads, stacks, frames,
+ * images and settings, and the module paths repeated in each frame are held
+ * to another 8 * B (WP_RAW_PATH_BUDGET; a dump that would exceed it is
+ * refused, which no real dump comes near: it takes frames whose module paths
+ * average over a kilobyte). The symbolizer (symbolize.c) loads each file
+ * once however often the dump names it and finds an address's module by a
+ * binary search however the modules overlap: its memory grows with the
+ * distinct files it loads and its work, besides loading them, is n log n
+ * in the dump's tables. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -306,11 +338,10 @@ static int parse_section(struct dump *d, uint32_t tag, struct cur *c)
 	return parse_modl(d, c);
 }
 
-static int parse(struct dump *d, const unsigned char *data, size_t len, char *err, size_t errlen)
+/* The 16-byte file header, of which `len` bytes are present. */
+static int check_header(const unsigned char *data, size_t len, char *err, size_t errlen)
 {
-	size_t off = 16;
-	uint32_t v, nr_sections = 0;
-	char tn[5];
+	uint32_t v;
 
 	if (len < 8 || memcmp(data, WP_RAW_MAGIC, 8) != 0) {
 		set_err(err, errlen, "not a wallprof raw dump (bad magic)");
@@ -331,6 +362,17 @@ static int parse(struct dump *d, const unsigned char *data, size_t len, char *er
 		set_err(err, errlen, "raw dump of another byte order (mark 0x%08x)", v);
 		return BAD;
 	}
+	return OK;
+}
+
+static int parse(struct dump *d, const unsigned char *data, size_t len, char *err, size_t errlen)
+{
+	size_t off = 16;
+	uint32_t nr_sections = 0;
+	char tn[5];
+
+	if (check_header(data, len, err, errlen) != OK)
+		return BAD;
 	for (;;) {
 		uint32_t tag, ver;
 		uint64_t plen, sum;
@@ -446,6 +488,61 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* A stack's extent in the frame arena, for the overlap check. */
+struct extent {
+	uint64_t off, end;
+	size_t id;
+};
+
+static int cmp_extent(const void *a, const void *b)
+{
+	const struct extent *x = a, *y = b;
+
+	if (x->off != y->off)
+		return x->off < y->off ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* stack_ok[s] = 1 for every stack that holds together: its extent inside
+ * the arena and shared with no other stack, its frame ids in the frame
+ * table. Overlapping stacks are all dropped: which one was torn is unknown.
+ * Frames are checked only in disjoint extents: at most nw reads. */
+static int check_stacks(const struct dump *d, unsigned char *stack_ok, size_t *nr_bad)
+{
+	struct extent *e = malloc((d->nst + 1) * sizeof(*e));
+	size_t s, n = 0, i;
+	uint64_t max_end = 0;
+
+	if (!e)
+		return -1;
+	for (s = 0; s < d->nst; s++) {
+		uint64_t off = le32(d->stacks + s * 8), len = le32(d->stacks + s * 8 + 4);
+
+		stack_ok[s] = off + len <= d->nw;
+		if (stack_ok[s] && len > 0)
+			e[n++] = (struct extent){ off, off + len, s };
+	}
+	qsort(e, n, sizeof(*e), cmp_extent);
+	/* Sorted by start: an extent overlaps an earlier one iff it starts
+	 * before the furthest end so far, a later one iff it ends after the
+	 * next one starts. */
+	for (i = 0; i < n; i++) {
+		if ((i > 0 && e[i].off < max_end) || (i + 1 < n && e[i].end > e[i + 1].off))
+			stack_ok[e[i].id] = 0;
+		if (e[i].end > max_end)
+			max_end = e[i].end;
+	}
+	free(e);
+	for (s = 0; s < d->nst; s++) {
+		uint64_t off = le32(d->stacks + s * 8), len = le32(d->stacks + s * 8 + 4), j;
+
+		for (j = 0; stack_ok[s] && j < len; j++)
+			stack_ok[s] = le32(d->words + (off + j) * 4) < d->np;
+		*nr_bad += !stack_ok[s];
+	}
+	return 0;
+}
+
 /* Samples, stacks and frames: wp_ring_snapshot()'s algorithm over the
  * dumped tables, after dropping what does not hold together. */
 static int build_window(const struct dump *d, struct wp_profile *out, struct wp_raw_info *info)
@@ -461,15 +558,8 @@ static int build_window(const struct dump *d, struct wp_profile *out, struct wp_
 	pmap = calloc(d->np + 1, sizeof(*pmap));
 	if (!stack_ok || !valid || !smap || !pmap)
 		goto out;
-	for (s = 0; s < d->nst; s++) {
-		uint64_t off = le32(d->stacks + s * 8), len = le32(d->stacks + s * 8 + 4), j;
-		int ok = off + len <= d->nw;
-
-		for (j = 0; ok && j < len; j++)
-			ok = le32(d->words + (off + j) * 4) < d->np;
-		stack_ok[s] = (unsigned char)ok;
-		info->nr_bad_stacks += !ok;
-	}
+	if (check_stacks(d, stack_ok, &info->nr_bad_stacks) < 0)
+		goto out;
 	for (k = 0; k < d->ns; k++) {
 		uint32_t st = le32(d->samples + k * 24 + 12);
 
@@ -482,8 +572,12 @@ static int build_window(const struct dump *d, struct wp_profile *out, struct wp_
 	if (nv > 0) {
 		uint64_t newest = le64(d->samples + (size_t)valid[nv - 1] * 24);
 
-		while (first < nv && le64(d->samples + (size_t)valid[first] * 24) + d->window_ns < newest)
-			first++;
+		for (; first < nv; first++) {
+			uint64_t t = le64(d->samples + (size_t)valid[first] * 24);
+
+			if (t >= newest || newest - t <= d->window_ns)
+				break; /* t + window >= newest, without overflowing */
+		}
 	}
 	out->samples = malloc((nv - first + 1) * sizeof(*out->samples));
 	if (!out->samples)
@@ -497,7 +591,7 @@ static int build_window(const struct dump *d, struct wp_profile *out, struct wp_
 		}
 	}
 	if (nw > UINT32_MAX) {
-		rc = -2; /* stacks overlapping far beyond what a ring can hold */
+		rc = -2; /* disjoint, so only from an arena of over 16 GiB */
 		goto out;
 	}
 	out->stack_off = malloc((ns + 1) * sizeof(uint32_t));
@@ -556,31 +650,64 @@ out:
 	return rc;
 }
 
+static int cmp_mod_start(const void *a, const void *b, void *arg)
+{
+	const struct wp_module *m = arg;
+	uint64_t x = m[*(const size_t *)a].start, y = m[*(const size_t *)b].start;
+
+	return x < y ? -1 : x > y;
+}
+
 /* The module map as wp_modmap_copy() hands it out: an unloaded object whose
- * range a live one reuses is left out (the live one wins). */
+ * range a live one reuses is left out (the live one wins). Live modules are
+ * sorted by start with the furthest end of each prefix, so each unloaded
+ * one is a binary search, not a scan of the map. */
 static int build_modules(struct dump *d, struct wp_profile *out)
 {
-	size_t i, j, n = 0;
+	size_t *live = malloc((d->nr_mods + 1) * sizeof(*live));
+	uint64_t *max_end = malloc((d->nr_mods + 1) * sizeof(*max_end));
+	size_t i, n = 0, nl = 0;
 
 	out->modules = calloc(d->nr_mods + 1, sizeof(*out->modules));
-	if (!out->modules)
+	if (!live || !max_end || !out->modules) {
+		free(live);
+		free(max_end);
 		return -1;
+	}
+	for (i = 0; i < d->nr_mods; i++)
+		if (!(d->mods[i].flags & WP_MOD_UNLOADED))
+			live[nl++] = i;
+	qsort_r(live, nl, sizeof(*live), cmp_mod_start, d->mods);
+	for (i = 0; i < nl; i++) {
+		uint64_t e = d->mods[live[i]].end;
+
+		max_end[i] = i && max_end[i - 1] > e ? max_end[i - 1] : e;
+	}
 	for (i = 0; i < d->nr_mods; i++) {
 		const struct wp_module *u = &d->mods[i];
-		int shadowed = 0;
 
-		for (j = 0; (u->flags & WP_MOD_UNLOADED) && j < d->nr_mods && !shadowed; j++) {
-			const struct wp_module *k = &d->mods[j];
+		if (u->flags & WP_MOD_UNLOADED) {
+			/* live[0 .. lo) start before u ends; one of them overlaps
+			 * u iff the furthest of their ends is past u's start. */
+			size_t lo = 0, hi = nl;
 
-			shadowed = j != i && !(k->flags & WP_MOD_UNLOADED) && k->start < u->end &&
-				   u->start < k->end;
+			while (lo < hi) {
+				size_t mid = lo + (hi - lo) / 2;
+
+				if (d->mods[live[mid]].start < u->end)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (lo > 0 && max_end[lo - 1] > u->start)
+				continue;
 		}
-		if (shadowed)
-			continue;
 		out->modules[n++] = *u;
 		d->mods[i].path = NULL; /* moved */
 	}
 	out->nr_modules = n;
+	free(live);
+	free(max_end);
 	return 0;
 }
 
@@ -630,11 +757,91 @@ fail:
 	return -1;
 }
 
+/* JSON bytes of repeated module paths allowed per byte of the dump. */
+#define WP_RAW_PATH_BUDGET 8
+
+/* The most bytes jansson writes for `s` between the quotes. */
+static uint64_t json_cost(const char *s)
+{
+	uint64_t n = 0;
+
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		n += c == '"' || c == '\\' ? 2 : c < 0x20 || c == 0x7f ? 6 : 1;
+	}
+	return n;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Index of the first of v[0 .. n) (ascending) that is >= x. */
+static size_t lower_bound(const uint64_t *v, size_t n, uint64_t x)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The Sentry writer names its module in every frame: a few bytes of
+ * frame table could repeat a 4 KiB path (6 bytes of JSON per control
+ * character) thousands of times. Sets *cost to the JSON bytes of module
+ * paths the frames of `p` would repeat (an upper bound: a frame inside
+ * overlapping modules is charged for each) when that exceeds `budget`
+ * (then at least budget + 1), else to 0. Returns -1 on out of memory. */
+static int path_cost(const struct wp_profile *p, uint64_t budget, uint64_t *cost)
+{
+	uint64_t *la = malloc((p->nr_pcs + 1) * sizeof(*la)), total = 0;
+	size_t i;
+
+	*cost = 0;
+	if (!la)
+		return -1;
+	for (i = 0; i < p->nr_pcs; i++) {
+		const struct wp_pc *pc = &p->pcs[i];
+
+		/* the address the writer looks up (a return address minus one) */
+		la[i] = !(pc->flags & WP_PC_EXACT) && pc->addr > 0 ? pc->addr - 1 : pc->addr;
+	}
+	qsort(la, p->nr_pcs, sizeof(*la), cmp_u64);
+	for (i = 0; i < p->nr_modules && total <= budget; i++) {
+		const struct wp_module *m = &p->modules[i];
+		uint64_t n, c;
+
+		if (!m->path || m->start >= m->end)
+			continue;
+		n = lower_bound(la, p->nr_pcs, m->end) - lower_bound(la, p->nr_pcs, m->start);
+		c = n ? json_cost(m->path) : 0;
+		if (c && n > (budget - total) / c)
+			total = budget + 1; /* over: the exact sum does not matter */
+		else
+			total += n * c;
+	}
+	free(la);
+	if (total > budget)
+		*cost = total;
+	return 0;
+}
+
 int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out,
 		    struct wp_raw_info *info, char *err, size_t errlen)
 {
 	struct wp_raw_info dummy;
 	struct dump d;
+	uint64_t cost = 0;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -652,14 +859,23 @@ int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out,
 	info->bytes = len;
 	rc = build_window(&d, out, info);
 	if (rc == -2) {
-		set_err(err, errlen, "corrupt: the stack table references more frames than it holds");
+		set_err(err, errlen, "corrupt: the stacks hold more than 2^32 frames");
 		goto fail;
 	}
 	if (rc < 0 || build_modules(&d, out) < 0 ||
+	    path_cost(out, (uint64_t)len * WP_RAW_PATH_BUDGET, &cost) < 0 ||
 	    build_threads(&d, out) < 0 ||
 	    !(out->cmdline = dup_bytes(d.cmdline ? d.cmdline : (const unsigned char *)"",
 				       d.cmdline_len))) {
 		set_err(err, errlen, "out of memory");
+		goto fail;
+	}
+	if (cost) {
+		set_err(err, errlen,
+			"corrupt: its %zu frames would repeat more than %llu bytes of module "
+			"paths (%d per byte of the %zu-byte dump)",
+			out->nr_pcs, (unsigned long long)len * WP_RAW_PATH_BUDGET,
+			WP_RAW_PATH_BUDGET, len);
 		goto fail;
 	}
 	out->start_ns = out->nr_samples ? out->samples[0].t_ns : d.start_ns;
@@ -683,64 +899,124 @@ fail:
 	return -1;
 }
 
+/* What a file that is not a regular one is, for the message. */
+static const char *file_kind(mode_t m)
+{
+	if (S_ISDIR(m))
+		return "a directory";
+	if (S_ISFIFO(m))
+		return "a FIFO";
+	if (S_ISCHR(m))
+		return "a character device";
+	if (S_ISBLK(m))
+		return "a block device";
+	if (S_ISSOCK(m))
+		return "a socket";
+	return "of an unknown type";
+}
+
+/* Reads up to n bytes at buf; returns the count (short at EOF) or -1. */
+static ssize_t read_full(int fd, unsigned char *buf, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = read(fd, buf + got, n - got);
+
+		if (r > 0)
+			got += (size_t)r;
+		else if (r == 0)
+			break;
+		else if (errno != EINTR)
+			return -1;
+	}
+	return (ssize_t)got;
+}
+
+/* Only a regular file, and only the st_size bytes it had when opened: a
+ * FIFO, a device (/dev/zero) or a file that keeps growing would otherwise
+ * be read without end. The header is checked before the rest is read, so a
+ * large foreign file costs 16 bytes, not its size in memory. */
 int wp_raw_read_ex(const char *path, struct wp_profile *out, struct wp_raw_info *info, char *err,
 		   size_t errlen)
 {
-	unsigned char *buf = NULL;
-	size_t len = 0, cap = 0;
+	unsigned char *buf = NULL, head[16];
+	size_t size, len;
 	struct stat st;
-	int fd, rc, e;
+	ssize_t n;
+	int fd, rc;
 
 	memset(out, 0, sizeof(*out));
 	if (info)
 		memset(info, 0, sizeof(*info));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* stat() first: opening a device can have effects of its own. */
+	if (stat(path, &st) < 0) {
+		set_err(err, errlen, "cannot open: %s", strerror(errno));
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		set_err(err, errlen, "not a regular file (%s)", file_kind(st.st_mode));
+		return -1;
+	}
+	/* O_NONBLOCK: a FIFO swapped in since the stat() must not block open() */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0) {
 		set_err(err, errlen, "cannot open: %s", strerror(errno));
 		return -1;
 	}
-	/* The file's size plus one byte to see EOF in one pass; grown for
-	 * anything that is not a regular file. */
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
-		cap = (size_t)st.st_size + 1;
-	for (;;) {
-		ssize_t n;
-
-		if (len == cap || !buf) {
-			size_t ncap = !buf ? (cap ? cap : 65536) : cap * 2;
-			unsigned char *nb = realloc(buf, ncap);
-
-			if (!nb) {
-				free(buf);
-				close(fd);
-				set_err(err, errlen, "out of memory reading %zu bytes", len);
-				return -1;
-			}
-			buf = nb;
-			cap = ncap;
-		}
-		n = read(fd, buf + len, cap - len);
-		if (n > 0) {
-			len += (size_t)n;
-		} else if (n == 0) {
-			break;
-		} else if (errno != EINTR) {
-			e = errno;
-			free(buf);
-			close(fd);
-			set_err(err, errlen, "cannot read: %s", strerror(e));
-			return -1;
-		}
+	if (fstat(fd, &st) < 0)
+		goto read_error;
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		set_err(err, errlen, "not a regular file (%s)", file_kind(st.st_mode));
+		return -1;
 	}
-	close(fd);
-	if (len == 0) {
-		free(buf);
+	if (st.st_size <= 0) {
+		close(fd);
 		set_err(err, errlen, "empty file (not a wallprof raw dump)");
+		return -1;
+	}
+	if ((uint64_t)st.st_size >= SIZE_MAX / 2) {
+		close(fd);
+		set_err(err, errlen, "too large (%lld bytes)", (long long)st.st_size);
+		return -1;
+	}
+	size = (size_t)st.st_size;
+	n = read_full(fd, head, size < sizeof(head) ? size : sizeof(head));
+	if (n < 0)
+		goto read_error;
+	if (check_header(head, (size_t)n, err, errlen) != OK) {
+		close(fd);
+		return -1;
+	}
+	/* One byte more than the size to see a file that grew meanwhile. */
+	buf = malloc(size + 1);
+	if (!buf) {
+		close(fd);
+		set_err(err, errlen, "out of memory reading %zu bytes", size);
+		return -1;
+	}
+	memcpy(buf, head, (size_t)n);
+	len = (size_t)n;
+	n = read_full(fd, buf + len, size + 1 - len);
+	if (n < 0)
+		goto read_error;
+	len += (size_t)n;
+	close(fd);
+	if (len > size) {
+		free(buf);
+		set_err(err, errlen, "the file grew while it was read (is it still being written?)");
 		return -1;
 	}
 	rc = wp_raw_read_mem(buf, len, out, info, err, errlen);
 	free(buf);
 	return rc;
+read_error:
+	rc = errno;
+	free(buf);
+	close(fd);
+	set_err(err, errlen, "cannot read: %s", strerror(rc));
+	return -1;
 }
 
 int wp_raw_read(const char *path, struct wp_profile *out, int *fatal_signal, char *err,

@@ -109,16 +109,25 @@ int main(int argc, char **argv)
 		free(out_alloc);
 		return fail("%s: %s", raw, err);
 	}
+	if (p.nr_samples == 0) {
+		/* one line either way */
+		wp_profile_free(&p);
+		if (info.nr_bad_samples || info.nr_bad_stacks)
+			rc = fail("%s: no usable samples: %zu samples and %zu stacks did not hold "
+				  "together (the dump was damaged, or the ring was being updated "
+				  "when the process died); %s not written",
+				  raw, info.nr_bad_samples, info.nr_bad_stacks, out);
+		else
+			rc = fail("%s: no samples in the dump; %s not written", raw, out);
+		free(out_alloc);
+		return rc;
+	}
 	if (info.nr_bad_samples || info.nr_bad_stacks)
 		fprintf(stderr,
 			PROG ": %s: dropped %zu samples and %zu stacks that did not hold together "
-			     "(the ring was being updated when the process died)\n",
+			     "(the dump was damaged, or the ring was being updated when the process "
+			     "died)\n",
 			raw, info.nr_bad_samples, info.nr_bad_stacks);
-	if (p.nr_samples == 0) {
-		wp_profile_free(&p);
-		free(out_alloc);
-		return fail("%s: no samples in the dump; %s not written", raw, out);
-	}
 	sym = wp_sym_open(p.modules, p.nr_modules);
 	if (!sym) {
 		wp_profile_free(&p);

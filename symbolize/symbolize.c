@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- small containers ---------------------------------------------------- */
@@ -191,6 +192,21 @@ struct mod {
 	size_t nr_cus;
 	int cus_tried;
 	struct map cu_map; /* CU DIE offset -> struct cu (arena) */
+	struct mod *host;  /* READY without a session: an earlier module of the same
+	                      file whose session it uses (see share_session), */
+	uint64_t host_delta; /* at addresses shifted by this */
+	struct share *share; /* a session's identity, when other modules may share it */
+};
+
+/* What makes two modules' sessions interchangeable: the same file (its
+ * build-id, or its inode when it has none) reported at the same place
+ * relative to the recorded bias; `base` is where it was reported. */
+struct share {
+	uint64_t lo, hi; /* reported extent minus the recorded bias */
+	uint64_t dev, ino;
+	uint32_t id_len;
+	unsigned char id[WP_BUILD_ID_MAX];
+	uint64_t base;
 };
 
 /* A cached lookup. */
@@ -205,10 +221,15 @@ struct res {
 struct wp_sym {
 	struct mod *mods;
 	size_t nr_mods;
-	size_t *order;     /* module indexes sorted by start */
-	uint64_t *max_end; /* max end over order[0..i], to stop overlap scans */
+	/* The address space cut at every module's start and end: segment i is
+	 * [seg_start[i], seg_start[i + 1]) (the last one unbounded), and
+	 * seg_mod[i] the module find_module picks there, or -1. */
+	uint64_t *seg_start;
+	int *seg_mod;
+	size_t nr_segs;
 	struct map cache;  /* address -> struct res (arena) */
 	struct map names;  /* mangled string pointer -> demangled string or &no_name */
+	struct map shared; /* hash of a struct share -> the module holding that session */
 	struct arena arena;
 	Dwarf_Die *chain; /* scratch: subprogram then inlined subroutines, outer first */
 	size_t chain_cap;
@@ -331,7 +352,7 @@ static int trusted(const struct mod *md)
 	return ((hi + pg - 1) & ~(pg - 1)) == ((md->m.end + pg - 1) & ~(pg - 1));
 }
 
-static void open_module(struct wp_sym *s, struct mod *md)
+static void open_session(struct wp_sym *s, struct mod *md)
 {
 	md->state = MOD_NONE;
 	int vdso = !!(md->m.flags & WP_MOD_VDSO);
@@ -372,6 +393,86 @@ static void open_module(struct wp_sym *s, struct mod *md)
 		md->state = MOD_READY;
 	else
 		unreport(md);
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+/* Fills `sh` for a READY module; returns its hash, or 0 when the session
+ * is not to be shared (no file name to tell it by, an odd build-id). */
+static uint64_t share_key(const struct mod *md, struct share *sh)
+{
+	Dwarf_Addr lo, hi;
+	const char *mainfile = NULL;
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	struct stat st;
+	memset(sh, 0, sizeof(*sh));
+	if (!dwfl_module_info(md->dm, NULL, &lo, &hi, NULL, NULL, &mainfile, NULL))
+		return 0;
+	int n = dwfl_module_build_id(md->dm, &bits, &vaddr);
+	if (n > WP_BUILD_ID_MAX)
+		return 0;
+	if (n > 0) {
+		sh->id_len = (uint32_t)n;
+		memcpy(sh->id, bits, (size_t)n);
+	} else if (mainfile && stat(mainfile, &st) == 0) {
+		sh->dev = st.st_dev;
+		sh->ino = st.st_ino;
+	} else {
+		return 0;
+	}
+	sh->lo = lo - md->m.bias;
+	sh->hi = hi - md->m.bias;
+	sh->base = lo;
+	uint64_t h = 0xcbf29ce484222325ULL;
+	h = fnv(h, &sh->lo, sizeof(sh->lo));
+	h = fnv(h, &sh->hi, sizeof(sh->hi));
+	h = fnv(h, &sh->dev, sizeof(sh->dev));
+	h = fnv(h, &sh->ino, sizeof(sh->ino));
+	h = fnv(h, sh->id, sh->id_len);
+	return h ? h : 1;
+}
+
+/* A module of a file another module already opened uses that session:
+ * the symbols and DWARF of one file are loaded once, however many times a
+ * raw dump names it (a crafted one naming libc 500 times made 500 copies
+ * of its debug information, 8 GB). */
+static void share_session(struct wp_sym *s, struct mod *md)
+{
+	struct share sh;
+	uint64_t h = share_key(md, &sh);
+	if (!h)
+		return;
+	struct mod *host = map_get(&s->shared, h);
+	if (host) {
+		const struct share *o = host->share;
+		if (o->lo == sh.lo && o->hi == sh.hi && o->dev == sh.dev && o->ino == sh.ino &&
+		    o->id_len == sh.id_len && !memcmp(o->id, sh.id, sh.id_len)) {
+			unreport(md);
+			md->host = host;
+			md->host_delta = o->base - sh.base;
+		}
+		return; /* a hash collision keeps its own session */
+	}
+	md->share = arena_alloc(&s->arena, sizeof(*md->share));
+	if (!md->share)
+		return;
+	*md->share = sh;
+	if (map_put(&s->shared, h, md) < 0)
+		md->share = NULL;
+}
+
+static void open_module(struct wp_sym *s, struct mod *md)
+{
+	open_session(s, md);
+	if (md->state == MOD_READY)
+		share_session(s, md);
 }
 
 /* Among aliases, the name people call: fewest leading underscores, so
@@ -461,33 +562,20 @@ static const struct fsym *find_sym(struct mod *md, uint64_t addr)
 }
 
 /* The module containing addr; overlaps (a library dlclose'd and another
- * mapped there) prefer the loaded one, then the lower index. */
+ * mapped there) prefer the loaded one, then the lower index. Decided once
+ * per segment by wp_sym_open: a binary search, however the modules overlap
+ * (a scan of the overlapping ones made a crafted raw dump quadratic). */
 static int find_module(const struct wp_sym *s, uint64_t addr)
 {
-	size_t lo = 0, hi = s->nr_mods;
+	size_t lo = 0, hi = s->nr_segs;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (s->mods[s->order[mid]].m.start <= addr)
+		if (s->seg_start[mid] <= addr)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	int best = -1;
-	for (size_t j = lo; j-- > 0 && s->max_end[j] > addr;) {
-		size_t i = s->order[j];
-		const struct wp_module *m = &s->mods[i].m;
-		if (addr < m->start || addr >= m->end)
-			continue;
-		if (best < 0) {
-			best = (int)i;
-			continue;
-		}
-		int bu = !!(s->mods[best].m.flags & WP_MOD_UNLOADED);
-		int iu = !!(m->flags & WP_MOD_UNLOADED);
-		if (iu < bu || (iu == bu && (int)i < best))
-			best = (int)i;
-	}
-	return best;
+	return lo ? s->seg_mod[lo - 1] : -1;
 }
 
 /* ---- DWARF ---------------------------------------------------------------- */
@@ -943,12 +1031,106 @@ static int resolve_frames(struct wp_sym *s, struct mod *md, uint64_t addr, struc
 
 /* ---- API ------------------------------------------------------------------ */
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 static int order_cmp(const void *a, const void *b, void *arg)
 {
 	const struct mod *mods = arg;
 	uint64_t x = mods[*(const size_t *)a].m.start;
 	uint64_t y = mods[*(const size_t *)b].m.start;
 	return x < y ? -1 : x > y;
+}
+
+/* find_module's preference: loaded before unloaded, then the lower index. */
+static int mod_before(const struct wp_sym *s, size_t a, size_t b)
+{
+	int ua = !!(s->mods[a].m.flags & WP_MOD_UNLOADED);
+	int ub = !!(s->mods[b].m.flags & WP_MOD_UNLOADED);
+	return ua != ub ? ua < ub : a < b;
+}
+
+/* Sifts heap[i] down (a binary min-heap of n module indexes by mod_before). */
+static void heap_down(const struct wp_sym *s, size_t *heap, size_t n, size_t i)
+{
+	for (;;) {
+		size_t c = 2 * i + 1, t;
+		if (c >= n)
+			return;
+		if (c + 1 < n && mod_before(s, heap[c + 1], heap[c]))
+			c++;
+		if (!mod_before(s, heap[c], heap[i]))
+			return;
+		t = heap[c];
+		heap[c] = heap[i];
+		heap[i] = t;
+		i = c;
+	}
+}
+
+static void heap_push(const struct wp_sym *s, size_t *heap, size_t *n, size_t v)
+{
+	size_t i = (*n)++;
+	heap[i] = v;
+	while (i > 0 && mod_before(s, heap[i], heap[(i - 1) / 2])) {
+		size_t p = (i - 1) / 2, t = heap[p];
+		heap[p] = heap[i];
+		heap[i] = t;
+		i = p;
+	}
+}
+
+/* The segments of find_module: the sorted distinct starts and ends of all
+ * non-empty modules; over each segment the same modules contain every
+ * address, so one sweep with a heap of the modules begun (those that ended
+ * are dropped when they come to the top) gives each segment's pick.
+ * O(n log n) time, O(n) memory. Returns 0, or -1 on out of memory. */
+static int build_segments(struct wp_sym *s)
+{
+	size_t n = s->nr_mods, nb = 0, k = 0, nh = 0;
+	size_t *order = malloc((n + 1) * sizeof(*order));
+	size_t *heap = malloc((n + 1) * sizeof(*heap));
+	s->seg_start = malloc((2 * n + 1) * sizeof(*s->seg_start));
+	s->seg_mod = malloc((2 * n + 1) * sizeof(*s->seg_mod));
+	if (!order || !heap || !s->seg_start || !s->seg_mod) {
+		free(order);
+		free(heap);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct wp_module *m = &s->mods[i].m;
+		if (m->start >= m->end)
+			continue; /* contains no address */
+		order[k++] = i;
+		s->seg_start[nb++] = m->start;
+		s->seg_start[nb++] = m->end;
+	}
+	qsort_r(order, k, sizeof(*order), order_cmp, s->mods);
+	qsort(s->seg_start, nb, sizeof(*s->seg_start), cmp_u64);
+	size_t ns = 0, next = 0;
+	for (size_t i = 0; i < nb; i++) {
+		uint64_t b = s->seg_start[i];
+		if (ns && s->seg_start[ns - 1] == b)
+			continue; /* a duplicate boundary */
+		while (next < k && s->mods[order[next]].m.start <= b)
+			heap_push(s, heap, &nh, order[next++]);
+		while (nh && s->mods[heap[0]].m.end <= b) {
+			heap[0] = heap[--nh];
+			heap_down(s, heap, nh, 0);
+		}
+		int pick = nh ? (int)heap[0] : -1;
+		if (ns && s->seg_mod[ns - 1] == pick)
+			continue; /* the same pick as the segment before: one segment */
+		s->seg_start[ns] = b;
+		s->seg_mod[ns++] = pick;
+	}
+	s->nr_segs = ns;
+	free(order);
+	free(heap);
+	return 0;
 }
 
 struct wp_sym *wp_sym_open(const struct wp_module *mods, size_t nr_mods)
@@ -958,9 +1140,7 @@ struct wp_sym *wp_sym_open(const struct wp_module *mods, size_t nr_mods)
 		return NULL;
 	s->callbacks = wp_sym_callbacks();
 	s->mods = calloc(nr_mods ? nr_mods : 1, sizeof(*s->mods));
-	s->order = calloc(nr_mods ? nr_mods : 1, sizeof(*s->order));
-	s->max_end = calloc(nr_mods ? nr_mods : 1, sizeof(*s->max_end));
-	if (!s->mods || !s->order || !s->max_end)
+	if (!s->mods)
 		goto oom;
 	s->nr_mods = nr_mods;
 	for (size_t i = 0; i < nr_mods; i++) {
@@ -971,13 +1151,9 @@ struct wp_sym *wp_sym_open(const struct wp_module *mods, size_t nr_mods)
 			md->m.build_id_len = 0;
 		if (mods[i].path && !(md->m.path = strdup(mods[i].path)))
 			goto oom;
-		s->order[i] = i;
 	}
-	qsort_r(s->order, nr_mods, sizeof(*s->order), order_cmp, s->mods);
-	for (size_t j = 0; j < nr_mods; j++) {
-		uint64_t e = s->mods[s->order[j]].m.end;
-		s->max_end[j] = j && s->max_end[j - 1] > e ? s->max_end[j - 1] : e;
-	}
+	if (build_segments(s) < 0)
+		goto oom;
 	return s;
 oom:
 	wp_sym_close(s);
@@ -999,7 +1175,10 @@ static struct res *resolve(struct wp_sym *s, uint64_t addr)
 	r->offset = addr - md->m.start;
 	if (md->state == MOD_UNTRIED)
 		open_module(s, md);
-	if (md->state == MOD_READY && resolve_frames(s, md, addr, r) < 0)
+	if (md->state != MOD_READY)
+		return r;
+	/* a shared session: the same place in the host's report of the file */
+	if (resolve_frames(s, md->host ? md->host : md, addr + md->host_delta, r) < 0)
 		return NULL;
 	return r;
 }
@@ -1045,10 +1224,11 @@ void wp_sym_close(struct wp_sym *s)
 			free(s->names.vals[j]);
 	map_free(&s->names);
 	map_free(&s->cache);
+	map_free(&s->shared);
 	arena_free(&s->arena);
 	free(s->chain);
-	free(s->order);
-	free(s->max_end);
+	free(s->seg_start);
+	free(s->seg_mod);
 	free(s->mods);
 	free(s);
 }
