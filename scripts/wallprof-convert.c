@@ -122,6 +122,14 @@ int main(int argc, char **argv)
 		free(out_alloc);
 		return rc;
 	}
+	if (!wp_profile_sentry_ok(&p)) {
+		rc = fail("%s: %zu sample%s, fewer than 2 on every thread: Sentry would reject the "
+			  "profile (NotEnoughSamples); %s not written",
+			  raw, p.nr_samples, p.nr_samples == 1 ? "" : "s", out);
+		wp_profile_free(&p);
+		free(out_alloc);
+		return rc;
+	}
 	if (info.nr_bad_samples || info.nr_bad_stacks)
 		fprintf(stderr,
 			PROG ": %s: dropped %zu samples and %zu stacks that did not hold together "

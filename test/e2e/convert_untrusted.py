@@ -197,10 +197,11 @@ def tests(rt):
                 r"no usable samples: 8192 samples and 8192 stacks did not hold together",
                 "8192 stacks spanning the whole arena")
 
-        # one disjoint stack among them: converted, with one warning line,
+        # one disjoint stack among them, sampled twice (a Sentry profile
+        # needs two samples on a thread): converted, with one warning line,
         # the JSON within the bound
         stacks = [(0, nw)] * (nst - 1) + [(nw, 64)]
-        ring = ring_payload([(1000 + i, 7, i) for i in range(nst)],
+        ring = ring_payload([(1000 + i, 7, i) for i in range(nst)] + [(1000 + nst, 7, nst - 1)],
                             [0x401000 + 16 * i for i in range(nw)],
                             stacks, list(range(nw)) + list(range(64)))
         data = dump([(b"/bin/true", 0x400000, 0x800000)], ring)
@@ -214,7 +215,7 @@ def tests(rt):
         check(size <= JSON_BOUND[0] * len(data) + JSON_BOUND[1],
               "%d bytes of JSON from a %d-byte dump" % (size, len(data)))
         prof = rt.load_profile(json_path)
-        check(len(rt.profile_part(prof)["samples"]) == 1, "not the one good sample")
+        check(len(rt.profile_part(prof)["samples"]) == 2, "not the two samples of the good stack")
 
     def test_module_path_budget(tmp):
         """A 4 KB module path of control characters (6 bytes of JSON each)
