@@ -2,7 +2,8 @@
 terminating signal (and core dump) is the one without the profiler, and the
 promised profile is written: JSON for normal ends (return, exit from another
 thread, _exit, _Exit, pthread_exit from main, exec), a raw dump that
-build/wallprof-convert turns into a profile for deaths by signal."""
+build/wallprof-convert turns into a profile for deaths by signal, also on
+a Rust-sized 8 KiB alternate signal stack (test/progs/altstack_abort.c)."""
 
 import json
 import os
@@ -123,7 +124,7 @@ def tests(rt):
         check(os.path.exists(path), "the raw dump %s named on stderr does not exist" % path)
         return path
 
-    def convert(tmp, raw):
+    def convert(tmp, raw, work_fn="wpt_exit_work", min_samples=20):
         check(os.access(convert_bin, os.X_OK), "build/wallprof-convert not built")
         out = os.path.join(tmp, "converted.json")
         try:
@@ -136,8 +137,9 @@ def tests(rt):
             p.returncode, p.stderr.decode(errors="replace").strip()[-300:]))
         obj = rt.load_profile(out)
         rt.check_valid(obj, "converted profile")
-        n = len(fn_samples(obj, "wpt_exit_work"))
-        check(n >= 20, "the converted profile has %d wpt_exit_work samples (want >= 20)" % n)
+        n = len(fn_samples(obj, work_fn))
+        check(n >= min_samples, "the converted profile has %d %s samples (want >= %d)"
+              % (n, work_fn, min_samples))
         return obj
 
     def death(tmp, mode, sig):
@@ -150,6 +152,57 @@ def tests(rt):
 
     def test_segv(tmp):
         death(tmp, "segv", signal.SIGSEGV)
+
+    # ---- deaths on a small alternate signal stack (test/progs/altstack_abort.c) ----
+
+    def altstack_death(tmp, mode, sig):
+        """Both threads have an 8 KiB sigaltstack above a guard page, as Rust
+        gives every thread; our fatal handler (SA_ONSTACK) runs on it, below
+        the kernel's signal frame (3.3 KiB with AVX-512). If the fatal path
+        needs more than what is left, the death is a SIGSEGV, with no dump."""
+        r = run_pair(tmp, [rt.prog("altstack_abort"), mode], -sig)
+        convert(tmp, raw_dump(tmp, r), "wpt_altstack_work", 10)
+        no_partial_files(tmp)
+
+    def test_altstack_abort(tmp):
+        altstack_death(tmp, "abort", signal.SIGABRT)
+
+    def test_altstack_segv(tmp):
+        altstack_death(tmp, "segv", signal.SIGSEGV)
+
+    def test_altstack_thread_abort(tmp):
+        altstack_death(tmp, "thread_abort", signal.SIGABRT)
+
+    def test_altstack_thread_segv(tmp):
+        altstack_death(tmp, "thread_segv", signal.SIGSEGV)
+
+    ALTSTACK_BUDGET = 2048  # bytes our fatal handler may use, the kernel's frame aside
+
+    def test_altstack_depth(tmp):
+        """How deep the fatal path goes: the dying thread's alternate stack
+        is 64 KiB of a shared file painted with 0xa5 (altstack_abort with
+        PAINT_FILE), read back after the death. What lies below the kernel's
+        signal frame (measured by the program) is our handler's."""
+        paint = os.path.join(tmp, "altstack.paint")
+        r = rt.run_bounded([rt.prog("altstack_abort"), "abort", paint], tmp,
+                           timeout=EXIT_TIMEOUT)
+        check(r.rc == -signal.SIGABRT, "altstack_abort abort PAINT_FILE ended with %s (%s)"
+              % (r.rc, r.describe()))
+        m = re.search(r"^frame (\d+)$", r.stdout, re.M)
+        check(m, "altstack_abort printed no frame size: %r" % r.stdout)
+        frame = int(m.group(1))
+        with open(paint, "rb") as f:
+            data = f.read()
+        check(len(data) == 65536 and 0 < frame < 32768,
+              "paint file of %d bytes, kernel frame %d" % (len(data), frame))
+        low = len(data) - len(data.lstrip(b"\xa5"))
+        used = len(data) - low - frame
+        raw_dump(tmp, r)
+        note("fatal path: %d bytes of stack below the kernel's %d-byte signal frame"
+             % (used, frame))
+        check(used <= ALTSTACK_BUDGET, "the fatal handler used %d bytes of stack below the "
+              "kernel's %d-byte signal frame (budget %d): an 8 KiB sigaltstack leaves "
+              "%d" % (used, frame, ALTSTACK_BUDGET, 8192 - frame))
 
     def killed_run(tmp, preload):
         """h_exits sigterm: SIGTERM once it printed "ready"; returns a Run."""
@@ -267,5 +320,10 @@ def tests(rt):
         ("exit_abort_raw", test_abort),
         ("exit_segv_raw", test_segv),
         ("exit_sigterm_raw", test_sigterm),
+        ("exit_altstack_abort", test_altstack_abort),
+        ("exit_altstack_segv", test_altstack_segv),
+        ("exit_altstack_thread_abort", test_altstack_thread_abort),
+        ("exit_altstack_thread_segv", test_altstack_thread_segv),
+        ("exit_altstack_depth", test_altstack_depth),
         ("exit_core_dump", test_core_dump),
     ]
