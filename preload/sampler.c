@@ -2344,7 +2344,8 @@ static void raw_dump(int sig)
  * the stack), 11.1 KiB when a libc function on the way was still unbound
  * (the loader's lazy binding saves the vector registers on the stack); now
  * 496 bytes: the big items are in `fatal`, and files are opened and written
- * with system calls. */
+ * with system calls. The library is linked with -z now, so that no libc
+ * function is ever bound on this path. */
 /* async-signal-safe */
 static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
 {
