@@ -2372,7 +2372,11 @@ static int install_fatal_one(int sig)
 	memset(&act, 0, sizeof(act));
 	act.sa_sigaction = on_fatal_signal;
 	act.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-	sigemptyset(&act.sa_mask);
+	/* Every signal waits while it runs (then the process is gone): no
+	 * handler lands on top of it on a small alternate stack, ours for
+	 * sampling least of all (the unwinder needs 8 KiB). A fault in it
+	 * still kills, by that signal: the kernel unblocks it. */
+	sigfillset(&act.sa_mask);
 	return __sigaction(sig, &act, NULL);
 }
 

@@ -177,6 +177,13 @@ def tests(rt):
     def test_altstack_thread_segv(tmp):
         altstack_death(tmp, "thread_segv", signal.SIGSEGV)
 
+    def test_altstack_pending_abort(tmp):
+        """SIGABRT and the sampler's signal delivered together (the one
+        pending when the other comes): SIGABRT's handler must hold the
+        sampling signal back, else that handler runs on top of it on the
+        alternate stack and overflows it."""
+        altstack_death(tmp, "pending_abort", signal.SIGABRT)
+
     ALTSTACK_BUDGET = 2048  # bytes our fatal handler may use, the kernel's frame aside
 
     def test_altstack_depth(tmp):
@@ -356,6 +363,7 @@ def tests(rt):
         ("exit_altstack_segv", test_altstack_segv),
         ("exit_altstack_thread_abort", test_altstack_thread_abort),
         ("exit_altstack_thread_segv", test_altstack_thread_segv),
+        ("exit_altstack_pending_abort", test_altstack_pending_abort),
         ("exit_altstack_depth", test_altstack_depth),
         ("exit_altstack_bind_now", test_altstack_bind_now),
         ("exit_core_dump", test_core_dump),

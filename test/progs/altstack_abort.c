@@ -5,6 +5,13 @@
  *   segv          main stores through a null pointer
  *   thread_abort  the second thread calls abort() (main waits in pthread_join)
  *   thread_segv   the second thread stores through a null pointer
+ *   pending_abort main blocks every signal (a raw rt_sigprocmask, which the
+ *                 preload cannot see), works until a signal is pending (the
+ *                 sampler's; 0.15 s at most), sends itself SIGABRT and
+ *                 unblocks both at once: SIGABRT's handler and whatever the
+ *                 pending one's handler is (unless SIGABRT's blocks it) are
+ *                 delivered together, the second on top of the first on the
+ *                 alternate stack
  * The main thread and a second thread each install an 8 KiB alternate
  * signal stack (ss_size = 8192) with a PROT_NONE page below it, and each
  * spins in wpt_altstack_work for 0.3 s before the one named dies.
@@ -24,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -109,6 +117,38 @@ static void alt_stack(int paint)
 	}
 }
 
+/* A system call straight to the kernel: the preload keeps its sampling
+ * signal unblocked through libc's mask functions and syscall(). */
+static long raw4(long nr, long a, long b, long c, long d)
+{
+	register long r10 __asm__("r10") = d;
+	long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+static void pending_abort(void)
+{
+	uint64_t all = ~0ull, old = 0, pending = 0;
+	double give_up;
+
+	say("main: pending abort");
+	raw4(SYS_rt_sigprocmask, SIG_BLOCK, (long)&all, (long)&old, 8);
+	give_up = now_s() + 0.15;
+	do
+		wpt_altstack_work(0.002);
+	while (now_s() < give_up && raw4(SYS_rt_sigpending, (long)&pending, 8, 0, 0) == 0 &&
+	       !pending);
+	raw4(SYS_tgkill, getpid(), raw4(SYS_gettid, 0, 0, 0, 0), SIGABRT, 0);
+	raw4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, 8);
+	say("not reached");
+	exit(1);
+}
+
 static void end(const char *who)
 {
 	char line[64];
@@ -141,9 +181,9 @@ int main(int argc, char **argv)
 	pthread_t t;
 
 	if (strcmp(mode, "abort") && strcmp(mode, "segv") && strcmp(mode, "thread_abort") &&
-	    strcmp(mode, "thread_segv")) {
-		fprintf(stderr, "usage: altstack_abort abort|segv|thread_abort|thread_segv "
-				"[PAINT_FILE]\n");
+	    strcmp(mode, "thread_segv") && strcmp(mode, "pending_abort")) {
+		fprintf(stderr, "usage: altstack_abort abort|segv|thread_abort|thread_segv|"
+				"pending_abort [PAINT_FILE]\n");
 		return 2;
 	}
 	thread_dies = !strncmp(mode, "thread_", 7);
@@ -153,6 +193,8 @@ int main(int argc, char **argv)
 	if (pthread_create(&t, NULL, second, NULL) != 0)
 		die("pthread_create");
 	wpt_altstack_work(0.3);
+	if (!strcmp(mode, "pending_abort"))
+		pending_abort();
 	if (!thread_dies)
 		end("main");
 	pthread_join(t, NULL);
