@@ -1,14 +1,17 @@
 /* raw (writer): the raw dump of a dying process, written from a fatal-signal
  * handler. Everything here is async-signal-safe: no allocation, no stdio, no
- * locks; only write(2), clock_gettime(2) and memcpy on caller memory. The
- * layout is documented in raw.h; the reader is raw_read.c. */
+ * locks; only write(2) (a raw system call: in the preloaded library, libc's
+ * name would reach our own wrapper), clock_gettime(2) and memcpy on caller
+ * memory. The layout is documented in raw.h; the reader is raw_read.c. */
 #include <errno.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "raw.h"
 #include "../preload/ring.h"
+#include "../preload/sys.h"
 
 _Static_assert(sizeof(struct wp_counters) % 8 == 0, "wp_counters is a run of u64");
 _Static_assert(sizeof(((struct wp_thread *)0)->name) == 16, "thread names are 16 bytes");
@@ -17,13 +20,15 @@ int wp_raw_fail_write_at;
 
 /* ---- checksum ---------------------------------------------------------- */
 
+/* async-signal-safe */
 static uint64_t rotl64(uint64_t x, unsigned r)
 {
 	return (x << r) | (x >> (64 - r));
 }
 
 /* Each step is a bijection of h for a fixed word and of the word for a
- * fixed h, so a change confined to one word always changes the result. */
+ * fixed h, so a change confined to one word always changes the result.
+ * async-signal-safe */
 static void sum_word(struct wp_raw_sum *s, uint64_t w)
 {
 	s->h = rotl64(s->h ^ (w * 0x9e3779b97f4a7c15ull), 29) * 0xbf58476d1ce4e5b9ull +
@@ -97,6 +102,7 @@ uint64_t wp_raw_checksum(const void *p, size_t n)
 
 /* ---- buffered, section-framing writer ----------------------------------- */
 
+/* async-signal-safe */
 static int write_all(int fd, const unsigned char *p, size_t n)
 {
 	while (n > 0) {
@@ -106,7 +112,7 @@ static int write_all(int fd, const unsigned char *p, size_t n)
 			errno = ENOSPC;
 			return -1;
 		}
-		w = write(fd, p, n);
+		w = wp_syscall(SYS_write, fd, p, n);
 		if (w > 0) {
 			p += w;
 			n -= (size_t)w;
@@ -119,7 +125,8 @@ static int write_all(int fd, const unsigned char *p, size_t n)
 	return 0;
 }
 
-/* Adds the bytes buffered since the last call to the open section's sum. */
+/* Adds the bytes buffered since the last call to the open section's sum.
+ * async-signal-safe */
 static void settle(struct wp_raw_out *o)
 {
 	if (o->in_section)
@@ -127,6 +134,7 @@ static void settle(struct wp_raw_out *o)
 	o->sum_from = o->len;
 }
 
+/* async-signal-safe */
 static void drain(struct wp_raw_out *o)
 {
 	settle(o);
@@ -136,6 +144,7 @@ static void drain(struct wp_raw_out *o)
 	o->sum_from = 0;
 }
 
+/* async-signal-safe */
 static void put(struct wp_raw_out *o, const void *p, size_t n)
 {
 	const unsigned char *s = p;
@@ -153,7 +162,8 @@ static void put(struct wp_raw_out *o, const void *p, size_t n)
 	}
 }
 
-/* Accounts `n` payload bytes against the open section. */
+/* Accounts `n` payload bytes against the open section.
+ * async-signal-safe */
 static int take(struct wp_raw_out *o, size_t n)
 {
 	if (o->failed)
@@ -268,7 +278,8 @@ int wp_raw_out_flush(struct wp_raw_out *o)
 
 /* ---- the dump ------------------------------------------------------------ */
 
-/* Length of `s` up to `max` bytes, reading no byte past a NUL. */
+/* Length of `s` up to `max` bytes, reading no byte past a NUL.
+ * async-signal-safe */
 static size_t bounded_len(const char *s, size_t max)
 {
 	size_t n = 0;
@@ -281,7 +292,8 @@ static size_t bounded_len(const char *s, size_t max)
 }
 
 /* Writes exactly `len` bytes of `s`: stops at a NUL that appeared since the
- * length was taken (the string may be changing) and pads with zeros. */
+ * length was taken (the string may be changing) and pads with zeros.
+ * async-signal-safe */
 static void put_str(struct wp_raw_out *o, const char *s, size_t len)
 {
 	size_t n = 0;
@@ -295,6 +307,7 @@ static void put_str(struct wp_raw_out *o, const char *s, size_t len)
 #define META_FIXED 56 /* META payload before the command line */
 #define MODL_FIXED 104
 
+/* async-signal-safe */
 static void put_meta(struct wp_raw_out *o, const struct wp_raw_meta *m)
 {
 	struct timespec ts;
@@ -321,6 +334,7 @@ static void put_meta(struct wp_raw_out *o, const struct wp_raw_meta *m)
 	wp_raw_sec_end(o); /* a NULL meta is all zeros */
 }
 
+/* async-signal-safe */
 static void put_module(struct wp_raw_out *o, const struct wp_module *m)
 {
 	uint32_t blen = m->build_id_len <= WP_BUILD_ID_MAX ? m->build_id_len : WP_BUILD_ID_MAX;
@@ -346,6 +360,16 @@ int wp_raw_write(int fd, const struct wp_raw_meta *meta, const struct wp_ring *r
 		 size_t nr_threads, const struct wp_counters *ctr)
 {
 	struct wp_raw_out o;
+
+	return wp_raw_write_out(&o, fd, meta, ring, mods, nr_mods, threads, nr_threads, ctr);
+}
+
+/* async-signal-safe */
+int wp_raw_write_out(struct wp_raw_out *o, int fd, const struct wp_raw_meta *meta,
+		     const struct wp_ring *ring, const struct wp_module *mods, size_t nr_mods,
+		     const struct wp_thread *threads, size_t nr_threads,
+		     const struct wp_counters *ctr)
+{
 	uint32_t v;
 	uint64_t end_off;
 	size_t i;
@@ -354,44 +378,44 @@ int wp_raw_write(int fd, const struct wp_raw_meta *meta, const struct wp_ring *r
 		nr_mods = mods ? WP_RAW_MAX_MODULES : 0;
 	if (!threads || nr_threads > WP_RAW_MAX_THREADS)
 		nr_threads = threads ? WP_RAW_MAX_THREADS : 0;
-	wp_raw_out_init(&o, fd);
-	wp_raw_out_bytes(&o, WP_RAW_MAGIC, 8);
+	wp_raw_out_init(o, fd);
+	wp_raw_out_bytes(o, WP_RAW_MAGIC, 8);
 	v = WP_RAW_VERSION;
-	wp_raw_out_bytes(&o, &v, sizeof(v));
+	wp_raw_out_bytes(o, &v, sizeof(v));
 	v = WP_RAW_BYTE_ORDER;
-	wp_raw_out_bytes(&o, &v, sizeof(v));
+	wp_raw_out_bytes(o, &v, sizeof(v));
 
-	put_meta(&o, meta);
+	put_meta(o, meta);
 
-	wp_raw_sec_begin(&o, WP_RAW_TAG_CTRS, 1, 8 + sizeof(struct wp_counters));
-	wp_raw_out_u32(&o, sizeof(struct wp_counters) / 8);
-	wp_raw_out_u32(&o, 0);
+	wp_raw_sec_begin(o, WP_RAW_TAG_CTRS, 1, 8 + sizeof(struct wp_counters));
+	wp_raw_out_u32(o, sizeof(struct wp_counters) / 8);
+	wp_raw_out_u32(o, 0);
 	if (ctr)
-		wp_raw_out_bytes(&o, ctr, sizeof(*ctr));
-	wp_raw_sec_end(&o);
+		wp_raw_out_bytes(o, ctr, sizeof(*ctr));
+	wp_raw_sec_end(o);
 
-	for (i = 0; i < nr_mods && !o.failed; i++)
-		put_module(&o, &mods[i]);
+	for (i = 0; i < nr_mods && !o->failed; i++)
+		put_module(o, &mods[i]);
 
-	wp_raw_sec_begin(&o, WP_RAW_TAG_THRD, 1, 8 + (uint64_t)nr_threads * 40);
-	wp_raw_out_u32(&o, (uint32_t)nr_threads);
-	wp_raw_out_u32(&o, 0);
-	for (i = 0; i < nr_threads && !o.failed; i++) {
-		wp_raw_out_u32(&o, threads[i].tid);
-		wp_raw_out_bytes(&o, threads[i].name, 16);
-		wp_raw_out_u32(&o, 0);
-		wp_raw_out_u64(&o, threads[i].nr_signals);
-		wp_raw_out_u64(&o, threads[i].nr_samples);
+	wp_raw_sec_begin(o, WP_RAW_TAG_THRD, 1, 8 + (uint64_t)nr_threads * 40);
+	wp_raw_out_u32(o, (uint32_t)nr_threads);
+	wp_raw_out_u32(o, 0);
+	for (i = 0; i < nr_threads && !o->failed; i++) {
+		wp_raw_out_u32(o, threads[i].tid);
+		wp_raw_out_bytes(o, threads[i].name, 16);
+		wp_raw_out_u32(o, 0);
+		wp_raw_out_u64(o, threads[i].nr_signals);
+		wp_raw_out_u64(o, threads[i].nr_samples);
 	}
-	wp_raw_sec_end(&o);
+	wp_raw_sec_end(o);
 
-	wp_ring_raw_emit(ring, &o);
+	wp_ring_raw_emit(ring, o);
 
-	end_off = o.off;
-	wp_raw_sec_begin(&o, WP_RAW_TAG_END, 1, 16);
-	wp_raw_out_u64(&o, end_off);
-	wp_raw_out_u32(&o, o.nr_sections);
-	wp_raw_out_u32(&o, 0);
-	wp_raw_sec_end(&o);
-	return wp_raw_out_flush(&o);
+	end_off = o->off;
+	wp_raw_sec_begin(o, WP_RAW_TAG_END, 1, 16);
+	wp_raw_out_u64(o, end_off);
+	wp_raw_out_u32(o, o->nr_sections);
+	wp_raw_out_u32(o, 0);
+	wp_raw_sec_end(o);
+	return wp_raw_out_flush(o);
 }
