@@ -7,7 +7,11 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
+
+#include "sys.h"
 
 #include "tree.h"
 #include "wallprof.h"
@@ -85,6 +89,21 @@ static void log_line(int level, const char *kind, const char *path, unsigned lon
 	 * to the index, created if need be, never into the program's file. */
 	if (record || (speak && !shown))
 		wp_tree_record(kind, path, lost, buf + 10, len - 10, speak && !shown);
+	errno = saved;
+}
+
+/* async-signal-safe (from a thread of the program's, where fd 2 is direct) */
+void wp_log_raw(int level, const char *kind, const char *path, const char *msg, size_t len)
+{
+	int saved = errno, shown = 0, speak = level <= wp_log_level;
+	int record = !wp_tree_is_root() ? level <= WP_LOG_INFO :
+					  !strcmp(kind, "wrote") || !strcmp(kind, "short");
+	struct iovec v[3] = { { "wallprof: ", 10 }, { (void *)msg, len }, { "\n", 1 } };
+
+	if (speak && stderr_same(STDERR_FILENO))
+		shown = wp_syscall(SYS_writev, STDERR_FILENO, v, 3) > 0;
+	if (record || (speak && !shown))
+		wp_tree_record(kind, path, 0, msg, len, speak && !shown);
 	errno = saved;
 }
 

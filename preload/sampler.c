@@ -138,7 +138,7 @@ static void on_sample_signal(int sig, siginfo_t *si, void *uc);
 static void sampling_mask(sigset_t *m);
 static void reset_after_fork(void);
 static void freeze_forever(void);
-static void raw_dump(int sig);
+static void raw_dump(int sig, const char *what);
 static int in_program_handler(void);
 static int start_thread(pthread_t *t, void *(*fn)(void *));
 static void scan_threads(void);
@@ -2141,7 +2141,7 @@ static void stop_and_dump(const char *path, const char *exec_tag)
 	if (in_program_handler()) {
 		/* _exit, exit or exec from a signal handler: the thread may hold
 		 * malloc's lock, so only the raw dump (async-signal-safe). */
-		raw_dump(0);
+		raw_dump(0, path ? "exec" : "exit");
 		g.started = 0;
 		return;
 	}
@@ -2413,15 +2413,18 @@ static struct {
 } fatal;
 
 /* async-signal-safe */
-static void raw_dump(int sig)
+/* The raw dump, once per process (a second caller returns at once): `sig`
+ * the fatal signal, or 0 for an exit or exec (`what`) from a handler. */
+static void raw_dump(int sig, const char *what)
 {
+	static _Atomic int once;
 	struct wp_raw_meta *meta = &fatal.meta;
 	const char *path = g.raw_path, *abbrev = sigabbrev_np(sig);
 	char *line = fatal.line;
 	size_t n = 0, cap = sizeof(fatal.line);
 	int fd, rc = -1, i;
 
-	if (!g.started || getpid() != g.pid || !g.ring)
+	if (!g.started || getpid() != g.pid || !g.ring || atomic_exchange(&once, 1))
 		return;
 	atomic_store(&g.sampling, 0);
 	if (wp_syscall(SYS_gettid) != g.sampler_tid) {
@@ -2461,18 +2464,23 @@ static void raw_dump(int sig)
 		if (rc < 0)
 			wp_syscall(SYS_unlink, path);
 	}
-	if (wp_log_level < WP_LOG_ERROR || !wp_log_stderr_ok())
-		return;
-	n = put(line, n, cap, "wallprof: SIG");
-	n = put(line, n, cap, abbrev ? abbrev : "?");
+	if (sig) {
+		n = put(line, n, cap, "SIG");
+		n = put(line, n, cap, abbrev ? abbrev : "?");
+	} else {
+		n = put(line, n, cap, what);
+		n = put(line, n, cap, " from a signal handler");
+	}
 	if (rc == 0) {
 		n = put(line, n, cap, ": wrote raw profile ");
 		n = put(line, n, cap, path);
-		n = put(line, n, cap, " (convert it with wallprof-convert)\n");
+		n = put(line, n, cap, " (convert it with wallprof-convert)");
 	} else {
-		n = put(line, n, cap, ": could not write the raw profile\n");
+		n = put(line, n, cap, ": could not write the raw profile");
 	}
-	wp_syscall(SYS_write, STDERR_FILENO, line, n);
+	/* At error level, success too: the process is dying or leaving oddly. */
+	wp_log_raw(WP_LOG_ERROR, rc == 0 ? "wrote" : "error",
+		   rc == 0 ? path : NULL, line, n);
 }
 
 /* Stack the fatal path uses below the kernel's signal frame (3.3 KiB with
@@ -2487,14 +2495,12 @@ static void raw_dump(int sig)
 /* async-signal-safe */
 static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
 {
-	static _Atomic int once;
 	static const struct sigaction dfl = { .sa_handler = SIG_DFL };
 	int saved = errno;
 
 	(void)si;
 	(void)uc;
-	if (!atomic_exchange(&once, 1))
-		raw_dump(sig);
+	raw_dump(sig, NULL);
 	/* Die exactly as without us: default action, same signal, core dump
 	 * if enabled. The signal is blocked in here, so it hits on return
 	 * (a faulting instruction would also fault again). */

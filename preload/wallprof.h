@@ -82,6 +82,11 @@ void wp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 void wp_log_event(int level, const char *kind, const char *path, unsigned long long lost,
 		  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* wp_log for a signal handler: `msg` (no prefix, no newline) written with one
+ * system call, or recorded in the tree's index as wp_log_event would.
+ * async-signal-safe (on a thread of the program's) */
+void wp_log_raw(int level, const char *kind, const char *path, const char *msg, size_t len);
+
 /* In a fork()ed child: a descendant from now on (quiet unless WALLPROF_LOG
  * was set). async-signal-safe */
 void wp_log_forked(void);

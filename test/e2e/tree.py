@@ -168,7 +168,22 @@ def tests(rt):
         lines = index_lines(index)
         check(any(l[0] == str(r.pid) and l[1] == "wrote" for l in lines), "index: %s" % lines)
 
+    def test_tree_child_crash(tmp):
+        """A child dying of SIGSEGV: its raw dump is listed in the index, and
+        the parent reads the same (empty) stderr from it as without us."""
+        code = ("import subprocess, sys\n"
+                "r = subprocess.run(sys.argv[1:], stderr=subprocess.PIPE)\n"
+                "print('child rc', r.returncode, 'stderr', repr(r.stderr.decode()))\n")
+        r = pair(tmp, [PY, "-c", code, rt.prog("h_exits"), "segv"])
+        check("child rc -11" in r.stdout, "child: %r" % r.stdout)
+        lines, m = root_lines(r)
+        raws = [l for l in index_lines(m.group(4)) if l[1] == "wrote" and l[2].endswith(".raw")]
+        check(len(raws) == 1 and "SIGSEGV" in raws[0][4], "the child's raw dump in the index: "
+              "%s" % index_lines(m.group(4)))
+        check(os.path.exists(raws[0][2]), "%s is missing" % raws[0][2])
+
     return [("tree_child_stderr", test_tree_child_stderr),
+            ("tree_child_crash", test_tree_child_crash),
             ("tree_closed_stderr", test_tree_closed_stderr),
             ("tree_fork_child", test_tree_fork_child),
             ("tree_fallback_reported", test_tree_fallback_reported),
