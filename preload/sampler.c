@@ -543,6 +543,17 @@ void wp_slot_wait_unpinned(struct wp_slot *s)
 	errno = saved;
 }
 
+unsigned wp_test_enter_signal;
+
+/* async-signal-safe */
+void wp_test_enter_raise(void)
+{
+	int saved = errno;
+
+	wp_syscall(SYS_tgkill, wp_syscall(SYS_getpid), wp_syscall(SYS_gettid), wp_test_enter_signal);
+	errno = saved;
+}
+
 /* async-signal-safe */
 void wp_sampler_loader_enter(void)
 {
@@ -663,6 +674,12 @@ static void scan_threads(void)
 		}
 	}
 	close(fd);
+	if (g.cfg.test_scan_hold_us) {
+		struct timespec hold = { (time_t)(g.cfg.test_scan_hold_us / 1000000),
+					 (long)(g.cfg.test_scan_hold_us % 1000000) * 1000 };
+
+		wp_syscall(SYS_nanosleep, &hold, NULL);
+	}
 	hw = atomic_load(&g.hiwater);
 	for (i = 0; i < hw; i++) {
 		struct wp_slot *s = &g.slots[i];
@@ -1967,6 +1984,7 @@ void wp_sampler_start(void)
 		return;
 	g.pid = getpid();
 	g.uid = getuid();
+	wp_test_enter_signal = g.cfg.test_enter_signal;
 	if (alloc_state() < 0) {
 		wp_log(WP_LOG_ERROR, "cannot allocate the sample buffers (%s); profiling is off",
 		       strerror(errno));

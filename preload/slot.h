@@ -14,6 +14,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include "ring.h"
@@ -93,6 +94,12 @@ struct wp_slot *wp_slot_self(void);
  * async-signal-safe */
 void wp_slot_wait_unpinned(struct wp_slot *s);
 
+/* WALLPROF_TEST_ENTER_SIGNAL (tests only): a wrapped read() sends this
+ * signal to its own thread while it publishes (wp_test_enter_raise), so that
+ * a handler of the program's runs in the middle of it. */
+extern unsigned wp_test_enter_signal;
+void wp_test_enter_raise(void);
+
 /* Captures the caller's registers. Must be inlined into the frame that will
  * block, so that the published context describes a live frame.
  * async-signal-safe */
@@ -131,6 +138,8 @@ wp_block_enter(unsigned sysno, void *fn, uint32_t *seq)
 	s->blk_fn = (uint64_t)(uintptr_t)fn;
 	s->blk_foreign = atomic_load_explicit(&s->nr_foreign, memory_order_relaxed);
 	wp_regs_capture(&s->blk_regs);
+	if (__builtin_expect(wp_test_enter_signal != 0, 0) && sysno == SYS_read)
+		wp_test_enter_raise();
 	*seq = q + 1;
 	/* Release: the registers are visible before the odd sequence. */
 	atomic_store_explicit(&s->blk_seq, q + 1, memory_order_release);
