@@ -414,6 +414,74 @@ static void on_snapshot_signal(int sig, siginfo_t *si, void *uc)
 
 /* ---- slots ------------------------------------------------------------- */
 
+/* Forgets what the sampler knows about the slot's thread: its last stack,
+ * the ticks waiting for a signal, CPU time, stack bounds, blocking
+ * fingerprint, the scan that last listed it, its names entry. Part of
+ * slot_reset(); alone when the sampler starts over with the same threads
+ * (a failed exec). */
+static void slot_forget(struct wp_slot *s)
+{
+	s->t_ns = 0;
+	s->sampled_seq = 0;
+	s->cached_nr = 0;
+	s->cached_flags = 0;
+	s->cached_sysno = 0;
+	s->sig_sysno = 0;
+	s->nr_cached_ok = 0;
+	s->site_next = 0;
+	s->site_last = 0;
+	s->stk_gen = 0;
+	s->stk_tp = 0;
+	s->stk_lo = 0;
+	s->stk_hi = 0;
+	s->fp_sp = 0;
+	s->fp_pc = 0;
+	s->fp_nr = UINT64_MAX;
+	s->cpu_ns = 0;
+	s->nr_pend = 0;
+	s->scan = 0; /* not listed yet: no scan takes it for gone before one lists it */
+	s->name_idx = UINT32_MAX;
+	memset(&s->stk_ref, 0, sizeof(s->stk_ref));
+}
+
+/* Gives the slot to `tid` (0: nobody) with nothing of its earlier owners:
+ * every field a thread, the handler or the sampler keeps in it. The one
+ * reset for every change of hands (slot_claim, a forked child). The caller
+ * holds the slot (S_CLAIMED) or is the process's only thread.
+ * async-signal-safe */
+static void slot_reset(struct wp_slot *s, uint32_t tid)
+{
+	size_t i = (size_t)(s - g.slots);
+	uint32_t q = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
+
+	s->buf = g.bufs + i * g.buf_depth;
+	s->stk = g.stks + i * g.cfg.max_depth;
+	s->nr = 0;
+	s->uflags = 0;
+	/* Not in a call, at a sequence number no earlier owner holds: one that
+	 * still has the slot (it left a call by longjmp, or was taken for gone)
+	 * leaves it alone (wp_block_leave). */
+	atomic_store_explicit(&s->blk_seq, (q | 1) + 1, memory_order_relaxed);
+	atomic_store_explicit(&s->blk_pin, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->ours_seq, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->nr_foreign, 0, memory_order_relaxed);
+	s->blk_foreign = 0;
+	s->blk_sysno = 0;
+	s->blk_fn = 0;
+	atomic_store_explicit(&s->in_loader, 0, memory_order_relaxed);
+	memset(&s->blk_regs, 0, sizeof(s->blk_regs));
+	s->tp = 0;
+	atomic_store_explicit(&s->exiting, 0, memory_order_relaxed);
+	s->rst_seq = 0;
+	s->rst_pc = s->rst_nr = s->rst_sp = 0;
+	s->cut_seq = 0;
+	s->cut_ret = 0;
+	slot_forget(s);
+	atomic_store_explicit(&s->tid, tid, memory_order_relaxed);
+	/* A late handler or cookie of the earlier owner's sees a new generation. */
+	atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
+}
+
 /* Claims a free slot for `tid` and publishes it in the tid table. Used by
  * the sampler (threads found in /proc) and by threads themselves (first
  * wrapped call); lock-free, and the tid
@@ -435,24 +503,11 @@ static struct wp_slot *slot_claim(uint32_t tid)
 
 		if (!atomic_compare_exchange_strong(&s->state, &expect, S_CLAIMED))
 			continue;
-		s->buf = g.bufs + (size_t)i * g.buf_depth;
-		s->stk = g.stks + (size_t)i * g.cfg.max_depth;
-		atomic_store_explicit(&s->tid, tid, memory_order_relaxed);
-		atomic_store_explicit(&s->ours_seq, 0, memory_order_relaxed);
-		s->cut_seq = 0;
-		atomic_store_explicit(&s->in_loader, 0, memory_order_relaxed);
-		s->sampled_seq = 0;
-		s->nr_pend = 0;
-		memset(&s->stk_ref, 0, sizeof(s->stk_ref));
-		s->nr_cached_ok = 0;
-		s->cpu_ns = 0;
-		s->name_idx = UINT32_MAX;
-		s->tp = 0;
-		atomic_store_explicit(&s->exiting, 0, memory_order_relaxed);
-		atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
+		slot_reset(s, tid);
 		/* One slot per tid: whoever publishes first wins. */
 		want = i + 1;
 		if (!atomic_compare_exchange_strong(&g.tid_slot[tid], &cur, want)) {
+			atomic_store_explicit(&s->tid, 0, memory_order_relaxed);
 			atomic_store_explicit(&s->state, S_FREE, memory_order_release);
 			return cur ? &g.slots[cur - 1] : NULL;
 		}
@@ -1224,7 +1279,9 @@ static void prune_names(uint64_t now)
 	for (i = 0; i < hw; i++) {
 		struct wp_slot *s = &g.slots[i];
 
-		if (s->name_idx != UINT32_MAX)
+		/* A free slot's index is stale, and a thread claiming it now
+		 * resets it (slot_reset): not written here. */
+		if (atomic_load(&s->state) >= S_IDLE && s->name_idx != UINT32_MAX)
 			s->name_idx = map[s->name_idx];
 	}
 out:
@@ -1866,10 +1923,12 @@ static void reset_after_fork(void)
 		return;
 	}
 	/* Threads that survive (a failed exec restarts us with the program's
-	 * threads still there) get new entries: their old indices point into
-	 * the table just emptied. */
-	for (uint32_t i = 0; i < g.nr_slots; i++)
-		g.slots[i].name_idx = UINT32_MAX;
+	 * threads still there) keep their slots, and what they publish there,
+	 * but the sampler starts over: new names entries (their old indices
+	 * point into the table just emptied), no cached stacks (their
+	 * references point into the old ring). */
+	for (uint32_t i = 0; i < atomic_load(&g.hiwater); i++)
+		slot_forget(&g.slots[i]);
 	g.nr_names = 0;
 	memset(&g.ctr, 0, sizeof(g.ctr));
 	g.start_ns = mono_ns();
@@ -1909,14 +1968,9 @@ static void after_fork_child(void)
 	 * is stored without allocating. */
 	if (g.exit_key_ok)
 		pthread_setspecific(g.exit_key, &g);
-	for (i = 0; i < g.nr_slots; i++) {
-		struct wp_slot *s = &g.slots[i];
-
-		atomic_store(&s->blk_pin, 0);
-		atomic_store(&s->blk_seq, 0);
-		atomic_store(&s->tid, 0);
-		atomic_fetch_add(&s->gen, 1);
-		atomic_store(&s->state, S_FREE);
+	for (i = 0; i < atomic_load(&g.hiwater); i++) {
+		slot_reset(&g.slots[i], 0);
+		atomic_store(&g.slots[i].state, S_FREE);
 	}
 	atomic_store(&g.hiwater, 0);
 	atomic_store(&g.events, 0);

@@ -148,12 +148,15 @@ wp_block_enter(unsigned sysno, void *fn, uint32_t *seq)
 
 /* Exit of a wrapped blocking call. Dekker with the sampler's pin: either the
  * sampler sees the new sequence and gives up, or we see its pin and wait.
+ * Only the call's own publication is retracted: a slot reset since (given
+ * to another thread, slot_reset) has moved on to another sequence.
  * async-signal-safe */
 static inline __attribute__((always_inline)) void wp_block_leave(struct wp_slot *s, uint32_t seq)
 {
 	if (!s)
 		return;
-	atomic_store_explicit(&s->blk_seq, seq + 1, memory_order_seq_cst);
+	atomic_compare_exchange_strong_explicit(&s->blk_seq, &seq, seq + 1, memory_order_seq_cst,
+						memory_order_seq_cst);
 	if (atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
 		wp_slot_wait_unpinned(s);
 }
