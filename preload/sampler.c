@@ -74,7 +74,7 @@ static struct {
 	_Atomic uint32_t hiwater;   /* slots [0, hiwater) may be in use */
 	_Atomic uint32_t *tid_slot; /* tid -> slot index + 1, 0 = none */
 	uint32_t nr_tids;           /* pid_max */
-	uint64_t scan;
+	_Atomic uint64_t scan;      /* scans of /proc/self/task begun */
 	unsigned ticks_per_scan;    /* /proc/self/task is listed every this many ticks */
 	uint64_t last_cpu_total;
 	char *dents;
@@ -421,7 +421,6 @@ static void on_snapshot_signal(int sig, siginfo_t *si, void *uc)
  * (a failed exec). */
 static void slot_forget(struct wp_slot *s)
 {
-	s->t_ns = 0;
 	s->sampled_seq = 0;
 	s->cached_nr = 0;
 	s->cached_flags = 0;
@@ -439,7 +438,9 @@ static void slot_forget(struct wp_slot *s)
 	s->fp_nr = UINT64_MAX;
 	s->cpu_ns = 0;
 	s->nr_pend = 0;
-	s->scan = 0; /* not listed yet: no scan takes it for gone before one lists it */
+	/* As if listed by the scan under way: one that began before can not
+	 * have listed the thread, and must not take it for gone. */
+	s->scan = atomic_load(&g.scan);
 	s->name_idx = UINT32_MAX;
 	memset(&s->stk_ref, 0, sizeof(s->stk_ref));
 }
@@ -458,6 +459,7 @@ static void slot_reset(struct wp_slot *s, uint32_t tid)
 	s->stk = g.stks + i * g.cfg.max_depth;
 	s->nr = 0;
 	s->uflags = 0;
+	s->t_ns = 0;
 	/* Not in a call, at a sequence number no earlier owner holds: one that
 	 * still has the slot (it left a call by longjmp, or was taken for gone)
 	 * leaves it alone (wp_block_leave). */
@@ -695,7 +697,9 @@ static void scan_threads(void)
 
 	if (fd < 0)
 		return;
-	g.scan++;
+	/* Before the listing: a thread that takes a slot from now on, maybe
+	 * too late to be listed, takes this number with it (slot_forget). */
+	atomic_fetch_add(&g.scan, 1);
 	for (;;) {
 		long n = wp_syscall(SYS_getdents64, fd, g.dents, g.dents_len);
 		long off = 0;
@@ -725,7 +729,7 @@ static void scan_threads(void)
 				g.ctr.nr_threads_untracked++;
 				continue;
 			}
-			s->scan = g.scan;
+			s->scan = atomic_load_explicit(&g.scan, memory_order_relaxed);
 		}
 	}
 	close(fd);
@@ -740,8 +744,8 @@ static void scan_threads(void)
 		struct wp_slot *s = &g.slots[i];
 		uint32_t st = atomic_load(&s->state);
 
-		/* Claimed by its thread after the listing started: keep it. */
-		if (st >= S_IDLE && s->scan != g.scan && s->scan != 0)
+		/* Neither listed nor claimed since the listing began: gone. */
+		if (st >= S_IDLE && s->scan != atomic_load_explicit(&g.scan, memory_order_relaxed))
 			slot_release(s);
 	}
 }

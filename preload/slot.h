@@ -80,7 +80,8 @@ struct wp_slot {
 	uint64_t cpu_ns;           /* thread CPU time at the last tick */
 	uint64_t pend_ns[WP_SLOT_PEND]; /* ticks that came while our signal was pending */
 	uint32_t nr_pend;
-	uint64_t scan;             /* last /proc scan that listed the thread */
+	uint64_t scan;             /* last /proc scan that listed the thread, or under way
+				    * when the slot was claimed */
 	uint32_t name_idx;         /* entry in the names table, UINT32_MAX until assigned */
 	uint64_t *stk;             /* max_depth entries: the last stack of this thread */
 	struct wp_ring_ref stk_ref; /* stk's place in the ring, zeroed when stk changes */

@@ -149,5 +149,5 @@ def tests(rt):
               "rate (%.1f/s): their slots were released while they lived (%s)"
               % (got, want, rate, [len(v) for v in victims]))
 
-    return [("jumps_recycle", test_recycle), ("jumps_nested", test_nested),
-            ("jumps_scan", test_scan)]
+    return [("jumps_recycle", test_recycle), ("jumps_dead", test_dead),
+            ("jumps_nested", test_nested), ("jumps_scan", test_scan)]
