@@ -120,31 +120,52 @@ static inline __attribute__((always_inline)) void wp_regs_capture(struct wp_regs
 			 : "rax", "memory");
 }
 
-/* Entry of a wrapped blocking call: publishes the context and returns the
- * slot (NULL when the thread has none or is already inside a wrapped call,
- * e.g. from a signal handler). `*seq` gets the odd sequence number.
+/* A wrapped call's own record of its publication, in the wrapper's frame:
+ * the slot and the odd sequence number, or NULL when it published nothing. */
+struct wp_blk {
+	struct wp_slot *s;
+	uint32_t seq;
+};
+
+/* Entry of a wrapped blocking call: publishes the context, and fills the
+ * call's record `b` in the wrapper's frame. Nothing is published when the
+ * thread has no slot or is inside a wrapped call already (from a signal
+ * handler): the outer call keeps its context. The fields are written while
+ * the sequence is even and published with one compare-and-swap from that
+ * even number to the odd one: a handler's wrapped call that comes and goes
+ * in between (its own publication moves the sequence on) makes it write
+ * them again, never leaves them torn.
  * async-signal-safe */
-static inline __attribute__((always_inline)) struct wp_slot *
-wp_block_enter(unsigned sysno, void *fn, uint32_t *seq)
+static inline __attribute__((always_inline)) void wp_block_enter(struct wp_blk *b, unsigned sysno,
+								  void *fn)
 {
 	struct wp_slot *s = wp_slot_self();
+	int raised = 0;
 	uint32_t q;
 
+	b->s = NULL;
+	b->seq = 0;
 	if (!s)
-		return NULL;
-	q = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
-	if (q & 1)
-		return NULL; /* nested: the outer call keeps the published context */
-	s->blk_sysno = sysno;
-	s->blk_fn = (uint64_t)(uintptr_t)fn;
-	s->blk_foreign = atomic_load_explicit(&s->nr_foreign, memory_order_relaxed);
-	wp_regs_capture(&s->blk_regs);
-	if (__builtin_expect(wp_test_enter_signal != 0, 0) && sysno == SYS_read)
-		wp_test_enter_raise();
-	*seq = q + 1;
-	/* Release: the registers are visible before the odd sequence. */
-	atomic_store_explicit(&s->blk_seq, q + 1, memory_order_release);
-	return s;
+		return;
+	for (;;) {
+		q = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
+		if (q & 1)
+			return; /* nested: the outer call keeps the published context */
+		s->blk_sysno = sysno;
+		s->blk_fn = (uint64_t)(uintptr_t)fn;
+		s->blk_foreign = atomic_load_explicit(&s->nr_foreign, memory_order_relaxed);
+		wp_regs_capture(&s->blk_regs);
+		b->s = s;
+		b->seq = q + 1;
+		if (__builtin_expect(wp_test_enter_signal != 0, 0) && sysno == SYS_read && !raised++)
+			wp_test_enter_raise();
+		/* Release: the fields are visible before the odd sequence. */
+		if (atomic_compare_exchange_strong_explicit(&s->blk_seq, &q, q + 1,
+							    memory_order_release,
+							    memory_order_relaxed))
+			return;
+		b->s = NULL;
+	}
 }
 
 /* Exit of a wrapped blocking call. Dekker with the sampler's pin: either the

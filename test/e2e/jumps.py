@@ -150,4 +150,5 @@ def tests(rt):
               % (got, want, rate, [len(v) for v in victims]))
 
     return [("jumps_recycle", test_recycle), ("jumps_dead", test_dead),
-            ("jumps_nested", test_nested), ("jumps_scan", test_scan)]
+            ("jumps_nested", test_nested), ("jumps_nested_enter", test_nested_enter),
+            ("jumps_scan", test_scan)]
