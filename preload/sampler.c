@@ -24,6 +24,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -184,14 +185,16 @@ static void mark_wrapped_call_ours(void)
 	}
 }
 
+static uint32_t program_handler_enter(void);
+static void program_handler_leave(uint32_t seq);
+
 /* A sampling signal that is not ours: do what the program asked for.
  * async-signal-safe */
-static void count_foreign(void);
-
 static void forward_foreign(int sig, siginfo_t *si, void *uc)
 {
 	struct sigaction act = g.prog_act;
 	sigset_t m = ((ucontext_t *)uc)->uc_sigmask;
+	uint32_t over;
 
 	/* The program believes it blocks this signal on this thread: it stays
 	 * "pending" until the program unblocks it (sigmask.c). Without us it
@@ -201,7 +204,7 @@ static void forward_foreign(int sig, siginfo_t *si, void *uc)
 		mark_wrapped_call_ours();
 		return;
 	}
-	count_foreign();
+	over = program_handler_enter();
 	/* Our handler runs with most signals blocked; the program's runs with
 	 * the mask the kernel would have given it. */
 	sigorset(&m, &m, &act.sa_mask);
@@ -211,14 +214,14 @@ static void forward_foreign(int sig, siginfo_t *si, void *uc)
 	if (act.sa_flags & SA_SIGINFO) {
 		if (act.sa_sigaction)
 			act.sa_sigaction(sig, si, uc);
+		program_handler_leave(over);
 		return;
 	}
-	if (act.sa_handler == SIG_IGN)
-		return;
-	if (act.sa_handler != SIG_DFL) {
+	if (act.sa_handler != SIG_DFL && act.sa_handler != SIG_IGN)
 		act.sa_handler(sig);
+	program_handler_leave(over);
+	if (act.sa_handler != SIG_DFL)
 		return;
-	}
 	/* Default action. Every signal we accept for sampling terminates by
 	 * default, except these two which are ignored. */
 	if (sig == SIGWINCH || sig == SIGURG)
@@ -341,9 +344,17 @@ static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 	if ((atomic_load_explicit(&s->gen, memory_order_acquire) & 0xffffff) != gen ||
 	    atomic_load_explicit(&s->state, memory_order_acquire) != S_SENT)
 		goto out; /* stale: the slot was recycled */
+	seq = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
+	/* A call the thread has left by longjmp (sample_thread sends to such
+	 * a thread when it runs): its context goes, and this is an ordinary
+	 * sample. */
+	if ((seq & 1) &&
+	    !wp_slot_live(s, seq, (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RSP],
+			  &((ucontext_t *)uc)->uc_stack) &&
+	    atomic_compare_exchange_strong(&s->blk_seq, &seq, seq + 1))
+		seq++;
 	/* Raced into a wrapped blocking call: tell the wrapper that an EINTR
 	 * it gets now is ours, so that it retries. */
-	seq = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
 	if (seq & 1) {
 		const greg_t *g_ = ((const ucontext_t *)uc)->uc_mcontext.gregs;
 		const uint8_t *ip = (const uint8_t *)(uintptr_t)g_[REG_RIP];
@@ -418,7 +429,7 @@ static void on_snapshot_signal(int sig, siginfo_t *si, void *uc)
  * the ticks waiting for a signal, CPU time, stack bounds, blocking
  * fingerprint, the scan that last listed it, its names entry. Part of
  * slot_reset(); alone when the sampler starts over with the same threads
- * (a failed exec). */
+ * (a failed exec). async-signal-safe */
 static void slot_forget(struct wp_slot *s)
 {
 	s->sampled_seq = 0;
@@ -467,11 +478,14 @@ static void slot_reset(struct wp_slot *s, uint32_t tid)
 	atomic_store_explicit(&s->blk_pin, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->ours_seq, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->nr_foreign, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->hdl_seq, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->hdl_depth, 0, memory_order_relaxed);
 	s->blk_foreign = 0;
 	s->blk_sysno = 0;
 	s->blk_fn = 0;
 	atomic_store_explicit(&s->in_loader, 0, memory_order_relaxed);
 	memset(&s->blk_regs, 0, sizeof(s->blk_regs));
+	s->blk_frame = 0;
 	s->tp = 0;
 	atomic_store_explicit(&s->exiting, 0, memory_order_relaxed);
 	s->rst_seq = 0;
@@ -584,6 +598,56 @@ static void slot_thread_exit(void *p)
 	atomic_store_explicit(&s->exiting, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
 		wp_slot_wait_unpinned(s);
+}
+
+/* Whether the struct wp_blk at `addr` in process `pid` holds `s` and `seq`,
+ * read through the kernel (the address may no longer be mapped): 1 yes, 0
+ * no or unmapped, -1 the kernel would not say. async-signal-safe */
+static int record_holds(pid_t pid, uint64_t addr, const struct wp_slot *s, uint32_t seq)
+{
+	struct wp_blk rec;
+	struct iovec l = { &rec, sizeof(rec) }, r = { (void *)(uintptr_t)addr, sizeof(rec) };
+	long n = wp_syscall(SYS_process_vm_readv, pid, &l, 1, &r, 1, 0);
+
+	if (n == (long)sizeof(rec))
+		return rec.s == s && rec.seq == seq;
+	return n < 0 && errno != EFAULT ? -1 : 0;
+}
+
+/* A wrapper's frame lies at or above the stack pointer of every point of
+ * its call (a handler nested in it included), on the same stack: a thread
+ * running above it has left the call. On the alternate signal stack, over
+ * a call on the thread's own stack, the stack pointers say nothing; a frame
+ * on the alternate stack is gone once the thread runs elsewhere. Then the
+ * record the frame held must still be there: a thread that left the call
+ * and runs deeper again has written its own frames over it. A record that
+ * cannot be read, for want of process_vm_readv, is taken for live.
+ * async-signal-safe */
+int wp_slot_live(struct wp_slot *s, uint32_t seq, uint64_t sp, const stack_t *alt)
+{
+	uint64_t f = s->blk_frame, lo, hi;
+	int saved = errno, on_alt, f_alt, live;
+	stack_t ss;
+
+	if (!alt) {
+		if (wp_syscall(SYS_sigaltstack, NULL, &ss) < 0) {
+			memset(&ss, 0, sizeof(ss));
+			ss.ss_flags = SS_DISABLE;
+		}
+		alt = &ss;
+	}
+	lo = (uint64_t)(uintptr_t)alt->ss_sp;
+	hi = lo + alt->ss_size;
+	on_alt = (alt->ss_flags & SS_ONSTACK) != 0;
+	f_alt = !(alt->ss_flags & SS_DISABLE) && f >= lo && f < hi;
+	if (on_alt == f_alt)
+		live = sp <= f;
+	else
+		live = on_alt;
+	if (live)
+		live = record_holds((pid_t)wp_syscall(SYS_getpid), f, s, seq) != 0;
+	errno = saved;
+	return live;
 }
 
 /* async-signal-safe */
@@ -1129,6 +1193,33 @@ static void send_signal(struct wp_slot *s, uint64_t now, uint32_t sysno)
 	g.ctr.nr_send_failed++;
 }
 
+/* A thread in the wrapped call with sequence `seq`: its stack from the
+ * context the call published, cached per call. Returns -1 if the call
+ * ended meanwhile. */
+static int sample_published(struct wp_slot *s, uint32_t seq, uint64_t now)
+{
+	if (seq == s->sampled_seq && s->nr_cached_ok) {
+		g.ctr.nr_reused++;
+		record_cached(s, now);
+		return 0;
+	}
+	if (unwind_blocked(s, seq) == 0) {
+		g.ctr.nr_from_wrapper++;
+		record_cached(s, now);
+		return 0;
+	}
+	return -1;
+}
+
+/* Whether a thread that /proc shows blocked at stack pointer `sp` is
+ * blocked in its published call `seq`, not in a system call of a handler
+ * above it, nor somewhere else after a longjmp out of it (see
+ * wp_slot_live: the same test from outside, without the alternate stack). */
+static int blocked_in_call(struct wp_slot *s, uint32_t seq, uint64_t sp)
+{
+	return sp <= s->blk_frame && record_holds(g.pid, s->blk_frame, s, seq) != 0;
+}
+
 /* One thread, one tick: exactly one sample, with a signal only when the
  * thread is running or nothing else is known about where it blocks. */
 static void sample_thread(struct wp_slot *s, uint64_t now)
@@ -1144,18 +1235,14 @@ static void sample_thread(struct wp_slot *s, uint64_t now)
 		send_signal(s, now, s->blk_sysno); /* tests: force the race */
 		return;
 	}
-	if (seq & 1) {
-		/* In a wrapped blocking call: no signal, ever. */
-		if (seq == s->sampled_seq && s->nr_cached_ok) {
-			g.ctr.nr_reused++;
-			record_cached(s, now);
+	/* In a wrapped blocking call: no signal, ever. Unless a handler of the
+	 * program's runs over the call, or ran and did not return (it left the
+	 * call by longjmp, and the thread runs elsewhere): then the thread is
+	 * looked at as one outside a call, below, and its context is used only
+	 * if it is blocked in the call. */
+	if ((seq & 1) && (atomic_load(&s->hdl_seq) != seq || !atomic_load(&s->hdl_depth))) {
+		if (sample_published(s, seq, now) == 0)
 			return;
-		}
-		if (unwind_blocked(s, seq) == 0) {
-			g.ctr.nr_from_wrapper++;
-			record_cached(s, now);
-			return;
-		}
 		seq = atomic_load(&s->blk_seq); /* the call ended meanwhile */
 	}
 	if (thread_cpu_ns(tid, &cpu) < 0) {
@@ -1208,6 +1295,8 @@ static void sample_thread(struct wp_slot *s, uint64_t now)
 		slot_release(s);
 		return;
 	case PROBE_BLOCKED:
+		if ((seq & 1) && blocked_in_call(s, seq, sp) && sample_published(s, seq, now) == 0)
+			return;
 		if (s->nr_cached_ok && s->sampled_seq == 0 && !(s->cached_flags & WP_SAMPLE_ON_CPU) &&
 		    s->fp_nr == nr && s->fp_sp == sp && s->fp_pc == pc) {
 			/* Back at the same blocking point: same stack. */
@@ -2148,13 +2237,42 @@ static void stop_and_dump(const char *path)
  * only when none of them ran during it (see block.c). */
 static struct sigaction prog_handlers[NSIG];
 
-/* async-signal-safe */
-static void count_foreign(void)
+/* A handler of the program's starts on this thread: counted (see
+ * wp_block_ours). Over a published call (the call it interrupted, or one a
+ * longjmp left behind) it is marked, so that the sampler watches where the
+ * thread is while the handler runs, and after it if the handler never
+ * returns (a longjmp out of it, out of the call). Returns the sequence
+ * marked, 0 for none. async-signal-safe */
+static uint32_t program_handler_enter(void)
+{
+	struct wp_slot *s = tls_slot;
+	uint32_t q;
+
+	if (!s || atomic_load_explicit(&s->tid, memory_order_relaxed) != tls_tid)
+		return 0;
+	atomic_fetch_add_explicit(&s->nr_foreign, 1, memory_order_relaxed);
+	q = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
+	if (!(q & 1))
+		return 0;
+	if (atomic_load_explicit(&s->hdl_seq, memory_order_relaxed) != q) {
+		atomic_store_explicit(&s->hdl_depth, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->hdl_seq, q, memory_order_relaxed);
+	}
+	atomic_fetch_add_explicit(&s->hdl_depth, 1, memory_order_release);
+	return q;
+}
+
+/* The handler that program_handler_enter() marked over `seq` returned.
+ * async-signal-safe */
+static void program_handler_leave(uint32_t seq)
 {
 	struct wp_slot *s = tls_slot;
 
-	if (s && atomic_load_explicit(&s->tid, memory_order_relaxed) == tls_tid)
-		atomic_fetch_add_explicit(&s->nr_foreign, 1, memory_order_relaxed);
+	if (!seq || !s || atomic_load_explicit(&s->tid, memory_order_relaxed) != tls_tid ||
+	    atomic_load_explicit(&s->hdl_seq, memory_order_relaxed) != seq)
+		return;
+	if (atomic_load_explicit(&s->hdl_depth, memory_order_relaxed) > 0)
+		atomic_fetch_sub_explicit(&s->hdl_depth, 1, memory_order_release);
 }
 
 /* async-signal-safe */
@@ -2188,9 +2306,10 @@ static void undo_restart(void *ucp)
 static void trampoline(int sig, siginfo_t *si, void *uc)
 {
 	struct sigaction a = prog_handlers[sig];
+	uint32_t over;
 	int view;
 
-	count_foreign();
+	over = program_handler_enter();
 	view = wp_sigmask_handler_enter(&a.sa_mask);
 	if (a.sa_flags & SA_RESETHAND) {
 		/* The kernel has already reset its side. */
@@ -2203,6 +2322,7 @@ static void trampoline(int sig, siginfo_t *si, void *uc)
 	} else if (a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN) {
 		a.sa_handler(sig);
 	}
+	program_handler_leave(over);
 	wp_sigmask_handler_leave(view);
 	if (!(a.sa_flags & SA_RESTART))
 		undo_restart(uc);

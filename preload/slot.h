@@ -4,14 +4,18 @@
  * Who writes what:
  * - the sampler claims/frees slots for threads it discovers, moves state
  *   IDLE->SENT and READY->IDLE, owns every field marked "sampler";
- * - the handler (on the thread itself) moves SENT->READY and fills nr/uflags;
+ * - the handler (on the thread itself) moves SENT->READY and fills nr/uflags,
+ *   and retracts a publication the thread left by longjmp (wp_slot_live);
  * - the thread itself, in a wrapped blocking call, publishes its registers
- *   and bumps blk_seq to odd on entry and even on exit (a seqlock), and
- *   waits on exit while the sampler has the slot pinned (its stack is being
- *   read), so the frames above the call stay valid during the unwind. */
+ *   and bumps blk_seq to odd on entry and even on exit (a seqlock, moved
+ *   only by compare-and-swap), and waits on exit while the sampler has the
+ *   slot pinned (its stack is being read), so the frames above the call
+ *   stay valid during the unwind; the program's handlers, run through our
+ *   trampoline, mark the publication they run over (hdl_seq, hdl_depth). */
 #ifndef WP_SLOT_H
 #define WP_SLOT_H
 
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/syscall.h>
@@ -45,11 +49,16 @@ struct wp_slot {
 	_Atomic uint32_t blk_pin;  /* sampler is reading the stack */
 	_Atomic uint32_t ours_seq; /* handler: blk_seq during which our signal landed */
 	_Atomic uint32_t nr_foreign; /* signals the program handled on this thread */
+	/* handlers of the program's running over the published call with
+	 * sequence hdl_seq (or that left it by longjmp): the sampler watches
+	 * the thread then (sample_thread) */
+	_Atomic uint32_t hdl_seq, hdl_depth;
 	uint32_t blk_foreign;      /* nr_foreign when the wrapped call began */
 	uint32_t blk_sysno;        /* system call the wrapper issues */
 	uint64_t blk_fn;           /* the real libc function: the leaf frame */
 	_Atomic uint32_t in_loader; /* inside dl_iterate_phdr/dlclose: never unwound by the sampler */
 	struct wp_regs blk_regs;   /* the wrapper's registers at entry */
+	uint64_t blk_frame;        /* the wrapper's struct wp_blk, in its frame */
 	uint64_t tp;               /* the thread's pthread_self(), stored when it takes the slot */
 	_Atomic uint32_t exiting;  /* the thread runs its exit destructors: its stack may go */
 	/* handler, for the program's handlers on the same thread: our signal
@@ -121,20 +130,33 @@ static inline __attribute__((always_inline)) void wp_regs_capture(struct wp_regs
 }
 
 /* A wrapped call's own record of its publication, in the wrapper's frame:
- * the slot and the odd sequence number, or NULL when it published nothing. */
+ * the slot and the odd sequence number, or NULL when it published nothing.
+ * While published, the slot points to it (blk_frame): a publication whose
+ * frame the thread has left without retracting it (by longjmp) is told from
+ * a live one by where the thread's stack pointer is and by what that
+ * address holds now (wp_slot_live). */
 struct wp_blk {
 	struct wp_slot *s;
 	uint32_t seq;
 };
 
+/* Whether the publication with the odd sequence `seq` belongs to a call the
+ * thread is still in, asked on the thread itself at stack pointer `sp`:
+ * its frame is not below `sp` on the same stack, and still holds the call's
+ * record. `alt`: the alternate signal stack as the kernel described it for
+ * the interrupted context (ucontext's uc_stack), or NULL to ask the kernel.
+ * async-signal-safe */
+int wp_slot_live(struct wp_slot *s, uint32_t seq, uint64_t sp, const stack_t *alt);
+
 /* Entry of a wrapped blocking call: publishes the context, and fills the
  * call's record `b` in the wrapper's frame. Nothing is published when the
- * thread has no slot or is inside a wrapped call already (from a signal
- * handler): the outer call keeps its context. The fields are written while
- * the sequence is even and published with one compare-and-swap from that
- * even number to the odd one: a handler's wrapped call that comes and goes
- * in between (its own publication moves the sequence on) makes it write
- * them again, never leaves them torn.
+ * thread has no slot or is inside a live wrapped call already (from a
+ * signal handler): the outer call keeps its context. A publication left
+ * behind by a call the thread left by longjmp is retracted first. The
+ * fields are written while the sequence is even and published with one
+ * compare-and-swap from that even number to the odd one: a handler's
+ * wrapped call that comes and goes in between (its own publication moves
+ * the sequence on) makes it write them again, never leaves them torn.
  * async-signal-safe */
 static inline __attribute__((always_inline)) void wp_block_enter(struct wp_blk *b, unsigned sysno,
 								  void *fn)
@@ -149,11 +171,20 @@ static inline __attribute__((always_inline)) void wp_block_enter(struct wp_blk *
 		return;
 	for (;;) {
 		q = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
-		if (q & 1)
-			return; /* nested: the outer call keeps the published context */
+		if (q & 1) {
+			if (wp_slot_live(s, q, (uint64_t)(uintptr_t)b, NULL))
+				return; /* nested: the outer call keeps the published context */
+			if (!atomic_compare_exchange_strong(&s->blk_seq, &q, q + 1))
+				continue;
+			q++;
+			/* The sampler may be reading the fields about to change. */
+			if (atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
+				wp_slot_wait_unpinned(s);
+		}
 		s->blk_sysno = sysno;
 		s->blk_fn = (uint64_t)(uintptr_t)fn;
 		s->blk_foreign = atomic_load_explicit(&s->nr_foreign, memory_order_relaxed);
+		s->blk_frame = (uint64_t)(uintptr_t)b;
 		wp_regs_capture(&s->blk_regs);
 		b->s = s;
 		b->seq = q + 1;

@@ -5,6 +5,10 @@
  *                    timer signal whose handler siglongjmps (main: setitimer
  *                    SIGALRM, jumper: a thread timer, SIGUSR1), then spin 1 s
  *                    (wpt_main_spin, wpt_jumper_spin)
+ *   h_jumps repl     main blocks in read() 5 times from wpt_prompt_short (ended
+ *                    after 50 ms) and 5 times from wpt_prompt_long (150 ms),
+ *                    alternately, each read ended by a SIGALRM handler that
+ *                    siglongjmps, the next read started right away
  *   h_jumps recycle  15 threads "rjumper" at once leave read() so after 150 ms
  *                    (a scan of /proc/self/task lists them) and exit; then a
  *                    thread "spinner" makes one wrapped call (usleep 1 ms) and
@@ -174,6 +178,40 @@ static int mode_spin(void)
 	pthread_join(t, &r);
 	printf("spin: main %s read by siglongjmp, jumper %s\n", main_jumped ? "left" : "did not leave",
 	       r ? "too" : "did not");
+	return 0;
+}
+
+/* ---- repl ---- */
+
+/* Two prompts that wait for input from different places, each ended by a
+ * timeout that jumps back; the next read starts right away. (Not tail
+ * calls: the prompt's frame stays on the stack.) */
+__attribute__((noipa)) static int wpt_prompt_short(void)
+{
+	int r = wpt_read_until_jump(SIGALRM, 50);
+
+	__asm__ volatile("" ::: "memory");
+	return r;
+}
+
+__attribute__((noipa)) static int wpt_prompt_long(void)
+{
+	int r = wpt_read_until_jump(SIGALRM, 150);
+
+	__asm__ volatile("" ::: "memory");
+	return r;
+}
+
+static int mode_repl(void)
+{
+	int i, n = 0;
+
+	handle(SIGALRM, on_timeout, 0);
+	for (i = 0; i < 5; i++) {
+		n += wpt_prompt_short();
+		n += wpt_prompt_long();
+	}
+	printf("repl: %d of 10 reads left by siglongjmp\n", n);
 	return 0;
 }
 
@@ -438,6 +476,8 @@ int main(int argc, char **argv)
 		die("pipe", errno);
 	if (!strcmp(mode, "spin"))
 		return mode_spin();
+	if (!strcmp(mode, "repl"))
+		return mode_repl();
 	if (!strcmp(mode, "recycle"))
 		return mode_recycle();
 	if (!strcmp(mode, "dead"))
@@ -446,6 +486,6 @@ int main(int argc, char **argv)
 		return mode_nested();
 	if (!strcmp(mode, "scan"))
 		return mode_scan();
-	fprintf(stderr, "usage: h_jumps spin|recycle|dead|nested|scan\n");
+	fprintf(stderr, "usage: h_jumps spin|repl|recycle|dead|nested|scan\n");
 	return 2;
 }
