@@ -20,6 +20,9 @@
  *   h_jumps nested   main blocks 1.5 s in read() (wpt_nested_read) while a
  *                    SIGALRM every 20 ms runs a handler that sleeps 1 ms in
  *                    nanosleep; a thread "writer" ends the read
+ *   h_jumps nested_alt  the same in a thread "altreader", the handler on an
+ *                    alternate signal stack mapped before the thread's stack
+ *                    (above it)
  *   h_jumps scan     needs WALLPROF_TEST_SCAN_HOLD_US: 3 waves of 15 threads
  *                    that live across a scan of /proc/self/task, then 4
  *                    threads "victim", each started while a scan is held
@@ -42,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -315,7 +319,9 @@ __attribute__((noipa)) static ssize_t wpt_nested_read(int fd)
 	return n;
 }
 
-static int mode_nested(void)
+/* The blocked read with the ticking handler; `alt`: the handler's
+ * alternate signal stack, or NULL. */
+static ssize_t nested_read(void *alt)
 {
 	struct itimerval it = { { 0, 20000 }, { 0, 20000 } }, off = { { 0, 0 }, { 0, 0 } };
 	pthread_t t;
@@ -324,13 +330,52 @@ static int mode_nested(void)
 
 	if (pipe(handoff) < 0)
 		die("pipe", errno);
-	handle(SIGALRM, on_tick, SA_RESTART);
+	if (alt) {
+		stack_t ss = { .ss_sp = alt, .ss_size = 64 * 1024, .ss_flags = 0 };
+
+		if (sigaltstack(&ss, NULL) < 0)
+			die("sigaltstack", errno);
+	}
+	handle(SIGALRM, on_tick, SA_RESTART | (alt ? SA_ONSTACK : 0));
 	if ((rc = pthread_create(&t, NULL, writer, NULL)))
 		die("pthread_create", rc);
 	setitimer(ITIMER_REAL, &it, NULL);
 	n = wpt_nested_read(handoff[0]);
 	setitimer(ITIMER_REAL, &off, NULL);
 	pthread_join(t, NULL);
+	return n;
+}
+
+static void *alt_reader(void *alt)
+{
+	pthread_setname_np(pthread_self(), "altreader");
+	mask(SIG_UNBLOCK, SIGALRM);
+	return (void *)nested_read(alt);
+}
+
+static int mode_nested(int onstack)
+{
+	ssize_t n;
+
+	if (onstack) {
+		/* Mapped before the thread's stack, so above it: the handler's
+		 * stack pointer is above the read's frame. */
+		void *alt = mmap(NULL, 64 * 1024, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		pthread_t t;
+		void *r;
+		int rc;
+
+		if (alt == MAP_FAILED)
+			die("mmap", errno);
+		mask(SIG_BLOCK, SIGALRM);
+		if ((rc = pthread_create(&t, NULL, alt_reader, alt)))
+			die("pthread_create", rc);
+		pthread_join(t, &r);
+		n = (ssize_t)r;
+	} else {
+		n = nested_read(NULL);
+	}
 	printf("nested: read returned %zd, the handler ran %s\n", n,
 	       nr_ticks >= 20 ? "at least 20 times" : "fewer than 20 times");
 	return 0;
@@ -483,9 +528,11 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "dead"))
 		return mode_dead();
 	if (!strcmp(mode, "nested"))
-		return mode_nested();
+		return mode_nested(0);
+	if (!strcmp(mode, "nested_alt"))
+		return mode_nested(1);
 	if (!strcmp(mode, "scan"))
 		return mode_scan();
-	fprintf(stderr, "usage: h_jumps spin|repl|recycle|dead|nested|scan\n");
+	fprintf(stderr, "usage: h_jumps spin|repl|recycle|dead|nested|nested_alt|scan\n");
 	return 2;
 }
