@@ -55,22 +55,18 @@ void wp_block_ipc_init(void);
 
 /* ---- the published-context scope ---------------------------------------- */
 
-struct blk {
-	struct wp_slot *s;
-	uint32_t seq;
-};
-
 /* Runs on every way out of the wrapper, thread cancellation included
- * (the library is built with -fexceptions). async-signal-safe */
-static inline void blk_leave(struct blk *b)
+ * (the library is built with -fexceptions), but a longjmp (see
+ * wp_slot_live). async-signal-safe */
+static inline void blk_leave(struct wp_blk *b)
 {
 	wp_block_leave(b->s, b->seq);
 }
 
 /* Publishes the context for the rest of the enclosing function. */
-#define BLOCK(sysno, fn)                                                  \
-	struct blk wp_b __attribute__((cleanup(blk_leave))) = { NULL, 0 }; \
-	wp_b.s = wp_block_enter((sysno), (void *)(fn), &wp_b.seq)
+#define BLOCK(sysno, fn)                                                     \
+	struct wp_blk wp_b __attribute__((cleanup(blk_leave))) = { NULL, 0 }; \
+	wp_block_enter(&wp_b, (sysno), (void *)(fn))
 
 /* The last EINTR was caused by our signal alone (only that is retried). */
 #define OURS() (wp_block_ours(wp_b.s, wp_b.seq) && (wp_sampler_count_eintr_retry(), 1))

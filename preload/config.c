@@ -292,6 +292,12 @@ void wp_config_load(struct wp_config *c)
 	s = getenv("WALLPROF_TEST_SITE_CHECK");
 	c->test_site_check = s && !strcmp(s, "1");
 	env_uint("WALLPROF_TEST_HANDLER_DELAY_US", 0, 0, 100000, &c->test_handler_delay_us);
+	/* Tests only: hold every scan of /proc/self/task between the listing
+	 * and the release of the threads it missed. */
+	env_uint("WALLPROF_TEST_SCAN_HOLD_US", 0, 0, 1000000, &c->test_scan_hold_us);
+	/* Tests only: a wrapped read() sends this signal to its own thread
+	 * while it publishes its context. */
+	env_uint("WALLPROF_TEST_ENTER_SIGNAL", 0, 0, 64, &c->test_enter_signal);
 
 	env_uint("WALLPROF_HZ", WP_DEFAULT_HZ, 1, WP_MAX_HZ, &c->hz);
 	env_uint("WALLPROF_RING_SECONDS", WP_DEFAULT_RING_SECONDS, 1, WP_MAX_RING_SECONDS,

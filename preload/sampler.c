@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -76,7 +77,7 @@ static struct {
 	_Atomic uint32_t hiwater;   /* slots [0, hiwater) may be in use */
 	_Atomic uint32_t *tid_slot; /* tid -> slot index + 1, 0 = none */
 	uint32_t nr_tids;           /* pid_max */
-	uint64_t scan;
+	_Atomic uint64_t scan;      /* scans of /proc/self/task begun */
 	unsigned ticks_per_scan;    /* /proc/self/task is listed every this many ticks */
 	uint64_t last_cpu_total;
 	char *dents;
@@ -139,7 +140,6 @@ static void sampling_mask(sigset_t *m);
 static void reset_after_fork(void);
 static void freeze_forever(void);
 static void raw_dump(int sig, const char *what);
-static int in_program_handler(void);
 static int start_thread(pthread_t *t, void *(*fn)(void *));
 static void scan_threads(void);
 static void find_stacks(void);
@@ -190,14 +190,69 @@ static void mark_wrapped_call_ours(void)
 	}
 }
 
+static uint32_t program_handler_enter(void);
+static void program_handler_leave(uint32_t seq);
+
+/* The program's handlers running on this thread (through the trampoline or
+ * forward_foreign): the frame address of our function that called each,
+ * innermost last. A handler left by siglongjmp leaves its entry behind;
+ * in_program_handler() drops it. */
+#define HANDLER_NEST 8
+static __thread uint32_t tls_hdepth __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t tls_hframe[HANDLER_NEST] __attribute__((tls_model("initial-exec")));
+
+/* Whether the caller runs inside a handler of the program's (through our
+ * trampoline), where only async-signal-safe work may be done: the thread may
+ * have been interrupted inside malloc or stdio with their locks held. A
+ * frame on the alternate signal stack when we are no longer on it, or above
+ * which we now run, is one the program left by siglongjmp. */
+static int in_program_handler(void)
+{
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	uint32_t d = tls_hdepth;
+	stack_t ss;
+	int have = wp_syscall(SYS_sigaltstack, NULL, &ss) == 0;
+
+	if (have && (ss.ss_flags & SS_ONSTACK))
+		return 1;
+	while (d > 0 && d <= HANDLER_NEST) {
+		uintptr_t f = tls_hframe[d - 1];
+		int on_alt = have && !(ss.ss_flags & SS_DISABLE) && f >= (uintptr_t)ss.ss_sp &&
+			     f - (uintptr_t)ss.ss_sp < ss.ss_size;
+
+		if (!on_alt && sp < f)
+			break;
+		d--;
+	}
+	tls_hdepth = d;
+	return d > 0;
+}
+
+/* A handler of the program's is about to run from the frame `frame`.
+ * Returns what to give handler_frame_pop(). async-signal-safe */
+static uint32_t handler_frame_push(uintptr_t frame)
+{
+	uint32_t depth = tls_hdepth;
+
+	if (depth < HANDLER_NEST)
+		tls_hframe[depth] = frame;
+	tls_hdepth = depth + 1;
+	return depth;
+}
+
+/* async-signal-safe */
+static void handler_frame_pop(uint32_t depth)
+{
+	tls_hdepth = depth;
+}
+
 /* A sampling signal that is not ours: do what the program asked for.
  * async-signal-safe */
-static void count_foreign(void);
-
 static void forward_foreign(int sig, siginfo_t *si, void *uc)
 {
 	struct sigaction act = g.prog_act;
 	sigset_t m = ((ucontext_t *)uc)->uc_sigmask;
+	uint32_t over, depth;
 
 	/* The program believes it blocks this signal on this thread: it stays
 	 * "pending" until the program unblocks it (sigmask.c). Without us it
@@ -207,7 +262,8 @@ static void forward_foreign(int sig, siginfo_t *si, void *uc)
 		mark_wrapped_call_ours();
 		return;
 	}
-	count_foreign();
+	depth = handler_frame_push((uintptr_t)__builtin_frame_address(0));
+	over = program_handler_enter();
 	/* Our handler runs with most signals blocked; the program's runs with
 	 * the mask the kernel would have given it. */
 	sigorset(&m, &m, &act.sa_mask);
@@ -217,14 +273,16 @@ static void forward_foreign(int sig, siginfo_t *si, void *uc)
 	if (act.sa_flags & SA_SIGINFO) {
 		if (act.sa_sigaction)
 			act.sa_sigaction(sig, si, uc);
+		program_handler_leave(over);
+		handler_frame_pop(depth);
 		return;
 	}
-	if (act.sa_handler == SIG_IGN)
-		return;
-	if (act.sa_handler != SIG_DFL) {
+	if (act.sa_handler != SIG_DFL && act.sa_handler != SIG_IGN)
 		act.sa_handler(sig);
+	program_handler_leave(over);
+	handler_frame_pop(depth);
+	if (act.sa_handler != SIG_DFL)
 		return;
-	}
 	/* Default action. Every signal we accept for sampling terminates by
 	 * default, except these two which are ignored. */
 	if (sig == SIGWINCH || sig == SIGURG)
@@ -347,9 +405,17 @@ static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 	if ((atomic_load_explicit(&s->gen, memory_order_acquire) & 0xffffff) != gen ||
 	    atomic_load_explicit(&s->state, memory_order_acquire) != S_SENT)
 		goto out; /* stale: the slot was recycled */
+	seq = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
+	/* A call the thread has left by longjmp (sample_thread sends to such
+	 * a thread when it runs): its context goes, and this is an ordinary
+	 * sample. */
+	if ((seq & 1) &&
+	    !wp_slot_live(s, seq, (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RSP],
+			  &((ucontext_t *)uc)->uc_stack) &&
+	    atomic_compare_exchange_strong(&s->blk_seq, &seq, seq + 1))
+		seq++;
 	/* Raced into a wrapped blocking call: tell the wrapper that an EINTR
 	 * it gets now is ours, so that it retries. */
-	seq = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
 	if (seq & 1) {
 		const greg_t *g_ = ((const ucontext_t *)uc)->uc_mcontext.gregs;
 		const uint8_t *ip = (const uint8_t *)(uintptr_t)g_[REG_RIP];
@@ -431,6 +497,79 @@ static void on_snapshot_signal(int sig, siginfo_t *si, void *uc)
 
 /* ---- slots ------------------------------------------------------------- */
 
+/* Forgets what the sampler knows about the slot's thread: its last stack,
+ * the ticks waiting for a signal, CPU time, stack bounds, blocking
+ * fingerprint, the scan that last listed it, its names entry. Part of
+ * slot_reset(); alone when the sampler starts over with the same threads
+ * (a failed exec). async-signal-safe */
+static void slot_forget(struct wp_slot *s)
+{
+	s->sampled_seq = 0;
+	s->cached_nr = 0;
+	s->cached_flags = 0;
+	s->cached_sysno = 0;
+	s->sig_sysno = 0;
+	s->nr_cached_ok = 0;
+	s->site_next = 0;
+	s->site_last = 0;
+	s->stk_gen = 0;
+	s->stk_tp = 0;
+	s->stk_lo = 0;
+	s->stk_hi = 0;
+	s->fp_sp = 0;
+	s->fp_pc = 0;
+	s->fp_nr = UINT64_MAX;
+	s->cpu_ns = 0;
+	s->nr_pend = 0;
+	/* As if listed by the scan under way: one that began before can not
+	 * have listed the thread, and must not take it for gone. */
+	s->scan = atomic_load(&g.scan);
+	s->name_idx = UINT32_MAX;
+	memset(&s->stk_ref, 0, sizeof(s->stk_ref));
+}
+
+/* Gives the slot to `tid` (0: nobody) with nothing of its earlier owners:
+ * every field a thread, the handler or the sampler keeps in it. The one
+ * reset for every change of hands (slot_claim, a forked child). The caller
+ * holds the slot (S_CLAIMED) or is the process's only thread.
+ * async-signal-safe */
+static void slot_reset(struct wp_slot *s, uint32_t tid)
+{
+	size_t i = (size_t)(s - g.slots);
+	uint32_t q = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
+
+	s->buf = g.bufs + i * g.buf_depth;
+	s->stk = g.stks + i * g.cfg.max_depth;
+	s->nr = 0;
+	s->uflags = 0;
+	s->t_ns = 0;
+	/* Not in a call, at a sequence number no earlier owner holds: one that
+	 * still has the slot (it left a call by longjmp, or was taken for gone)
+	 * leaves it alone (wp_block_leave). */
+	atomic_store_explicit(&s->blk_seq, (q | 1) + 1, memory_order_relaxed);
+	atomic_store_explicit(&s->blk_pin, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->ours_seq, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->nr_foreign, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->hdl_seq, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->hdl_depth, 0, memory_order_relaxed);
+	s->blk_foreign = 0;
+	s->blk_sysno = 0;
+	s->blk_fn = 0;
+	atomic_store_explicit(&s->in_loader, 0, memory_order_relaxed);
+	memset(&s->blk_regs, 0, sizeof(s->blk_regs));
+	s->blk_frame = 0;
+	s->tp = 0;
+	atomic_store_explicit(&s->exiting, 0, memory_order_relaxed);
+	s->rst_seq = 0;
+	s->rst_pc = s->rst_nr = s->rst_sp = 0;
+	s->cut_seq = 0;
+	s->cut_ret = 0;
+	slot_forget(s);
+	atomic_store_explicit(&s->tid, tid, memory_order_relaxed);
+	/* A late handler or cookie of the earlier owner's sees a new generation. */
+	atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
+}
+
 /* Claims a free slot for `tid` and publishes it in the tid table. Used by
  * the sampler (threads found in /proc) and by threads themselves (first
  * wrapped call); lock-free, and the tid
@@ -452,24 +591,11 @@ static struct wp_slot *slot_claim(uint32_t tid)
 
 		if (!atomic_compare_exchange_strong(&s->state, &expect, S_CLAIMED))
 			continue;
-		s->buf = g.bufs + (size_t)i * g.buf_depth;
-		s->stk = g.stks + (size_t)i * g.cfg.max_depth;
-		atomic_store_explicit(&s->tid, tid, memory_order_relaxed);
-		atomic_store_explicit(&s->ours_seq, 0, memory_order_relaxed);
-		s->cut_seq = 0;
-		atomic_store_explicit(&s->in_loader, 0, memory_order_relaxed);
-		s->sampled_seq = 0;
-		s->nr_pend = 0;
-		memset(&s->stk_ref, 0, sizeof(s->stk_ref));
-		s->nr_cached_ok = 0;
-		s->cpu_ns = 0;
-		s->name_idx = UINT32_MAX;
-		s->tp = 0;
-		atomic_store_explicit(&s->exiting, 0, memory_order_relaxed);
-		atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
+		slot_reset(s, tid);
 		/* One slot per tid: whoever publishes first wins. */
 		want = i + 1;
 		if (!atomic_compare_exchange_strong(&g.tid_slot[tid], &cur, want)) {
+			atomic_store_explicit(&s->tid, 0, memory_order_relaxed);
 			atomic_store_explicit(&s->state, S_FREE, memory_order_release);
 			return cur ? &g.slots[cur - 1] : NULL;
 		}
@@ -598,6 +724,56 @@ static void slot_thread_exit(void *p)
 	}
 }
 
+/* Whether the struct wp_blk at `addr` in process `pid` holds `s` and `seq`,
+ * read through the kernel (the address may no longer be mapped): 1 yes, 0
+ * no or unmapped, -1 the kernel would not say. async-signal-safe */
+static int record_holds(pid_t pid, uint64_t addr, const struct wp_slot *s, uint32_t seq)
+{
+	struct wp_blk rec;
+	struct iovec l = { &rec, sizeof(rec) }, r = { (void *)(uintptr_t)addr, sizeof(rec) };
+	long n = wp_syscall(SYS_process_vm_readv, pid, &l, 1, &r, 1, 0);
+
+	if (n == (long)sizeof(rec))
+		return rec.s == s && rec.seq == seq;
+	return n < 0 && errno != EFAULT ? -1 : 0;
+}
+
+/* A wrapper's frame lies at or above the stack pointer of every point of
+ * its call (a handler nested in it included), on the same stack: a thread
+ * running above it has left the call. On the alternate signal stack, over
+ * a call on the thread's own stack, the stack pointers say nothing; a frame
+ * on the alternate stack is gone once the thread runs elsewhere. Then the
+ * record the frame held must still be there: a thread that left the call
+ * and runs deeper again has written its own frames over it. A record that
+ * cannot be read, for want of process_vm_readv, is taken for live.
+ * async-signal-safe */
+int wp_slot_live(struct wp_slot *s, uint32_t seq, uint64_t sp, const stack_t *alt)
+{
+	uint64_t f = s->blk_frame, lo, hi;
+	int saved = errno, on_alt, f_alt, live;
+	stack_t ss;
+
+	if (!alt) {
+		if (wp_syscall(SYS_sigaltstack, NULL, &ss) < 0) {
+			memset(&ss, 0, sizeof(ss));
+			ss.ss_flags = SS_DISABLE;
+		}
+		alt = &ss;
+	}
+	lo = (uint64_t)(uintptr_t)alt->ss_sp;
+	hi = lo + alt->ss_size;
+	on_alt = (alt->ss_flags & SS_ONSTACK) != 0;
+	f_alt = !(alt->ss_flags & SS_DISABLE) && f >= lo && f < hi;
+	if (on_alt == f_alt)
+		live = sp <= f;
+	else
+		live = on_alt;
+	if (live)
+		live = record_holds((pid_t)wp_syscall(SYS_getpid), f, s, seq) != 0;
+	errno = saved;
+	return live;
+}
+
 /* async-signal-safe */
 void wp_slot_wait_unpinned(struct wp_slot *s)
 {
@@ -609,6 +785,17 @@ void wp_slot_wait_unpinned(struct wp_slot *s)
 			continue;
 		wp_syscall(SYS_futex, &s->blk_pin, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
 	}
+	errno = saved;
+}
+
+unsigned wp_test_enter_signal;
+
+/* async-signal-safe */
+void wp_test_enter_raise(void)
+{
+	int saved = errno;
+
+	wp_syscall(SYS_tgkill, wp_syscall(SYS_getpid), wp_syscall(SYS_gettid), wp_test_enter_signal);
 	errno = saved;
 }
 
@@ -698,7 +885,9 @@ static void scan_threads(void)
 
 	if (fd < 0)
 		return;
-	g.scan++;
+	/* Before the listing: a thread that takes a slot from now on, maybe
+	 * too late to be listed, takes this number with it (slot_forget). */
+	atomic_fetch_add(&g.scan, 1);
 	for (;;) {
 		long n = wp_syscall(SYS_getdents64, fd, g.dents, g.dents_len);
 		long off = 0;
@@ -728,17 +917,23 @@ static void scan_threads(void)
 				g.ctr.nr_threads_untracked++;
 				continue;
 			}
-			s->scan = g.scan;
+			s->scan = atomic_load_explicit(&g.scan, memory_order_relaxed);
 		}
 	}
 	close(fd);
+	if (g.cfg.test_scan_hold_us) {
+		struct timespec hold = { (time_t)(g.cfg.test_scan_hold_us / 1000000),
+					 (long)(g.cfg.test_scan_hold_us % 1000000) * 1000 };
+
+		wp_syscall(SYS_nanosleep, &hold, NULL);
+	}
 	hw = atomic_load(&g.hiwater);
 	for (i = 0; i < hw; i++) {
 		struct wp_slot *s = &g.slots[i];
 		uint32_t st = atomic_load(&s->state);
 
-		/* Claimed by its thread after the listing started: keep it. */
-		if (st >= S_IDLE && s->scan != g.scan && s->scan != 0)
+		/* Neither listed nor claimed since the listing began: gone. */
+		if (st >= S_IDLE && s->scan != atomic_load_explicit(&g.scan, memory_order_relaxed))
 			slot_release(s);
 	}
 }
@@ -1122,6 +1317,33 @@ static void send_signal(struct wp_slot *s, uint64_t now, uint32_t sysno)
 	g.ctr.nr_send_failed++;
 }
 
+/* A thread in the wrapped call with sequence `seq`: its stack from the
+ * context the call published, cached per call. Returns -1 if the call
+ * ended meanwhile. */
+static int sample_published(struct wp_slot *s, uint32_t seq, uint64_t now)
+{
+	if (seq == s->sampled_seq && s->nr_cached_ok) {
+		g.ctr.nr_reused++;
+		record_cached(s, now);
+		return 0;
+	}
+	if (unwind_blocked(s, seq) == 0) {
+		g.ctr.nr_from_wrapper++;
+		record_cached(s, now);
+		return 0;
+	}
+	return -1;
+}
+
+/* Whether a thread that /proc shows blocked at stack pointer `sp` is
+ * blocked in its published call `seq`, not in a system call of a handler
+ * above it, nor somewhere else after a longjmp out of it (see
+ * wp_slot_live: the same test from outside, without the alternate stack). */
+static int blocked_in_call(struct wp_slot *s, uint32_t seq, uint64_t sp)
+{
+	return sp <= s->blk_frame && record_holds(g.pid, s->blk_frame, s, seq) != 0;
+}
+
 /* One thread, one tick: exactly one sample, with a signal only when the
  * thread is running or nothing else is known about where it blocks. */
 static void sample_thread(struct wp_slot *s, uint64_t now)
@@ -1137,18 +1359,14 @@ static void sample_thread(struct wp_slot *s, uint64_t now)
 		send_signal(s, now, s->blk_sysno); /* tests: force the race */
 		return;
 	}
-	if (seq & 1) {
-		/* In a wrapped blocking call: no signal, ever. */
-		if (seq == s->sampled_seq && s->nr_cached_ok) {
-			g.ctr.nr_reused++;
-			record_cached(s, now);
+	/* In a wrapped blocking call: no signal, ever. Unless a handler of the
+	 * program's runs over the call, or ran and did not return (it left the
+	 * call by longjmp, and the thread runs elsewhere): then the thread is
+	 * looked at as one outside a call, below, and its context is used only
+	 * if it is blocked in the call. */
+	if ((seq & 1) && (atomic_load(&s->hdl_seq) != seq || !atomic_load(&s->hdl_depth))) {
+		if (sample_published(s, seq, now) == 0)
 			return;
-		}
-		if (unwind_blocked(s, seq) == 0) {
-			g.ctr.nr_from_wrapper++;
-			record_cached(s, now);
-			return;
-		}
 		seq = atomic_load(&s->blk_seq); /* the call ended meanwhile */
 	}
 	if (thread_cpu_ns(tid, &cpu) < 0) {
@@ -1201,6 +1419,8 @@ static void sample_thread(struct wp_slot *s, uint64_t now)
 		slot_release(s);
 		return;
 	case PROBE_BLOCKED:
+		if ((seq & 1) && blocked_in_call(s, seq, sp) && sample_published(s, seq, now) == 0)
+			return;
 		if (s->nr_cached_ok && s->sampled_seq == 0 && !(s->cached_flags & WP_SAMPLE_ON_CPU) &&
 		    s->fp_nr == nr && s->fp_sp == sp && s->fp_pc == pc) {
 			/* Back at the same blocking point: same stack. */
@@ -1276,7 +1496,9 @@ static void prune_names(uint64_t now)
 	for (i = 0; i < hw; i++) {
 		struct wp_slot *s = &g.slots[i];
 
-		if (s->name_idx != UINT32_MAX)
+		/* A free slot's index is stale, and a thread claiming it now
+		 * resets it (slot_reset): not written here. */
+		if (atomic_load(&s->state) >= S_IDLE && s->name_idx != UINT32_MAX)
 			s->name_idx = map[s->name_idx];
 	}
 out:
@@ -1931,10 +2153,12 @@ static void reset_after_fork(void)
 		return;
 	}
 	/* Threads that survive (a failed exec restarts us with the program's
-	 * threads still there) get new entries: their old indices point into
-	 * the table just emptied. */
-	for (uint32_t i = 0; i < g.nr_slots; i++)
-		g.slots[i].name_idx = UINT32_MAX;
+	 * threads still there) keep their slots, and what they publish there,
+	 * but the sampler starts over: new names entries (their old indices
+	 * point into the table just emptied), no cached stacks (their
+	 * references point into the old ring). */
+	for (uint32_t i = 0; i < atomic_load(&g.hiwater); i++)
+		slot_forget(&g.slots[i]);
 	g.nr_names = 0;
 	memset(&g.ctr, 0, sizeof(g.ctr));
 	g.start_ns = mono_ns();
@@ -1975,14 +2199,9 @@ static void after_fork_child(void)
 	 * is stored without allocating. */
 	if (g.exit_key_ok)
 		pthread_setspecific(g.exit_key, &g);
-	for (i = 0; i < g.nr_slots; i++) {
-		struct wp_slot *s = &g.slots[i];
-
-		atomic_store(&s->blk_pin, 0);
-		atomic_store(&s->blk_seq, 0);
-		atomic_store(&s->tid, 0);
-		atomic_fetch_add(&s->gen, 1);
-		atomic_store(&s->state, S_FREE);
+	for (i = 0; i < atomic_load(&g.hiwater); i++) {
+		slot_reset(&g.slots[i], 0);
+		atomic_store(&g.slots[i].state, S_FREE);
 	}
 	atomic_store(&g.hiwater, 0);
 	atomic_store(&g.events, 0);
@@ -2053,6 +2272,7 @@ void wp_sampler_start(void)
 	wp_sym_set_debuginfod(g.cfg.debuginfod);
 	g.pid = getpid();
 	g.uid = getuid();
+	wp_test_enter_signal = g.cfg.test_enter_signal;
 	if (alloc_state() < 0) {
 		wp_log(WP_LOG_ERROR, "cannot allocate the sample buffers (%s); profiling is off",
 		       strerror(errno));
@@ -2171,13 +2391,42 @@ static void stop_and_dump(const char *path, const char *exec_tag)
  * only when none of them ran during it (see block.c). */
 static struct sigaction prog_handlers[NSIG];
 
-/* async-signal-safe */
-static void count_foreign(void)
+/* A handler of the program's starts on this thread: counted (see
+ * wp_block_ours). Over a published call (the call it interrupted, or one a
+ * longjmp left behind) it is marked, so that the sampler watches where the
+ * thread is while the handler runs, and after it if the handler never
+ * returns (a longjmp out of it, out of the call). Returns the sequence
+ * marked, 0 for none. async-signal-safe */
+static uint32_t program_handler_enter(void)
+{
+	struct wp_slot *s = tls_slot;
+	uint32_t q;
+
+	if (!s || atomic_load_explicit(&s->tid, memory_order_relaxed) != tls_tid)
+		return 0;
+	atomic_fetch_add_explicit(&s->nr_foreign, 1, memory_order_relaxed);
+	q = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
+	if (!(q & 1))
+		return 0;
+	if (atomic_load_explicit(&s->hdl_seq, memory_order_relaxed) != q) {
+		atomic_store_explicit(&s->hdl_depth, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->hdl_seq, q, memory_order_relaxed);
+	}
+	atomic_fetch_add_explicit(&s->hdl_depth, 1, memory_order_release);
+	return q;
+}
+
+/* The handler that program_handler_enter() marked over `seq` returned.
+ * async-signal-safe */
+static void program_handler_leave(uint32_t seq)
 {
 	struct wp_slot *s = tls_slot;
 
-	if (s && atomic_load_explicit(&s->tid, memory_order_relaxed) == tls_tid)
-		atomic_fetch_add_explicit(&s->nr_foreign, 1, memory_order_relaxed);
+	if (!seq || !s || atomic_load_explicit(&s->tid, memory_order_relaxed) != tls_tid ||
+	    atomic_load_explicit(&s->hdl_seq, memory_order_relaxed) != seq)
+		return;
+	if (atomic_load_explicit(&s->hdl_depth, memory_order_relaxed) > 0)
+		atomic_fetch_sub_explicit(&s->hdl_depth, 1, memory_order_release);
 }
 
 /* async-signal-safe */
@@ -2208,50 +2457,14 @@ static void undo_restart(void *ucp)
 	s->rst_seq = 0;
 }
 
-/* The program's handlers running on this thread: the trampoline's frame
- * address for each, innermost last. A handler left by siglongjmp leaves its
- * entry behind; in_program_handler() drops it. */
-#define HANDLER_NEST 8
-static __thread uint32_t tls_hdepth __attribute__((tls_model("initial-exec")));
-static __thread uintptr_t tls_hframe[HANDLER_NEST] __attribute__((tls_model("initial-exec")));
-
-/* Whether the caller runs inside a handler of the program's (through our
- * trampoline), where only async-signal-safe work may be done: the thread may
- * have been interrupted inside malloc or stdio with their locks held. A
- * frame on the alternate signal stack when we are no longer on it, or above
- * which we now run, is one the program left by siglongjmp. */
-static int in_program_handler(void)
-{
-	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
-	uint32_t d = tls_hdepth;
-	stack_t ss;
-	int have = wp_syscall(SYS_sigaltstack, NULL, &ss) == 0;
-
-	if (have && (ss.ss_flags & SS_ONSTACK))
-		return 1;
-	while (d > 0 && d <= HANDLER_NEST) {
-		uintptr_t f = tls_hframe[d - 1];
-		int on_alt = have && !(ss.ss_flags & SS_DISABLE) && f >= (uintptr_t)ss.ss_sp &&
-			     f - (uintptr_t)ss.ss_sp < ss.ss_size;
-
-		if (!on_alt && sp < f)
-			break;
-		d--;
-	}
-	tls_hdepth = d;
-	return d > 0;
-}
-
 static void trampoline(int sig, siginfo_t *si, void *uc)
 {
 	struct sigaction a = prog_handlers[sig];
-	uint32_t depth = tls_hdepth;
+	uint32_t depth, over;
 	int view;
 
-	if (depth < HANDLER_NEST)
-		tls_hframe[depth] = (uintptr_t)__builtin_frame_address(0);
-	tls_hdepth = depth + 1;
-	count_foreign();
+	depth = handler_frame_push((uintptr_t)__builtin_frame_address(0));
+	over = program_handler_enter();
 	view = wp_sigmask_handler_enter(&a.sa_mask);
 	if (a.sa_flags & SA_RESETHAND) {
 		/* The kernel has already reset its side. */
@@ -2264,10 +2477,11 @@ static void trampoline(int sig, siginfo_t *si, void *uc)
 	} else if (a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN) {
 		a.sa_handler(sig);
 	}
+	program_handler_leave(over);
 	wp_sigmask_handler_leave(view);
 	if (!(a.sa_flags & SA_RESTART))
 		undo_restart(uc);
-	tls_hdepth = depth;
+	handler_frame_pop(depth);
 }
 
 /* async-signal-safe */

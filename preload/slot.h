@@ -4,16 +4,21 @@
  * Who writes what:
  * - the sampler claims/frees slots for threads it discovers, moves state
  *   IDLE->SENT and READY->IDLE, owns every field marked "sampler";
- * - the handler (on the thread itself) moves SENT->READY and fills nr/uflags;
+ * - the handler (on the thread itself) moves SENT->READY and fills nr/uflags,
+ *   and retracts a publication the thread left by longjmp (wp_slot_live);
  * - the thread itself, in a wrapped blocking call, publishes its registers
- *   and bumps blk_seq to odd on entry and even on exit (a seqlock), and
- *   waits on exit while the sampler has the slot pinned (its stack is being
- *   read), so the frames above the call stay valid during the unwind. */
+ *   and bumps blk_seq to odd on entry and even on exit (a seqlock, moved
+ *   only by compare-and-swap), and waits on exit while the sampler has the
+ *   slot pinned (its stack is being read), so the frames above the call
+ *   stay valid during the unwind; the program's handlers, run through our
+ *   trampoline, mark the publication they run over (hdl_seq, hdl_depth). */
 #ifndef WP_SLOT_H
 #define WP_SLOT_H
 
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include "ring.h"
@@ -44,11 +49,16 @@ struct wp_slot {
 	_Atomic uint32_t blk_pin;  /* sampler is reading the stack */
 	_Atomic uint32_t ours_seq; /* handler: blk_seq during which our signal landed */
 	_Atomic uint32_t nr_foreign; /* signals the program handled on this thread */
+	/* handlers of the program's running over the published call with
+	 * sequence hdl_seq (or that left it by longjmp): the sampler watches
+	 * the thread then (sample_thread) */
+	_Atomic uint32_t hdl_seq, hdl_depth;
 	uint32_t blk_foreign;      /* nr_foreign when the wrapped call began */
 	uint32_t blk_sysno;        /* system call the wrapper issues */
 	uint64_t blk_fn;           /* the real libc function: the leaf frame */
 	_Atomic uint32_t in_loader; /* inside dl_iterate_phdr/dlclose: never unwound by the sampler */
 	struct wp_regs blk_regs;   /* the wrapper's registers at entry */
+	uint64_t blk_frame;        /* the wrapper's struct wp_blk, in its frame */
 	uint64_t tp;               /* the thread's pthread_self(), stored when it takes the slot */
 	_Atomic uint32_t exiting;  /* the thread runs its exit destructors: its stack may go */
 	/* handler, for the program's handlers on the same thread: our signal
@@ -79,7 +89,8 @@ struct wp_slot {
 	uint64_t cpu_ns;           /* thread CPU time at the last tick */
 	uint64_t pend_ns[WP_SLOT_PEND]; /* ticks that came while our signal was pending */
 	uint32_t nr_pend;
-	uint64_t scan;             /* last /proc scan that listed the thread */
+	uint64_t scan;             /* last /proc scan that listed the thread, or under way
+				    * when the slot was claimed */
 	uint32_t name_idx;         /* entry in the names table, UINT32_MAX until assigned */
 	uint64_t *stk;             /* max_depth entries: the last stack of this thread */
 	struct wp_ring_ref stk_ref; /* stk's place in the ring, zeroed when stk changes */
@@ -92,6 +103,12 @@ struct wp_slot *wp_slot_self(void);
 /* Waits until the sampler unpins `s` (called only when blk_pin was seen set).
  * async-signal-safe */
 void wp_slot_wait_unpinned(struct wp_slot *s);
+
+/* WALLPROF_TEST_ENTER_SIGNAL (tests only): a wrapped read() sends this
+ * signal to its own thread while it publishes (wp_test_enter_raise), so that
+ * a handler of the program's runs in the middle of it. */
+extern unsigned wp_test_enter_signal;
+void wp_test_enter_raise(void);
 
 /* Captures the caller's registers. Must be inlined into the frame that will
  * block, so that the published context describes a live frame.
@@ -112,39 +129,87 @@ static inline __attribute__((always_inline)) void wp_regs_capture(struct wp_regs
 			 : "rax", "memory");
 }
 
-/* Entry of a wrapped blocking call: publishes the context and returns the
- * slot (NULL when the thread has none or is already inside a wrapped call,
- * e.g. from a signal handler). `*seq` gets the odd sequence number.
+/* A wrapped call's own record of its publication, in the wrapper's frame:
+ * the slot and the odd sequence number, or NULL when it published nothing.
+ * While published, the slot points to it (blk_frame): a publication whose
+ * frame the thread has left without retracting it (by longjmp) is told from
+ * a live one by where the thread's stack pointer is and by what that
+ * address holds now (wp_slot_live). */
+struct wp_blk {
+	struct wp_slot *s;
+	uint32_t seq;
+};
+
+/* Whether the publication with the odd sequence `seq` belongs to a call the
+ * thread is still in, asked on the thread itself at stack pointer `sp`:
+ * its frame is not below `sp` on the same stack, and still holds the call's
+ * record. `alt`: the alternate signal stack as the kernel described it for
+ * the interrupted context (ucontext's uc_stack), or NULL to ask the kernel.
  * async-signal-safe */
-static inline __attribute__((always_inline)) struct wp_slot *
-wp_block_enter(unsigned sysno, void *fn, uint32_t *seq)
+int wp_slot_live(struct wp_slot *s, uint32_t seq, uint64_t sp, const stack_t *alt);
+
+/* Entry of a wrapped blocking call: publishes the context, and fills the
+ * call's record `b` in the wrapper's frame. Nothing is published when the
+ * thread has no slot or is inside a live wrapped call already (from a
+ * signal handler): the outer call keeps its context. A publication left
+ * behind by a call the thread left by longjmp is retracted first. The
+ * fields are written while the sequence is even and published with one
+ * compare-and-swap from that even number to the odd one: a handler's
+ * wrapped call that comes and goes in between (its own publication moves
+ * the sequence on) makes it write them again, never leaves them torn.
+ * async-signal-safe */
+static inline __attribute__((always_inline)) void wp_block_enter(struct wp_blk *b, unsigned sysno,
+								  void *fn)
 {
 	struct wp_slot *s = wp_slot_self();
+	int raised = 0;
 	uint32_t q;
 
+	b->s = NULL;
+	b->seq = 0;
 	if (!s)
-		return NULL;
-	q = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
-	if (q & 1)
-		return NULL; /* nested: the outer call keeps the published context */
-	s->blk_sysno = sysno;
-	s->blk_fn = (uint64_t)(uintptr_t)fn;
-	s->blk_foreign = atomic_load_explicit(&s->nr_foreign, memory_order_relaxed);
-	wp_regs_capture(&s->blk_regs);
-	*seq = q + 1;
-	/* Release: the registers are visible before the odd sequence. */
-	atomic_store_explicit(&s->blk_seq, q + 1, memory_order_release);
-	return s;
+		return;
+	for (;;) {
+		q = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
+		if (q & 1) {
+			if (wp_slot_live(s, q, (uint64_t)(uintptr_t)b, NULL))
+				return; /* nested: the outer call keeps the published context */
+			if (!atomic_compare_exchange_strong(&s->blk_seq, &q, q + 1))
+				continue;
+			q++;
+			/* The sampler may be reading the fields about to change. */
+			if (atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
+				wp_slot_wait_unpinned(s);
+		}
+		s->blk_sysno = sysno;
+		s->blk_fn = (uint64_t)(uintptr_t)fn;
+		s->blk_foreign = atomic_load_explicit(&s->nr_foreign, memory_order_relaxed);
+		s->blk_frame = (uint64_t)(uintptr_t)b;
+		wp_regs_capture(&s->blk_regs);
+		b->s = s;
+		b->seq = q + 1;
+		if (__builtin_expect(wp_test_enter_signal != 0, 0) && sysno == SYS_read && !raised++)
+			wp_test_enter_raise();
+		/* Release: the fields are visible before the odd sequence. */
+		if (atomic_compare_exchange_strong_explicit(&s->blk_seq, &q, q + 1,
+							    memory_order_release,
+							    memory_order_relaxed))
+			return;
+		b->s = NULL;
+	}
 }
 
 /* Exit of a wrapped blocking call. Dekker with the sampler's pin: either the
  * sampler sees the new sequence and gives up, or we see its pin and wait.
+ * Only the call's own publication is retracted: a slot reset since (given
+ * to another thread, slot_reset) has moved on to another sequence.
  * async-signal-safe */
 static inline __attribute__((always_inline)) void wp_block_leave(struct wp_slot *s, uint32_t seq)
 {
 	if (!s)
 		return;
-	atomic_store_explicit(&s->blk_seq, seq + 1, memory_order_seq_cst);
+	atomic_compare_exchange_strong_explicit(&s->blk_seq, &seq, seq + 1, memory_order_seq_cst,
+						memory_order_seq_cst);
 	if (atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
 		wp_slot_wait_unpinned(s);
 }

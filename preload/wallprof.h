@@ -29,6 +29,8 @@ struct wp_config {
 	int test_signal_blocked; /* WALLPROF_TEST_SIGNAL_BLOCKED=1: tests only, see README */
 	int test_site_check;     /* WALLPROF_TEST_SITE_CHECK=1: tests only, see README */
 	unsigned test_handler_delay_us; /* WALLPROF_TEST_HANDLER_DELAY_US: tests only, see README */
+	unsigned test_scan_hold_us; /* WALLPROF_TEST_SCAN_HOLD_US: tests only, see README */
+	unsigned test_enter_signal; /* WALLPROF_TEST_ENTER_SIGNAL: tests only, see README */
 	int follow_children;     /* WALLPROF_FOLLOW_CHILDREN: exec'd children inherit the preload */
 	int log_explicit;        /* WALLPROF_LOG was set: it applies to every process of the tree */
 	int debuginfod;          /* WALLPROF_DEBUGINFOD=1 */
