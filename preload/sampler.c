@@ -195,37 +195,52 @@ static void program_handler_leave(uint32_t seq);
 
 /* The program's handlers running on this thread (through the trampoline or
  * forward_foreign): the frame address of our function that called each,
- * innermost last. A handler left by siglongjmp leaves its entry behind;
- * in_program_handler() drops it. */
+ * innermost last. A handler left by longjmp is dropped by the interposed
+ * longjmp (wp_sampler_longjmp). */
 #define HANDLER_NEST 8
 static __thread uint32_t tls_hdepth __attribute__((tls_model("initial-exec")));
 static __thread uintptr_t tls_hframe[HANDLER_NEST] __attribute__((tls_model("initial-exec")));
 
 /* Whether the caller runs inside a handler of the program's (through our
- * trampoline), where only async-signal-safe work may be done: the thread may
- * have been interrupted inside malloc or stdio with their locks held. A
- * frame on the alternate signal stack when we are no longer on it, or above
- * which we now run, is one the program left by siglongjmp. */
+ * trampoline or forward_foreign), where only async-signal-safe work may be
+ * done: the thread may have been interrupted inside malloc or stdio with
+ * their locks held. Handlers left by longjmp were dropped by
+ * wp_sampler_longjmp(). */
 static int in_program_handler(void)
 {
-	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	stack_t ss;
+
+	if (wp_syscall(SYS_sigaltstack, NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK))
+		return 1;
+	return tls_hdepth > 0;
+}
+
+/* async-signal-safe */
+void wp_sampler_longjmp(const void *env)
+{
+	const unsigned long *jb = env; /* glibc x86-64: rsp is word 6, mangled */
+	unsigned long guard, sp;
 	uint32_t d = tls_hdepth;
 	stack_t ss;
-	int have = wp_syscall(SYS_sigaltstack, NULL, &ss) == 0;
+	int alt;
 
-	if (have && (ss.ss_flags & SS_ONSTACK))
-		return 1;
-	while (d > 0 && d <= HANDLER_NEST) {
+	if (d == 0 || d > HANDLER_NEST)
+		return;
+	/* PTR_MANGLE: xor with the thread's pointer guard, rotate left 17. */
+	__asm__("mov %%fs:0x30, %0" : "=r"(guard));
+	sp = ((jb[6] >> 17) | (jb[6] << (64 - 17))) ^ guard;
+	alt = wp_syscall(SYS_sigaltstack, NULL, &ss) == 0 && !(ss.ss_flags & SS_DISABLE);
+	while (d > 0) {
 		uintptr_t f = tls_hframe[d - 1];
-		int on_alt = have && !(ss.ss_flags & SS_DISABLE) && f >= (uintptr_t)ss.ss_sp &&
-			     f - (uintptr_t)ss.ss_sp < ss.ss_size;
+		/* A frame on the alternate stack is left by a jump off it. */
+		int f_alt = alt && f - (uintptr_t)ss.ss_sp < ss.ss_size;
+		int sp_alt = alt && sp - (uintptr_t)ss.ss_sp < ss.ss_size;
 
-		if (!on_alt && sp < f)
+		if (!(f < sp || (f_alt && !sp_alt)))
 			break;
 		d--;
 	}
 	tls_hdepth = d;
-	return d > 0;
 }
 
 /* A handler of the program's is about to run from the frame `frame`.

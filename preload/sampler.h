@@ -38,10 +38,16 @@ void wp_sampler_count_eintr_retry(void);
 void wp_sampler_main_exiting(void);
 
 /* exec is about to replace the image: stop and write the profile so far
- * (as "<name>.exec<k>.json"); if exec fails, start sampling again. Not
- * async-signal-safe (exec is, but this is a documented limit). */
+ * (as "<name>.exec<k>.json"); if exec fails, start sampling again. From a
+ * signal handler of the program's, only the raw dump is written (and
+ * sampling stays off if exec fails). */
 void wp_sampler_before_exec(void);
 void wp_sampler_exec_failed(void);
+
+/* The program is about to longjmp/siglongjmp to `env` (a jmp_buf): the
+ * handlers of the program's that the jump leaves no longer count as running
+ * (an exit from there is not an exit from a handler). async-signal-safe */
+void wp_sampler_longjmp(const void *env);
 
 /* A thread was renamed; names are re-read at the next tick.
  * async-signal-safe */

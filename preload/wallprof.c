@@ -5,8 +5,10 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -21,9 +23,17 @@ typedef void (*wp_sighandler)(int);
 
 static wp_sighandler (*real_signal)(int, wp_sighandler);
 
+typedef void (*wp_longjmp_fn)(struct __jmp_buf_tag *, int) __attribute__((noreturn));
+static wp_longjmp_fn real_longjmp, real__longjmp, real_siglongjmp, real_longjmp_chk;
+
 __attribute__((constructor)) static void wp_init(void)
 {
 	real_signal = (wp_sighandler(*)(int, wp_sighandler))dlsym(RTLD_NEXT, "signal");
+	/* Resolved now: they are called from signal handlers. */
+	real_longjmp = (wp_longjmp_fn)dlsym(RTLD_NEXT, "longjmp");
+	real__longjmp = (wp_longjmp_fn)dlsym(RTLD_NEXT, "_longjmp");
+	real_siglongjmp = (wp_longjmp_fn)dlsym(RTLD_NEXT, "siglongjmp");
+	real_longjmp_chk = (wp_longjmp_fn)dlsym(RTLD_NEXT, "__longjmp_chk");
 	wp_block_init();
 	wp_sampler_start();
 }
@@ -62,6 +72,41 @@ WP_EXPORT wp_sighandler signal(int sig, wp_sighandler handler)
 		return real_signal ? real_signal(sig, handler) : SIG_ERR;
 	}
 	return rc < 0 ? SIG_ERR : old.sa_handler;
+}
+
+/* ---- longjmp: a jump out of a signal handler leaves it ------------------- */
+
+/* Before our constructor (another library's initializer jumping), the
+ * real one is looked up on the spot. */
+#define LONGJMP_VIA(real, name, env, val)                               \
+	do {                                                            \
+		wp_longjmp_fn r_ = (real);                              \
+		wp_sampler_longjmp(env);                                \
+		if (!r_)                                                \
+			r_ = (wp_longjmp_fn)dlsym(RTLD_NEXT, name);     \
+		if (r_)                                                 \
+			r_(env, val);                                   \
+		abort(); /* no libc longjmp: cannot happen */           \
+	} while (0)
+
+WP_EXPORT __attribute__((noreturn)) void longjmp(struct __jmp_buf_tag env[1], int val)
+{
+	LONGJMP_VIA(real_longjmp, "longjmp", env, val);
+}
+
+WP_EXPORT __attribute__((noreturn)) void _longjmp(struct __jmp_buf_tag env[1], int val)
+{
+	LONGJMP_VIA(real__longjmp, "_longjmp", env, val);
+}
+
+WP_EXPORT __attribute__((noreturn)) void siglongjmp(struct __jmp_buf_tag env[1], int val)
+{
+	LONGJMP_VIA(real_siglongjmp, "siglongjmp", env, val);
+}
+
+WP_EXPORT __attribute__((noreturn)) void __longjmp_chk(struct __jmp_buf_tag env[1], int val)
+{
+	LONGJMP_VIA(real_longjmp_chk, "__longjmp_chk", env, val);
 }
 
 /* ---- exits the destructor does not see --------------------------------- */
