@@ -24,83 +24,7 @@
 #include "../../preload/wallprof.h"
 
 #include "check.h"
-
-static char tmpdir[1024];
-
-static void pathf(char *out, const char *name)
-{
-	snprintf(out, PATH_MAX, "%s/%s", tmpdir, name);
-}
-
-static unsigned char *slurp(const char *path, size_t *len)
-{
-	struct stat st;
-	unsigned char *buf;
-	int fd = open(path, O_RDONLY);
-
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		if (fd >= 0)
-			close(fd);
-		return NULL;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (buf && read(fd, buf, (size_t)st.st_size) != st.st_size) {
-		free(buf);
-		buf = NULL;
-	}
-	close(fd);
-	*len = (size_t)st.st_size;
-	return buf;
-}
-
-static int spit(const char *path, const void *data, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	int ok = fd >= 0 && write(fd, data, len) == (ssize_t)len;
-
-	if (fd >= 0)
-		close(fd);
-	return ok ? 0 : -1;
-}
-
-/* Offset of the first section with `tag` in a dump, or 0. */
-static size_t find_section(const unsigned char *d, size_t len, uint32_t tag, uint64_t *plen)
-{
-	size_t off = 16;
-
-	while (off + 16 <= len) {
-		uint32_t t;
-		uint64_t n;
-
-		memcpy(&t, d + off, 4);
-		memcpy(&n, d + off + 8, 8);
-		if (t == tag) {
-			*plen = n;
-			return off;
-		}
-		if (n > len - off - 24)
-			break;
-		off += 24 + n;
-	}
-	return 0;
-}
-
-/* Recomputes every section's checksum after a deliberate edit. */
-static void fix_sums(unsigned char *d, size_t len)
-{
-	size_t off = 16;
-
-	while (off + 24 <= len) {
-		uint64_t n, sum;
-
-		memcpy(&n, d + off + 8, 8);
-		if (n > len - off - 24)
-			break;
-		sum = wp_raw_checksum(d + off, 16 + n);
-		memcpy(d + off + 16 + n, &sum, 8);
-		off += 24 + n;
-	}
-}
+#include "raw_files.h"
 
 /* ---- fixtures ---- */
 
@@ -551,16 +475,6 @@ static void test_corrupt(void)
 	wp_ring_destroy(r);
 }
 
-static uint64_t rnd_state = 0x243f6a8885a308d3ull;
-
-static uint64_t rnd(void)
-{
-	rnd_state ^= rnd_state << 13;
-	rnd_state ^= rnd_state >> 7;
-	rnd_state ^= rnd_state << 17;
-	return rnd_state;
-}
-
 /* Random edits with the checksums recomputed: the parser and the rebuild
  * must cope with any content (success or a clean error, never a crash). */
 static void test_fuzz(void)
@@ -572,6 +486,7 @@ static void test_fuzz(void)
 	struct wp_profile p;
 	struct wp_raw_info info;
 
+	rnd_state = 0x243f6a8885a308d3ull; /* the seed this test always had */
 	pathf(path, "fuzz.raw");
 	fill(r, 1);
 	REQ(write_dump(path, r, &meta) == 0);

@@ -29,6 +29,7 @@
 #include "../../preload/wallprof.h"
 
 #include "check.h"
+#include "raw_files.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -43,50 +44,6 @@
 
 /* The bound raw_read.c promises for JSON written without a symbolizer. */
 #define JSON_BOUND(b) (16 * (uint64_t)(b) + 65536)
-
-static char tmpdir[1024];
-
-static void pathf(char *out, const char *name)
-{
-	snprintf(out, PATH_MAX, "%s/%s", tmpdir, name);
-}
-
-static int spit(const char *path, const void *data, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	int ok = fd >= 0 && write(fd, data, len) == (ssize_t)len;
-
-	if (fd >= 0)
-		close(fd);
-	return ok ? 0 : -1;
-}
-
-/* The whole content of `fd` (rewound); NULL on failure. */
-static unsigned char *slurp_fd(int fd, size_t *len)
-{
-	struct stat st;
-	unsigned char *buf;
-
-	if (fstat(fd, &st) < 0 || lseek(fd, 0, SEEK_SET) < 0)
-		return NULL;
-	buf = malloc((size_t)st.st_size + 1);
-	if (buf && read(fd, buf, (size_t)st.st_size) != st.st_size) {
-		free(buf);
-		return NULL;
-	}
-	*len = (size_t)st.st_size;
-	return buf;
-}
-
-static uint64_t rnd_state = 0x9e3779b97f4a7c15ull;
-
-static uint64_t rnd(void)
-{
-	rnd_state ^= rnd_state << 13;
-	rnd_state ^= rnd_state >> 7;
-	rnd_state ^= rnd_state << 17;
-	return rnd_state;
-}
 
 /* ---- crafting dumps ------------------------------------------------------ */
 
@@ -215,39 +172,15 @@ static unsigned char *build(const struct wp_module *mods, size_t nr_mods,
 	return out;
 }
 
-/* Recomputes every section's checksum after a deliberate edit. */
-static void fix_sums(unsigned char *d, size_t len)
-{
-	size_t off = 16;
-
-	while (off + 24 <= len) {
-		uint64_t n, sum;
-
-		memcpy(&n, d + off + 8, 8);
-		if (n > len - off - 24)
-			break;
-		sum = wp_raw_checksum(d + off, 16 + n);
-		memcpy(d + off + 16 + n, &sum, 8);
-		off += 24 + n;
-	}
-}
-
 /* Offset of the RING payload in a dump built by build(). */
 static size_t ring_payload(const unsigned char *d, size_t len)
 {
-	size_t off = 16;
+	uint64_t n;
+	size_t off = find_section(d, len, WP_RAW_TAG_RING, &n);
 
-	while (off + 24 <= len) {
-		uint32_t tag;
-		uint64_t n;
-
-		memcpy(&tag, d + off, 4);
-		memcpy(&n, d + off + 8, 8);
-		if (tag == WP_RAW_TAG_RING)
-			return off + 16;
-		off += 24 + n;
-	}
-	abort();
+	if (!off)
+		abort();
+	return off + 16;
 }
 
 static const struct wp_module app = {
