@@ -49,7 +49,7 @@
 /* Events for the sampler, in a futex word. */
 #define EV_STOP 0x1
 #define EV_SNAPSHOT 0x2
-#define EV_FREEZE 0x4 /* a fatal signal is writing the raw dump */
+#define EV_FREEZE 0x4 /* a raw dump is being written: hold still */
 
 /* A sampling signal still undelivered after this long is given up. */
 #define WP_SENT_TIMEOUT_NS 200000000ull
@@ -124,7 +124,10 @@ static struct {
 	_Atomic int sampler_stopped;/* stopped and joined by the last program thread */
 	_Atomic int names_dirty;    /* a thread was renamed */
 	_Atomic int loader_users;   /* threads inside our dl_iterate_phdr/dlclose wrappers */
-	_Atomic uint32_t frozen;    /* the sampler parked for a fatal signal's raw dump */
+	_Atomic uint32_t frozen;    /* the sampler parked for a raw dump */
+	_Atomic int raw_taken;      /* the raw dump has a writer (once per process) */
+	_Atomic uint32_t raw_done;  /* ... and it is written */
+	_Atomic int exec_thaw;      /* an exec from a handler parked the sampler: thaw if it fails */
 	char raw_path[WP_PATH_MAX]; /* where a fatal signal writes the raw dump */
 	char raw_fallback[WP_PATH_MAX];
 	uint8_t fatal_installed[NSIG]; /* our fatal handler is the kernel's for it */
@@ -138,7 +141,7 @@ static void on_fatal_signal(int sig, siginfo_t *si, void *uc);
 static void on_sample_signal(int sig, siginfo_t *si, void *uc);
 static void sampling_mask(sigset_t *m);
 static void reset_after_fork(void);
-static void freeze_forever(void);
+static void freeze(void);
 static void raw_dump(int sig, const char *what);
 static int start_thread(pthread_t *t, void *(*fn)(void *));
 static void scan_threads(void);
@@ -201,17 +204,52 @@ static void program_handler_leave(uint32_t seq);
 static __thread uint32_t tls_hdepth __attribute__((tls_model("initial-exec")));
 static __thread uintptr_t tls_hframe[HANDLER_NEST] __attribute__((tls_model("initial-exec")));
 
+/* Whether the frame address `f` is one a thread at stack pointer `sp` has
+ * left: below `sp` on the same stack, or on the alternate signal stack
+ * (`alt`, NULL if none) when `sp` is not. async-signal-safe */
+static int frame_left(uintptr_t f, uintptr_t sp, const stack_t *alt)
+{
+	int f_alt = alt && f - (uintptr_t)alt->ss_sp < alt->ss_size;
+	int sp_alt = alt && sp - (uintptr_t)alt->ss_sp < alt->ss_size;
+
+	return f_alt != sp_alt ? f_alt : f < sp;
+}
+
+/* Drops the handler frames a thread at `sp` has left. async-signal-safe */
+static void drop_left_handlers(uintptr_t sp, const stack_t *alt)
+{
+	uint32_t d = tls_hdepth;
+
+	if (d > HANDLER_NEST)
+		d = HANDLER_NEST; /* the deeper ones were not recorded */
+	while (d > 0 && frame_left(tls_hframe[d - 1], sp, alt))
+		d--;
+	tls_hdepth = d;
+}
+
+/* The alternate signal stack, if one is set up. async-signal-safe */
+static const stack_t *alt_stack(stack_t *ss)
+{
+	if (wp_syscall(SYS_sigaltstack, NULL, ss) < 0 || (ss->ss_flags & SS_DISABLE))
+		return NULL;
+	return ss;
+}
+
 /* Whether the caller runs inside a handler of the program's (through our
  * trampoline or forward_foreign), where only async-signal-safe work may be
  * done: the thread may have been interrupted inside malloc or stdio with
  * their locks held. Handlers left by longjmp were dropped by
- * wp_sampler_longjmp(). */
+ * wp_sampler_longjmp(); those left otherwise (setcontext, an exception) are
+ * dropped here once the caller's frame is above theirs. */
 static int in_program_handler(void)
 {
 	stack_t ss;
+	const stack_t *alt = alt_stack(&ss);
 
-	if (wp_syscall(SYS_sigaltstack, NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK))
+	if (alt && (alt->ss_flags & SS_ONSTACK))
 		return 1;
+	if (tls_hdepth)
+		drop_left_handlers((uintptr_t)__builtin_frame_address(0), alt);
 	return tls_hdepth > 0;
 }
 
@@ -219,28 +257,27 @@ static int in_program_handler(void)
 void wp_sampler_longjmp(const void *env)
 {
 	const unsigned long *jb = env; /* glibc x86-64: rsp is word 6, mangled */
+	struct wp_slot *s = tls_slot;
 	unsigned long guard, sp;
-	uint32_t d = tls_hdepth;
+	uint32_t q;
 	stack_t ss;
-	int alt;
+	const stack_t *alt;
 
-	if (d == 0 || d > HANDLER_NEST)
+	q = s && atomic_load_explicit(&s->tid, memory_order_relaxed) == tls_tid ?
+		    atomic_load_explicit(&s->blk_seq, memory_order_relaxed) : 0;
+	if (!tls_hdepth && !(q & 1))
 		return;
 	/* PTR_MANGLE: xor with the thread's pointer guard, rotate left 17. */
 	__asm__("mov %%fs:0x30, %0" : "=r"(guard));
 	sp = ((jb[6] >> 17) | (jb[6] << (64 - 17))) ^ guard;
-	alt = wp_syscall(SYS_sigaltstack, NULL, &ss) == 0 && !(ss.ss_flags & SS_DISABLE);
-	while (d > 0) {
-		uintptr_t f = tls_hframe[d - 1];
-		/* A frame on the alternate stack is left by a jump off it. */
-		int f_alt = alt && f - (uintptr_t)ss.ss_sp < ss.ss_size;
-		int sp_alt = alt && sp - (uintptr_t)ss.ss_sp < ss.ss_size;
-
-		if (!(f < sp || (f_alt && !sp_alt)))
-			break;
-		d--;
-	}
-	tls_hdepth = d;
+	alt = alt_stack(&ss);
+	drop_left_handlers(sp, alt);
+	/* A wrapped call the jump leaves (an alarm's siglongjmp out of read):
+	 * its publication goes with it. */
+	if ((q & 1) && frame_left(s->blk_frame, sp, alt) &&
+	    atomic_compare_exchange_strong(&s->blk_seq, &q, q + 1) &&
+	    atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
+		wp_slot_wait_unpinned(s);
 }
 
 /* A handler of the program's is about to run from the frame `frame`.
@@ -1943,8 +1980,10 @@ static void *sampler_main(void *arg)
 			ev = atomic_load(&g.events);
 			if (ev & EV_STOP)
 				return NULL;
-			if (ev & EV_FREEZE)
-				freeze_forever();
+			if (ev & EV_FREEZE) {
+				freeze();
+				continue;
+			}
 			if (ev & EV_SNAPSHOT) {
 				atomic_fetch_and(&g.events, ~(uint32_t)EV_SNAPSHOT);
 				start_snapshot();
@@ -2335,8 +2374,13 @@ void wp_sampler_before_exec(void)
 	size_t n;
 	int k;
 
-	if (!g.started || getpid() != g.pid ||
-	    wp_out_expand_path(g.cfg.output, (unsigned)g.pid, 0, base, sizeof(base)) < 0)
+	if (!g.started || getpid() != g.pid)
+		return;
+	if (in_program_handler()) {
+		stop_and_dump(NULL, "exec"); /* the raw dump only: nothing else here */
+		return;
+	}
+	if (wp_out_expand_path(g.cfg.output, (unsigned)g.pid, 0, base, sizeof(base)) < 0)
 		return;
 	n = strlen(base);
 	if (n > 5 && !strcmp(base + n - 5, ".json"))
@@ -2353,10 +2397,20 @@ void wp_sampler_before_exec(void)
 /* exec failed: the program goes on, so does profiling (a fresh window). */
 void wp_sampler_exec_failed(void)
 {
-	/* Not after an exec from a signal handler: the raw dump parked the
-	 * sampler for good. */
-	if (g.started || !g.pid || getpid() != g.pid || !g.ring || atomic_load(&g.frozen))
+	if (g.started || !g.pid || getpid() != g.pid || !g.ring)
 		return;
+	if (atomic_exchange(&g.exec_thaw, 0)) {
+		/* An exec from a signal handler: its raw dump parked the sampler,
+		 * which goes on where it was (all of this async-signal-safe). */
+		atomic_store(&g.raw_taken, 0);
+		atomic_store(&g.raw_done, 0);
+		atomic_fetch_and(&g.events, ~(uint32_t)EV_FREEZE);
+		futex_wake(&g.events);
+		atomic_store(&g.sampling, 1);
+		g.started = 1;
+		return;
+	}
+	atomic_store(&g.sampler_stopped, 0);
 	atomic_store(&g.events, 0);
 	atomic_store(&g.sampling, 1);
 	g.need_reset = 1;
@@ -2373,10 +2427,18 @@ static void stop_and_dump(const char *path, const char *exec_tag)
 
 	if (!g.started || getpid() != g.pid)
 		return;
+	if (exec_tag && !path) {
+		/* exec from a signal handler (wp_sampler_before_exec): the thread
+		 * may hold malloc's lock, so only the raw dump (async-signal-safe);
+		 * the sampler stays parked unless the exec fails. */
+		raw_dump(0, "exec");
+		atomic_store(&g.exec_thaw, 1);
+		g.started = 0;
+		return;
+	}
 	if (in_program_handler()) {
-		/* _exit, exit or exec from a signal handler: the thread may hold
-		 * malloc's lock, so only the raw dump (async-signal-safe). */
-		raw_dump(0, path ? "exec" : "exit");
+		/* _exit or exit from a signal handler: the same. */
+		raw_dump(0, "exit");
 		g.started = 0;
 		return;
 	}
@@ -2590,15 +2652,18 @@ int wp_sampler_sigaction(int sig, const struct sigaction *act, struct sigaction 
 
 /* ---- fatal signals and special exits ------------------------------------ */
 
-/* The sampler parks here once a fatal signal handler asked it to: from
- * then on the ring, names and module map hold still for the raw dump. */
-static void freeze_forever(void)
+/* The sampler parks here while a raw dump is written: the ring, names and
+ * module map hold still. Only an exec from a handler that failed thaws it;
+ * after a fatal signal it stays until the process is gone. */
+static void freeze(void)
 {
+	uint32_t ev;
+
 	atomic_store(&g.frozen, 1);
 	futex_wake(&g.frozen);
-	for (;;)
-		wp_syscall(SYS_futex, &g.events, FUTEX_WAIT_PRIVATE, atomic_load(&g.events), NULL, NULL,
-			0);
+	while ((ev = atomic_load(&g.events)) & EV_FREEZE)
+		wp_syscall(SYS_futex, &g.events, FUTEX_WAIT_PRIVATE, ev, NULL, NULL, 0);
+	atomic_store(&g.frozen, 0);
 }
 
 /* async-signal-safe */
@@ -2646,15 +2711,24 @@ static struct {
  * the fatal signal, or 0 for an exit or exec (`what`) from a handler. */
 static void raw_dump(int sig, const char *what)
 {
-	static _Atomic int once;
 	struct wp_raw_meta *meta = &fatal.meta;
 	const char *path = g.raw_path, *abbrev = sigabbrev_np(sig);
 	char *line = fatal.line;
 	size_t n = 0, cap = sizeof(fatal.line);
 	int fd, rc = -1, i;
 
-	if (!g.started || getpid() != g.pid || !g.ring || atomic_exchange(&once, 1))
+	if (!g.started || getpid() != g.pid || !g.ring)
 		return;
+	if (atomic_exchange(&g.raw_taken, 1)) {
+		/* Another thread is writing it (a SIGSEGV while an exit from a
+		 * handler dumps): let it finish before this one dies, up to 2 s. */
+		for (i = 0; i < 200 && !atomic_load(&g.raw_done); i++) {
+			struct timespec ts = { 0, 10000000 };
+
+			wp_syscall(SYS_futex, &g.raw_done, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+		}
+		return;
+	}
 	atomic_store(&g.sampling, 0);
 	if (wp_syscall(SYS_gettid) != g.sampler_tid) {
 		/* Park the sampler so that the ring, names and module map hold
@@ -2710,6 +2784,8 @@ static void raw_dump(int sig, const char *what)
 	/* At error level, success too: the process is dying or leaving oddly. */
 	wp_log_raw(WP_LOG_ERROR, rc == 0 ? "wrote" : "error",
 		   rc == 0 ? path : NULL, line, n);
+	atomic_store(&g.raw_done, 1);
+	futex_wake(&g.raw_done);
 }
 
 /* Stack the fatal path uses below the kernel's signal frame (3.3 KiB with

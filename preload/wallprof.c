@@ -26,6 +26,16 @@ static wp_sighandler (*real_signal)(int, wp_sighandler);
 typedef void (*wp_longjmp_fn)(struct __jmp_buf_tag *, int) __attribute__((noreturn));
 static wp_longjmp_fn real_longjmp, real__longjmp, real_siglongjmp, real_longjmp_chk;
 
+typedef void (*wp_exit_fn)(int) __attribute__((noreturn));
+static wp_exit_fn real__exit, real__Exit;
+
+typedef int (*wp_execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*wp_execv_fn)(const char *, char *const[]);
+typedef int (*wp_fexecve_fn)(int, char *const[], char *const[]);
+static wp_execve_fn real_execve, real_execvpe;
+static wp_execv_fn real_execv, real_execvp;
+static wp_fexecve_fn real_fexecve;
+
 __attribute__((constructor)) static void wp_init(void)
 {
 	real_signal = (wp_sighandler(*)(int, wp_sighandler))dlsym(RTLD_NEXT, "signal");
@@ -34,6 +44,13 @@ __attribute__((constructor)) static void wp_init(void)
 	real__longjmp = (wp_longjmp_fn)dlsym(RTLD_NEXT, "_longjmp");
 	real_siglongjmp = (wp_longjmp_fn)dlsym(RTLD_NEXT, "siglongjmp");
 	real_longjmp_chk = (wp_longjmp_fn)dlsym(RTLD_NEXT, "__longjmp_chk");
+	real__exit = (wp_exit_fn)dlsym(RTLD_NEXT, "_exit");
+	real__Exit = (wp_exit_fn)dlsym(RTLD_NEXT, "_Exit");
+	real_execve = (wp_execve_fn)dlsym(RTLD_NEXT, "execve");
+	real_execvpe = (wp_execve_fn)dlsym(RTLD_NEXT, "execvpe");
+	real_execv = (wp_execv_fn)dlsym(RTLD_NEXT, "execv");
+	real_execvp = (wp_execv_fn)dlsym(RTLD_NEXT, "execvp");
+	real_fexecve = (wp_fexecve_fn)dlsym(RTLD_NEXT, "fexecve");
 	wp_block_init();
 	wp_sampler_start();
 }
@@ -111,20 +128,21 @@ WP_EXPORT __attribute__((noreturn)) void __longjmp_chk(struct __jmp_buf_tag env[
 
 /* ---- exits the destructor does not see --------------------------------- */
 
-typedef void (*wp_exit_fn)(int) __attribute__((noreturn));
-
 static void *next_symbol(const char *name)
 {
 	return dlsym(RTLD_NEXT, name);
 }
 
 /* _exit and _Exit skip atexit and destructors: write the profile first.
- * A vfork child (another pid on our memory) leaves everything alone. */
-static __attribute__((noreturn)) void exit_after_dump(const char *name, int status)
+ * A vfork child (another pid on our memory) leaves everything alone. The
+ * real functions were looked up in the constructor: dlsym takes the
+ * loader's lock, which a signal handler calling _exit must not. */
+static __attribute__((noreturn)) void exit_after_dump(wp_exit_fn real, const char *name,
+						       int status)
 {
-	wp_exit_fn real = (wp_exit_fn)next_symbol(name);
-
 	wp_sampler_stop_and_dump();
+	if (!real)
+		real = (wp_exit_fn)next_symbol(name);
 	if (real)
 		real(status);
 	wp_syscall(SYS_exit_group, status);
@@ -133,12 +151,12 @@ static __attribute__((noreturn)) void exit_after_dump(const char *name, int stat
 
 WP_EXPORT __attribute__((noreturn)) void _exit(int status)
 {
-	exit_after_dump("_exit", status);
+	exit_after_dump(real__exit, "_exit", status);
 }
 
 WP_EXPORT __attribute__((noreturn)) void _Exit(int status)
 {
-	exit_after_dump("_Exit", status);
+	exit_after_dump(real__Exit, "_Exit", status);
 }
 
 /* main() leaving through pthread_exit: the process ends with its last
@@ -178,12 +196,12 @@ WP_EXPORT int pthread_setname_np(pthread_t t, const char *name)
 		return rc_;                     \
 	} while (0)
 
-typedef int (*wp_execve_fn)(const char *, char *const[], char *const[]);
-typedef int (*wp_execv_fn)(const char *, char *const[]);
+/* The real one, looked up now if our constructor has not run yet. */
+#define REAL_EXEC(var, type, name) ((var) ? (var) : ((var) = (type)next_symbol(name)))
 
 WP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	wp_execve_fn real = (wp_execve_fn)next_symbol("execve");
+	wp_execve_fn real = REAL_EXEC(real_execve, wp_execve_fn, "execve");
 
 	if (!real)
 		return errno = ENOSYS, -1;
@@ -192,7 +210,7 @@ WP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 
 WP_EXPORT int execv(const char *path, char *const argv[])
 {
-	wp_execv_fn real = (wp_execv_fn)next_symbol("execv");
+	wp_execv_fn real = REAL_EXEC(real_execv, wp_execv_fn, "execv");
 
 	if (!real)
 		return errno = ENOSYS, -1;
@@ -201,7 +219,7 @@ WP_EXPORT int execv(const char *path, char *const argv[])
 
 WP_EXPORT int execvp(const char *file, char *const argv[])
 {
-	wp_execv_fn real = (wp_execv_fn)next_symbol("execvp");
+	wp_execv_fn real = REAL_EXEC(real_execvp, wp_execv_fn, "execvp");
 
 	if (!real)
 		return errno = ENOSYS, -1;
@@ -210,7 +228,7 @@ WP_EXPORT int execvp(const char *file, char *const argv[])
 
 WP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	wp_execve_fn real = (wp_execve_fn)next_symbol("execvpe");
+	wp_execve_fn real = REAL_EXEC(real_execvpe, wp_execve_fn, "execvpe");
 
 	if (!real)
 		return errno = ENOSYS, -1;
@@ -219,8 +237,7 @@ WP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 
 WP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	int (*real)(int, char *const[], char *const[]) =
-		(int (*)(int, char *const[], char *const[]))next_symbol("fexecve");
+	wp_fexecve_fn real = REAL_EXEC(real_fexecve, wp_fexecve_fn, "fexecve");
 
 	if (!real)
 		return errno = ENOSYS, -1;

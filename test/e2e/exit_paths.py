@@ -77,6 +77,26 @@ def tests(rt):
     def test_handler_exec(tmp):
         handler_end(tmp, [rt.prog("exit_paths"), "handler_exec", "/bin/true"], 0)
 
+    def test_handler_exec_fails(tmp):
+        """An exec from a handler that fails: its raw dump parked the
+        sampler, which must go on; the exit then writes the JSON profile
+        with the work done after."""
+        argv = [rt.prog("exit_paths"), "handler_exec_fails"]
+        plain = rt.run_bounded(argv, tmp, preload=False, timeout=TIMEOUT)
+        check(plain.rc == 0, "bare: %s" % plain.describe())
+        r = rt.run_bounded(argv, tmp, timeout=TIMEOUT)
+        check(r.rc == 0 and r.stdout == plain.stdout, "preloaded: %s, stdout %r"
+              % (r.describe(), r.stdout))
+        path = os.path.join(tmp, "wallprof.%d.json" % r.pid)
+        check(os.path.exists(path), "no JSON profile after the failed exec (%s)" % r.describe())
+        obj = rt.load_profile(path)
+        rt.check_valid(obj)
+        n = sum(1 for s in rt.profile_part(obj)["samples"]
+                if "wpt_after_work" in rt.stack_functions(obj, s["stack_id"]))
+        check(n >= 20, "%d samples of the work after the failed exec (want >= 20): sampling "
+              "stopped" % n)
+
     return [("exit_pthread_exit_atexit", test_pthread_exit_atexit),
+            ("exit_handler_exec_fails", test_handler_exec_fails),
             ("exit_handler__exit", test_handler_exit),
             ("exit_handler_exec", test_handler_exec)]

@@ -11,6 +11,9 @@
  *                        thread allocates and frees in a loop (wpt_malloc_work):
  *                        the handler interrupts malloc now and then.
  *   handler_exec PROG    the same, but the handler execs PROG (no arguments).
+ *   handler_exec_fails   the handler's exec fails (no such file) and it returns;
+ *                        main then works 0.4 s more (wpt_after_work) and
+ *                        returns 0.
  * stdout is a pipe in the tests: fully buffered, flushed only at exit. */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -25,9 +28,11 @@
 #include "h_work.h"
 
 WPT_WORK(wpt_tail_work)
+WPT_WORK(wpt_after_work)
 
 static int log_fd = -1;
 static const char *exec_prog;
+static volatile sig_atomic_t exec_failed;
 
 static void at_exit(void)
 {
@@ -50,7 +55,8 @@ static void on_alarm(int sig)
 		char *args[] = { (char *)exec_prog, NULL };
 
 		execv(exec_prog, args);
-		_exit(99);
+		exec_failed = 1;
+		return;
 	}
 	_exit(7);
 }
@@ -92,6 +98,19 @@ int main(int argc, char **argv)
 		setitimer(ITIMER_REAL, &it, NULL);
 		wpt_malloc_work();
 	}
-	fprintf(stderr, "usage: exit_paths pthread_exit_atexit|handler_exit|handler_exec PROG\n");
+	if (!strcmp(mode, "handler_exec_fails")) {
+		struct itimerval it = { { 0, 0 }, { 0, 300000 } };
+
+		exec_prog = "/nonexistent/program";
+		signal(SIGALRM, on_alarm);
+		setitimer(ITIMER_REAL, &it, NULL);
+		while (!exec_failed)
+			wpt_tail_work(0.01);
+		wpt_after_work(0.4);
+		printf("exec from the handler failed; main went on\n");
+		return 0;
+	}
+	fprintf(stderr, "usage: exit_paths pthread_exit_atexit|handler_exit|handler_exec PROG|"
+		"handler_exec_fails\n");
 	return 2;
 }
