@@ -160,7 +160,7 @@ static int open_session(uint64_t epoch)
 	if (u.dwfl && u.epoch == epoch)
 		return u.attached ? 0 : -1;
 	end_session();
-	u.pid = getpid();
+	u.pid = gettid(); /* not the pid: the leader may have exited */
 	u.epoch = epoch;
 	u.dwfl = dwfl_begin(&callbacks);
 	if (!u.dwfl)

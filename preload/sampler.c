@@ -122,6 +122,7 @@ static struct {
 	int need_reset;             /* forked child: the sampler starts from scratch */
 	_Atomic int main_exited;    /* main() left through pthread_exit */
 	_Atomic int sampler_stopped;/* stopped and joined by the last program thread */
+	_Atomic uint32_t live_threads; /* threads counted by pthread_create, not yet ended */
 	_Atomic int names_dirty;    /* a thread was renamed */
 	_Atomic int loader_users;   /* threads inside our dl_iterate_phdr/dlclose wrappers */
 	_Atomic uint32_t frozen;    /* the sampler parked for a raw dump */
@@ -177,6 +178,7 @@ static __thread struct wp_slot *tls_slot __attribute__((tls_model("initial-exec"
 static __thread uint32_t tls_tid __attribute__((tls_model("initial-exec")));
 static __thread int tls_internal __attribute__((tls_model("initial-exec")));
 static __thread int tls_in_loader __attribute__((tls_model("initial-exec")));
+static __thread int tls_counted __attribute__((tls_model("initial-exec"))); /* in live_threads */
 
 /* A signal that is not the program's own business landed on this thread
  * inside a wrapped call: the call must be retried, not return EINTR (see
@@ -704,41 +706,42 @@ struct wp_slot *wp_slot_self(void)
 	return s;
 }
 
-/* Whether every thread of the program but the caller has passed
- * slot_thread_exit (or is the exited main thread): our own threads do not
- * count, nor do threads whose slot says `exiting`. A thread we know nothing
- * of counts as alive. */
-static int last_program_thread(uint32_t self)
+int wp_sampler_thread_created(void)
 {
-	char buf[2048];
-	pid_t dumper = atomic_load(&g.dumper_tid);
-	int fd = (int)wp_syscall(SYS_openat, AT_FDCWD, "/proc/self/task",
-				 O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	long n;
-
-	if (fd < 0)
+	if (!g.started || getpid() != g.pid || tls_internal || !g.exit_key_ok)
 		return 0;
-	while ((n = wp_syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
-		long off = 0;
+	atomic_fetch_add(&g.live_threads, 1);
+	return 1;
+}
 
-		while (off < n) {
-			struct dirent64 *d = (struct dirent64 *)(buf + off);
-			uint32_t tid = (uint32_t)strtoul(d->d_name, NULL, 10), cur;
+void wp_sampler_thread_create_failed(void)
+{
+	atomic_fetch_sub(&g.live_threads, 1);
+}
 
-			off += d->d_reclen;
-			if (!tid || tid == self || tid == (uint32_t)g.pid ||
-			    (pid_t)tid == g.sampler_tid || (pid_t)tid == dumper)
-				continue;
-			cur = tid < g.nr_tids ? atomic_load(&g.tid_slot[tid]) : 0;
-			if (cur && atomic_load(&g.slots[cur - 1].tid) == tid &&
-			    atomic_load_explicit(&g.slots[cur - 1].exiting, memory_order_seq_cst))
-				continue;
-			wp_syscall(SYS_close, fd);
-			return 0;
-		}
+void wp_sampler_thread_begins(void)
+{
+	tls_counted = 1;
+	/* Any value makes the key's destructor run at the thread's end; a
+	 * slot claimed later replaces it. A key below 32 allocates nothing. */
+	if (!pthread_getspecific(g.exit_key))
+		pthread_setspecific(g.exit_key, &g);
+}
+
+/* main() has left by pthread_exit and no counted thread is left: glibc ends
+ * the process with exit(0) on the last thread to end, so that atexit
+ * handlers and stdio's flush run on a thread of the program, in its
+ * descriptor table. Our threads must not be that last thread: stop them
+ * now, from the program's last thread (once). */
+static void stop_if_last(void)
+{
+	if (atomic_load(&g.main_exited) && atomic_load(&g.live_threads) == 0 && g.started &&
+	    !tls_internal && getpid() == g.pid && !atomic_exchange(&g.sampler_stopped, 1)) {
+		atomic_fetch_or(&g.events, EV_STOP);
+		futex_wake(&g.events);
+		pthread_join(g.sampler, NULL);
+		join_dumper();
 	}
-	wp_syscall(SYS_close, fd);
-	return n == 0;
 }
 
 /* The thread is exiting (pthread key destructor): from now on the sampler
@@ -753,37 +756,28 @@ static void slot_thread_exit(void *p)
 	 * pthread_exit, or, in a child forked from another thread, that
 	 * thread returning from its start routine (after_fork_child set the
 	 * key for it). Without us the process would end with its last thread. */
-	wp_sampler_main_exiting();
-	if (!s || s != tls_slot || atomic_load_explicit(&s->tid, memory_order_relaxed) != tls_tid)
-		return;
-	atomic_store_explicit(&s->exiting, 1, memory_order_seq_cst);
-	if (atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
-		wp_slot_wait_unpinned(s);
-	/* main() has left through pthread_exit: glibc ends the process with
-	 * exit(0) on the last thread to end, so atexit handlers and stdio's
-	 * flush run on a thread of the program, in its descriptor table. Our
-	 * threads must not be that last thread: the last program thread stops
-	 * them first. Each exiting thread marked itself above before looking
-	 * at the others (seq_cst), so of two ending together at least one
-	 * sees the other marked; stopping is done once. */
-	if (atomic_load(&g.main_exited) && g.started && !tls_internal &&
-	    getpid() == g.pid && tls_tid != (uint32_t)g.pid && last_program_thread(tls_tid) &&
-	    !atomic_exchange(&g.sampler_stopped, 1)) {
-		atomic_fetch_or(&g.events, EV_STOP);
-		futex_wake(&g.events);
-		pthread_join(g.sampler, NULL);
-		join_dumper();
+	if (s && s == tls_slot && atomic_load_explicit(&s->tid, memory_order_relaxed) == tls_tid) {
+		atomic_store_explicit(&s->exiting, 1, memory_order_seq_cst);
+		if (atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
+			wp_slot_wait_unpinned(s);
 	}
+	if (tls_counted) {
+		tls_counted = 0;
+		atomic_fetch_sub(&g.live_threads, 1);
+	}
+	wp_sampler_main_exiting(); /* then stops our threads if this was the last */
 }
 
-/* Whether the struct wp_blk at `addr` in process `pid` holds `s` and `seq`,
+/* Whether the struct wp_blk at `addr`, read through thread `tid` (a live one:
+ * once the leader has exited, the kernel reads no memory through the pid),
+ * holds `s` and `seq`,
  * read through the kernel (the address may no longer be mapped): 1 yes, 0
  * no or unmapped, -1 the kernel would not say. async-signal-safe */
-static int record_holds(pid_t pid, uint64_t addr, const struct wp_slot *s, uint32_t seq)
+static int record_holds(pid_t tid, uint64_t addr, const struct wp_slot *s, uint32_t seq)
 {
 	struct wp_blk rec;
 	struct iovec l = { &rec, sizeof(rec) }, r = { (void *)(uintptr_t)addr, sizeof(rec) };
-	long n = wp_syscall(SYS_process_vm_readv, pid, &l, 1, &r, 1, 0);
+	long n = wp_syscall(SYS_process_vm_readv, tid, &l, 1, &r, 1, 0);
 
 	if (n == (long)sizeof(rec))
 		return rec.s == s && rec.seq == seq;
@@ -821,7 +815,7 @@ int wp_slot_live(struct wp_slot *s, uint32_t seq, uint64_t sp, const stack_t *al
 	else
 		live = on_alt;
 	if (live)
-		live = record_holds((pid_t)wp_syscall(SYS_getpid), f, s, seq) != 0;
+		live = record_holds((pid_t)wp_syscall(SYS_gettid), f, s, seq) != 0;
 	errno = saved;
 	return live;
 }
@@ -1173,7 +1167,7 @@ static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, i
 			break;
 		}
 	}
-	if (hit && (ok = wp_unwind_site_check(hit, g.pid, lo, hi)) != 0) {
+	if (hit && (ok = wp_unwind_site_check(hit, g.sampler_tid, lo, hi)) != 0) {
 		g.ctr.nr_site_replayed++;
 		g.ctr.nr_site_direct += ok == 2;
 		*truncated = 0;
@@ -1393,7 +1387,7 @@ static int sample_published(struct wp_slot *s, uint32_t seq, uint64_t now)
  * wp_slot_live: the same test from outside, without the alternate stack). */
 static int blocked_in_call(struct wp_slot *s, uint32_t seq, uint64_t sp)
 {
-	return sp <= s->blk_frame && record_holds(g.pid, s->blk_frame, s, seq) != 0;
+	return sp <= s->blk_frame && record_holds(g.sampler_tid, s->blk_frame, s, seq) != 0;
 }
 
 /* One thread, one tick: exactly one sample, with a signal only when the
@@ -1835,7 +1829,7 @@ static int start_thread(pthread_t *t, void *(*fn)(void *))
 	/* Helper threads never take the program's signals. */
 	sigfillset(&all);
 	wp_sigmask_raw(SIG_SETMASK, &all, &old);
-	rc = pthread_create(t, NULL, fn, NULL);
+	rc = wp_thread_create_real(t, NULL, fn, NULL);
 	wp_sigmask_raw(SIG_SETMASK, &old, NULL);
 	return rc;
 }
@@ -2261,6 +2255,9 @@ static void after_fork_child(void)
 	atomic_store(&g.events, 0);
 	atomic_store(&g.main_exited, 0);
 	atomic_store(&g.sampler_stopped, 0);
+	/* The forking thread is the child's leader: not among the others. */
+	atomic_store(&g.live_threads, 0);
+	tls_counted = 0;
 	g.dumper_running = 0;
 	atomic_store(&g.dumper_tid, 0);
 	atomic_store(&g.dumper_done, 0);
@@ -2666,11 +2663,11 @@ static void freeze(void)
 	atomic_store(&g.frozen, 0);
 }
 
-/* async-signal-safe */
 void wp_sampler_main_exiting(void)
 {
 	if (g.started && getpid() == g.pid && wp_syscall(SYS_gettid) == g.pid)
 		atomic_store(&g.main_exited, 1);
+	stop_if_last();
 }
 
 /* async-signal-safe */

@@ -3,6 +3,8 @@
 #ifndef WP_SAMPLER_H
 #define WP_SAMPLER_H
 
+#include <pthread.h>
+
 #include <signal.h>
 
 /* glibc's real sigaction, exported under this name; our own `sigaction`
@@ -32,9 +34,11 @@ void wp_sampler_loader_leave(void);
 /* A wrapped call retried after our signal interrupted it. async-signal-safe */
 void wp_sampler_count_eintr_retry(void);
 
-/* main() is about to leave through pthread_exit: the process must end
- * when its last other thread does, our threads notwithstanding.
- * async-signal-safe */
+/* main() is about to leave through pthread_exit (or the leader of a child
+ * forked from another thread returns from its start routine): the process
+ * must end when its last other thread does, on that thread. If no counted
+ * thread is left, our threads are stopped now (joined: not from a signal
+ * handler). */
 void wp_sampler_main_exiting(void);
 
 /* exec is about to replace the image: stop and write the profile so far
@@ -48,6 +52,20 @@ void wp_sampler_exec_failed(void);
  * handlers of the program's that the jump leaves no longer count as running
  * (an exit from there is not an exit from a handler). async-signal-safe */
 void wp_sampler_longjmp(const void *env);
+
+/* The program's threads (thread_start.c). pthread_create counts a thread it
+ * is about to create (returns 0 when not counting: before start, in a child
+ * that is not profiled), and takes it back if creation failed; the new
+ * thread, first thing, says it began: its end is then seen, and when main()
+ * has left by pthread_exit, the last counted thread to end stops our
+ * threads, so that glibc's exit(0) runs on a thread of the program. */
+int wp_sampler_thread_created(void);
+void wp_sampler_thread_create_failed(void);
+void wp_sampler_thread_begins(void);
+
+/* pthread_create itself, for our own threads (never counted). */
+int wp_thread_create_real(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+			  void *arg);
 
 /* A thread was renamed; names are re-read at the next tick.
  * async-signal-safe */

@@ -45,7 +45,9 @@ long wp_unwind_fake_write(const void *addr, size_t n)
 	if (n == 0)
 		return 0;
 	/* Like a write into a pipe: EFAULT when the byte cannot be read. */
-	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != 1) {
+	/* Our own tid, not the pid: once the leader has exited (main's
+	 * pthread_exit), the kernel reads no memory through the pid. */
+	if (process_vm_readv(gettid(), &local, 1, &remote, 1, 0) != 1) {
 		errno = EFAULT;
 		return -1;
 	}

@@ -39,6 +39,23 @@ def tests(rt):
                  if "wpt_tail_work" in rt.stack_functions(obj, s["stack_id"])}
         check(len(tails) == 2, "wpt_tail_work on %d threads, want 2" % len(tails))
 
+    def test_pthread_exit_short(tmp):
+        """main's pthread_exit with 16 threads of 5 ms each, which no tick
+        sees: the last of them still ends the process on its own thread
+        (stdout flushed, the atexit handler's write done)."""
+        argv = [rt.prog("exit_paths"), "pthread_exit_short"]
+        want = "main: buffered\natexit: stdout\n"
+        bad = 0
+        for i in range(RUNS * 2):
+            r = rt.run_bounded(argv, tmp, timeout=TIMEOUT)
+            with open(os.path.join(tmp, "atexit.log")) as f:
+                log = f.read()
+            if r.rc != 0 or r.stdout != want or log != "atexit ran\n":
+                bad += 1
+                last = "rc %s, stdout %r, log %r" % (r.rc, r.stdout, log)
+        check(bad == 0, "%d of %d runs lost the program's output (%s)" % (bad, RUNS * 2, last)
+              if bad else "")
+
     def handler_end(tmp, argv, want_rc):
         plain = rt.run_bounded(argv, tmp, preload=False, timeout=TIMEOUT)
         check(plain.rc == want_rc, "bare: rc %s, want %s" % (plain.rc, want_rc))
@@ -97,6 +114,7 @@ def tests(rt):
               "stopped" % n)
 
     return [("exit_pthread_exit_atexit", test_pthread_exit_atexit),
+            ("exit_pthread_exit_short", test_pthread_exit_short),
             ("exit_handler_exec_fails", test_handler_exec_fails),
             ("exit_handler__exit", test_handler_exit),
             ("exit_handler_exec", test_handler_exec)]

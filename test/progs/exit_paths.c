@@ -7,6 +7,8 @@
  *                        "atexit ran" to the log through the descriptor main
  *                        opened, and stdout is flushed ("main: buffered",
  *                        "atexit: stdout").
+ *   pthread_exit_short   the same with 16 detached threads of 5 ms each (too
+ *                        short to be seen by a sampling tick).
  *   handler_exit         a SIGALRM handler calls _exit(7) while the main
  *                        thread allocates and frees in a loop (wpt_malloc_work):
  *                        the handler interrupts malloc now and then.
@@ -39,6 +41,13 @@ static void at_exit(void)
 	if (write(log_fd, "atexit ran\n", 11) != 11)
 		printf("atexit: write: %m\n");
 	printf("atexit: stdout\n");
+}
+
+static void *short_tail(void *arg)
+{
+	(void)arg;
+	wpt_tail_work(0.005);
+	return NULL;
 }
 
 static void *tail(void *arg)
@@ -78,16 +87,20 @@ int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
 
-	if (!strcmp(mode, "pthread_exit_atexit")) {
-		pthread_t t[2];
+	if (!strcmp(mode, "pthread_exit_atexit") || !strcmp(mode, "pthread_exit_short")) {
+		int is_short = !strcmp(mode, "pthread_exit_short"), n = is_short ? 16 : 2;
+		pthread_attr_t a;
+		pthread_t t;
 
 		log_fd = open("atexit.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (log_fd < 0)
 			return 2;
 		atexit(at_exit);
 		printf("main: buffered\n"); /* not flushed */
-		pthread_create(&t[0], NULL, tail, NULL);
-		pthread_create(&t[1], NULL, tail, NULL);
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		while (n--)
+			pthread_create(&t, &a, is_short ? short_tail : tail, NULL);
 		pthread_exit(NULL);
 	}
 	if (!strcmp(mode, "handler_exit") || (!strcmp(mode, "handler_exec") && argc == 3)) {
