@@ -255,7 +255,7 @@ void wp_config_load(struct wp_config *c)
 	/* Logging first, so the other variables' messages obey it: by
 	 * default the root of the profiled tree speaks, its descendants
 	 * record in the tree's index (tree.h). */
-	wp_tree_load(c);
+	wp_tree_load();
 	s = getenv("WALLPROF_LOG");
 	log_explicit = s && *s;
 	wp_log_level = wp_tree_is_root() ? WP_LOG_INFO : WP_LOG_QUIET;

@@ -19,31 +19,57 @@
 static int is_root = 1;
 static int exported;               /* WALLPROF_TREE already names us (exec'd root) */
 static char index_path[WP_PATH_MAX];
+static unsigned long long my_start;
 
-void wp_tree_load(struct wp_config *c)
+/* This process's start time (clock ticks since boot, /proc/self/stat field
+ * 22): with the pid, it names the process across exec, and not another
+ * process that got the same pid later or in another pid namespace. 0 if
+ * unknown. */
+static unsigned long long start_time(void)
+{
+	char buf[1024], *p;
+	ssize_t n;
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC), i;
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')'); /* the command name may hold spaces and ')' */
+	for (i = 2; p && i < 22; i++)
+		p = strchr(p + 1, ' ');
+	return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+void wp_tree_load(void)
 {
 	const char *s = getenv("WALLPROF_TREE");
 	unsigned long pid;
+	unsigned long long start = 0;
 	char *end;
 
 	is_root = 1;
 	exported = 0;
 	index_path[0] = 0;
+	my_start = start_time();
 	if (s && *s >= '1' && *s <= '9') {
 		errno = 0;
 		pid = strtoul(s, &end, 10);
+		if (*end == '.')
+			start = strtoull(end + 1, &end, 10);
 		if (!errno && pid <= 0x7fffffffu && *end == ':' && end[1] == '/' &&
 		    strlen(end + 1) < sizeof(index_path)) {
 			memcpy(index_path, end + 1, strlen(end + 1) + 1);
-			if (pid == (unsigned long)getpid()) {
+			if (pid == (unsigned long)getpid() && start == my_start) {
 				exported = 1; /* our own image before an exec set it */
 			} else {
 				is_root = 0;
-				c->tree_root_pid = (unsigned)pid;
 			}
 		}
 	}
-	snprintf(c->tree_index, sizeof(c->tree_index), "%s", index_path);
 }
 
 void wp_tree_export(const struct wp_config *c)
@@ -63,7 +89,7 @@ void wp_tree_export(const struct wp_config *c)
 	/* A previous run's index under the same name is not this run's. */
 	unlink(path);
 	memcpy(index_path, path, strlen(path) + 1);
-	snprintf(val, sizeof(val), "%u:%s", (unsigned)getpid(), path);
+	snprintf(val, sizeof(val), "%u.%llu:%s", (unsigned)getpid(), my_start, path);
 	/* Children that are not profiled need no word from us. */
 	if (c->follow_children && setenv("WALLPROF_TREE", val, 1) == 0)
 		exported = 1;

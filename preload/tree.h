@@ -11,8 +11,10 @@
  * kinds: "wrote" (a file was written: profile, snapshot, raw dump),
  * "short" (too short for a profile), "error", "info". The root reads the index
  * at its exit and prints one summary (files written, fallbacks, losses).
- * The root is told to its descendants by WALLPROF_TREE="<pid>:<index path>",
- * set in the environment at start. */
+ * The root is told to its descendants by
+ * WALLPROF_TREE="<pid>.<start time>:<index path>", set in the environment at
+ * start (the start time, from /proc/self/stat, tells an exec'd root from a
+ * process that reuses its pid). */
 #ifndef WP_TREE_H
 #define WP_TREE_H
 
@@ -22,8 +24,8 @@
 
 /* In wp_config_load, before anything is logged: reads WALLPROF_TREE and
  * decides whether this process is the root (no WALLPROF_TREE, or one naming
- * our own pid: an exec'd root). Fills c->tree_root_pid and c->tree_index. */
-void wp_tree_load(struct wp_config *c);
+ * this very process: an exec'd root). */
+void wp_tree_load(void);
 
 /* In the constructor, once the configuration is final: a new root (not an
  * exec'd one) that lets children be profiled removes a stale index and

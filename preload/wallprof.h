@@ -35,10 +35,6 @@ struct wp_config {
 	int log_explicit;        /* WALLPROF_LOG was set: it applies to every process of the tree */
 	int debuginfod;          /* WALLPROF_DEBUGINFOD=1 */
 	char tmpdir[256];        /* $TMPDIR if absolute and short enough, else "/tmp" */
-	/* The profiled process tree (tree.c): WALLPROF_TREE="<root pid>:<index path>",
-	 * set by the root for its descendants. */
-	unsigned tree_root_pid;  /* 0: this process is the root (no WALLPROF_TREE) */
-	char tree_index[WP_PATH_MAX]; /* absolute path of the tree's index, or "" */
 };
 
 #define WP_DEFAULT_HZ 101

@@ -182,7 +182,20 @@ def tests(rt):
               "%s" % index_lines(m.group(4)))
         check(os.path.exists(raws[0][2]), "%s is missing" % raws[0][2])
 
+    def test_tree_same_pid_other_process(tmp):
+        """WALLPROF_TREE naming this pid but another start time (the pid of a
+        root that is gone, reused; pid 1 of another namespace): not the
+        root, so not a word on stderr."""
+        idx = os.path.join(tmp, "other.index")
+        r = rt.run_bounded(["sh", "-c", "WALLPROF_TREE=$$.1:%s exec %s -c \"%s\""
+                            % (idx, PY, CHILD.replace('"', '\\"'))], tmp, timeout=60)
+        check(r.rc == 0, r.describe())
+        check(r.wallprof_lines() == [], "a process that is not the root spoke: %s"
+              % r.wallprof_lines())
+        check(os.path.exists(idx), "its line did not go to the index it was given")
+
     return [("tree_child_stderr", test_tree_child_stderr),
+            ("tree_same_pid_other_process", test_tree_same_pid_other_process),
             ("tree_child_crash", test_tree_child_crash),
             ("tree_closed_stderr", test_tree_closed_stderr),
             ("tree_fork_child", test_tree_fork_child),
