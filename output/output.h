@@ -55,6 +55,12 @@ const char *wp_out_syscall_name(unsigned nr);
  * ".json" (or appended). Returns 0, or -1 if it does not fit in `out`. */
 int wp_out_expand_path(const char *tmpl, unsigned pid, int n, char *out, size_t outlen);
 
+/* A file beside the profile: the template expanded for `pid` (no snapshot
+ * number), a trailing ".json" replaced by `suffix` (".raw", ".index",
+ * ".exec2.json"), or `suffix` appended. Returns 0, or -1 if it does not fit. */
+int wp_out_sibling_path(const char *tmpl, unsigned pid, const char *suffix, char *out,
+			size_t outlen);
+
 /* Writes `len` bytes to `path` atomically (see wp_out_sentry_write).
  * Returns 0, or -1 with a one-line reason in `err`. */
 int wp_out_write_atomic(const char *path, const char *data, size_t len, char *err, size_t errlen);

@@ -4,7 +4,7 @@
 
 #include "profile.h"
 
-static int cmp_tid(const void *a, const void *b)
+int wp_cmp_u32(const void *a, const void *b)
 {
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
@@ -24,7 +24,7 @@ int wp_profile_sentry_ok(const struct wp_profile *p)
 		return 1; /* cannot tell: write it */
 	for (i = 0; i < p->nr_samples; i++)
 		tids[i] = p->samples[i].tid;
-	qsort(tids, p->nr_samples, sizeof(*tids), cmp_tid);
+	qsort(tids, p->nr_samples, sizeof(*tids), wp_cmp_u32);
 	for (i = 1; i < p->nr_samples && !ok; i++)
 		ok = tids[i] == tids[i - 1];
 	free(tids);

@@ -92,6 +92,9 @@ struct wp_profile {
 	struct wp_counters counters;
 };
 
+/* qsort/bsearch comparator of uint32_t values (tids, pids). */
+int wp_cmp_u32(const void *a, const void *b);
+
 /* Whether Sentry's ingestion keeps any of the samples: some thread has at
  * least two (Relay drops threads with fewer, then rejects an empty profile
  * as NotEnoughSamples; Sentry's own SDKs do not send such profiles). */

@@ -272,3 +272,19 @@ overflow:
 	out[0] = '\0';
 	return -1;
 }
+
+int wp_out_sibling_path(const char *tmpl, unsigned pid, const char *suffix, char *out,
+			size_t outlen)
+{
+	size_t n, k = strlen(suffix);
+
+	if (wp_out_expand_path(tmpl, pid, 0, out, outlen) < 0)
+		return -1;
+	n = strlen(out);
+	if (n > 5 && !strcmp(out + n - 5, ".json"))
+		n -= 5;
+	if (n + k + 1 > outlen)
+		return -1;
+	memcpy(out + n, suffix, k + 1);
+	return 0;
+}

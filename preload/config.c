@@ -45,14 +45,22 @@ int wp_log_stderr_ok(void)
 	return stderr_same(STDERR_FILENO);
 }
 
+/* Whether an event goes to the tree's index: all of a descendant's lines,
+ * the root's files and too-short notes. async-signal-safe */
+static int records(int level, const char *kind)
+{
+	if (!wp_tree_is_root())
+		return level <= WP_LOG_INFO;
+	return !strcmp(kind, "wrote") || !strcmp(kind, "short");
+}
+
 static void log_line(int level, const char *kind, const char *path, unsigned long long lost,
 		     const char *fmt, va_list ap)
 {
 	char buf[1024];
 	int n, fd, saved = errno, shown = 0, speak = level <= wp_log_level;
 	size_t len, off = 0;
-	int record = !wp_tree_is_root() ? level <= WP_LOG_INFO :
-					  !strcmp(kind, "wrote") || !strcmp(kind, "short");
+	int record = records(level, kind);
 
 	if (!speak && !record)
 		return;
@@ -96,8 +104,7 @@ static void log_line(int level, const char *kind, const char *path, unsigned lon
 void wp_log_raw(int level, const char *kind, const char *path, const char *msg, size_t len)
 {
 	int saved = errno, shown = 0, speak = level <= wp_log_level;
-	int record = !wp_tree_is_root() ? level <= WP_LOG_INFO :
-					  !strcmp(kind, "wrote") || !strcmp(kind, "short");
+	int record = records(level, kind);
 	struct iovec v[3] = { { "wallprof: ", 10 }, { (void *)msg, len }, { "\n", 1 } };
 
 	if (speak && stderr_same(STDERR_FILENO))

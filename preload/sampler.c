@@ -1614,13 +1614,6 @@ static void tick(uint64_t now)
 
 /* ---- dumps ------------------------------------------------------------ */
 
-static int cmp_sample_tid(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* Raw profile of the current window: ring copy plus names, modules, counters. */
 static int build_profile(struct wp_profile *p, int snapshot)
 {
@@ -1641,7 +1634,7 @@ static int build_profile(struct wp_profile *p, int snapshot)
 		goto fail;
 	for (i = 0; i < p->nr_samples; i++)
 		tids[i] = p->samples[i].tid;
-	qsort(tids, p->nr_samples, sizeof(*tids), cmp_sample_tid);
+	qsort(tids, p->nr_samples, sizeof(*tids), wp_cmp_u32);
 	/* The latest names of live threads; live threads are listed even
 	 * without samples (one that blocks our signal, say), so that their
 	 * signals and losses are accounted. */
@@ -1662,7 +1655,7 @@ static int build_profile(struct wp_profile *p, int snapshot)
 		int dup = 0;
 
 		if (!live[i] &&
-		    !bsearch(&g.names[i].tid, tids, p->nr_samples, sizeof(*tids), cmp_sample_tid))
+		    !bsearch(&g.names[i].tid, tids, p->nr_samples, sizeof(*tids), wp_cmp_u32))
 			continue;
 		for (k = 0; k < n && !dup; k++)
 			dup = p->threads[k].tid == g.names[i].tid;
@@ -2367,8 +2360,7 @@ void wp_sampler_stop_and_dump(void)
  * k free. */
 void wp_sampler_before_exec(void)
 {
-	char base[WP_PATH_MAX], path[WP_PATH_MAX + 32], tag[16];
-	size_t n;
+	char path[WP_PATH_MAX], tag[16];
 	int k;
 
 	if (!g.started || getpid() != g.pid)
@@ -2377,13 +2369,15 @@ void wp_sampler_before_exec(void)
 		stop_and_dump(NULL, "exec"); /* the raw dump only: nothing else here */
 		return;
 	}
-	if (wp_out_expand_path(g.cfg.output, (unsigned)g.pid, 0, base, sizeof(base)) < 0)
-		return;
-	n = strlen(base);
-	if (n > 5 && !strcmp(base + n - 5, ".json"))
-		base[n - 5] = 0;
 	for (k = 0; k < 1000; k++) {
-		snprintf(path, sizeof(path), "%s.exec%d.json", base, k);
+		char suffix[32];
+
+		snprintf(suffix, sizeof(suffix), ".exec%d.json", k);
+		if (wp_out_sibling_path(g.cfg.output, (unsigned)g.pid, suffix, path, sizeof(path)) < 0) {
+			wp_log(WP_LOG_ERROR, "WALLPROF_OUTPUT expands to a path that is too long; "
+			       "no profile before exec");
+			return;
+		}
 		if (access(path, F_OK) != 0)
 			break;
 	}
@@ -2830,17 +2824,9 @@ static int install_fatal_one(int sig)
  * same name in $TMPDIR (or /tmp). Computed here, not in the handler. */
 static void set_raw_paths(void)
 {
-	char base[WP_PATH_MAX];
-	size_t n;
-
-	if (wp_out_expand_path(g.cfg.output, (unsigned)g.pid, 0, base, sizeof(base) - 8) < 0) {
+	if (wp_out_sibling_path(g.cfg.output, (unsigned)g.pid, ".raw", g.raw_path,
+				sizeof(g.raw_path)) < 0)
 		g.raw_path[0] = 0;
-		return;
-	}
-	n = strlen(base);
-	if (n > 5 && !strcmp(base + n - 5, ".json"))
-		base[n - 5] = 0;
-	snprintf(g.raw_path, sizeof(g.raw_path), "%s.raw", base);
 	snprintf(g.raw_fallback, sizeof(g.raw_fallback), "%s/wallprof.%u.raw", g.cfg.tmpdir,
 		 (unsigned)g.pid);
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../output/output.h"
+#include "../output/profile.h"
 #include "sys.h"
 #include "tree.h"
 
@@ -74,18 +75,13 @@ void wp_tree_load(void)
 
 void wp_tree_export(const struct wp_config *c)
 {
-	char path[WP_PATH_MAX], val[WP_PATH_MAX + 16];
-	size_t n;
+	char path[WP_PATH_MAX], val[WP_PATH_MAX + 48];
 
 	if (!is_root || exported)
 		return;
-	if (wp_out_expand_path(c->output, (unsigned)getpid(), 0, path, sizeof(path) - 8) < 0 ||
+	if (wp_out_sibling_path(c->output, (unsigned)getpid(), ".index", path, sizeof(path)) < 0 ||
 	    path[0] != '/')
 		return;
-	n = strlen(path);
-	if (n > 5 && !strcmp(path + n - 5, ".json"))
-		path[n - 5] = 0;
-	strcat(path, ".index");
 	/* A previous run's index under the same name is not this run's. */
 	unlink(path);
 	memcpy(index_path, path, strlen(path) + 1);
@@ -169,13 +165,6 @@ void wp_tree_record(const char *kind, const char *path, unsigned long long lost,
 	(void)wp_syscall(SYS_writev, fd, v, 10);
 	wp_syscall(SYS_close, fd);
 	errno = saved;
-}
-
-static int cmp_uint(const void *a, const void *b)
-{
-	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 /* The index's bytes (at most INDEX_READ_MAX), NUL-terminated; NULL if absent. */
@@ -276,7 +265,7 @@ void wp_tree_report(void)
 		char more[160] = "";
 		size_t m = 0;
 
-		qsort(pids, nr_pids, sizeof(*pids), cmp_uint);
+		qsort(pids, nr_pids, sizeof(*pids), wp_cmp_u32);
 		for (i = 0; i < nr_pids; i++)
 			distinct += i == 0 || pids[i] != pids[i - 1];
 		if (shorts)
