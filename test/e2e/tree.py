@@ -111,7 +111,7 @@ def tests(rt):
     def test_tree_fallback_reported(tmp):
         """A child whose output directory is missing writes to $TMPDIR; the
         root says where, on its own stderr."""
-        tmpdir = os.path.join(tmp, "tmpdir")
+        tmpdir = os.path.join(tmp, "fallback")
         os.mkdir(tmpdir)
         r = pair(tmp, [PY, "-c", PARENT, CHILD,
                        "WALLPROF_OUTPUT=%s/missing/p.%%p.json" % tmp],
