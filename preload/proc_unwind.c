@@ -33,7 +33,8 @@ static struct {
 	Dwfl *dwfl;
 	uint64_t epoch;
 	int attached;
-	pid_t pid;
+	pid_t proc;   /* the process the session is for (a forked child is another) */
+	pid_t pid;    /* the thread memory is read through: ours, alive */
 	/* the walk in progress */
 	pid_t tid;
 	uint64_t sp, pc;
@@ -150,7 +151,7 @@ static void end_session(void)
 
 static int open_session(uint64_t epoch)
 {
-	if (u.pid != getpid()) {
+	if (u.proc != getpid()) {
 		/* A forked child: the session's files were opened in the
 		 * parent's sampler table, which this process does not have;
 		 * closing them here could close numbers of its own. Left. */
@@ -160,6 +161,7 @@ static int open_session(uint64_t epoch)
 	if (u.dwfl && u.epoch == epoch)
 		return u.attached ? 0 : -1;
 	end_session();
+	u.proc = getpid();
 	u.pid = gettid(); /* not the pid: the leader may have exited */
 	u.epoch = epoch;
 	u.dwfl = dwfl_begin(&callbacks);

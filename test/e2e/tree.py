@@ -194,7 +194,25 @@ def tests(rt):
               % r.wallprof_lines())
         check(os.path.exists(idx), "its line did not go to the index it was given")
 
+    def test_env_read_once(tmp):
+        """The environment is read once, at start: a program that changes
+        TMPDIR later (setenv races with a getenv of ours at exit) does not
+        move our fallback."""
+        first, later = os.path.join(tmp, "first"), os.path.join(tmp, "later")
+        os.mkdir(first)
+        os.mkdir(later)
+        code = "import os\nos.environ['TMPDIR'] = %r\n" % later + CHILD
+        r = rt.run_bounded([PY, "-c", code], tmp,
+                           {"TMPDIR": first,
+                            "WALLPROF_OUTPUT": os.path.join(tmp, "missing", "p.%p.json")},
+                           timeout=60)
+        check(r.rc == 0, r.describe())
+        want = os.path.join(first, "wallprof.%d.json" % r.pid)
+        check(os.path.exists(want), "the fallback is not in the TMPDIR of the start: %s, %s; %s"
+              % (os.listdir(first), os.listdir(later), r.wallprof_lines()))
+
     return [("tree_child_stderr", test_tree_child_stderr),
+            ("tree_env_read_once", test_env_read_once),
             ("tree_same_pid_other_process", test_tree_same_pid_other_process),
             ("tree_child_crash", test_tree_child_crash),
             ("tree_closed_stderr", test_tree_closed_stderr),
