@@ -37,7 +37,7 @@ static void read_build_id(const struct dl_phdr_info *info, struct wp_module *mod
 static char *main_path(void)
 {
 	char buf[WP_PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+	ssize_t n = readlink("/proc/thread-self/exe", buf, sizeof(buf) - 1);
 
 	if (n <= 0)
 		return strdup("[main]");

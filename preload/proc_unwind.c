@@ -151,10 +151,11 @@ static void end_session(void)
 
 static int open_session(uint64_t epoch)
 {
-	if (u.proc != getpid()) {
-		/* A forked child: the session's files were opened in the
-		 * parent's sampler table, which this process does not have;
-		 * closing them here could close numbers of its own. Left. */
+	if (u.proc != getpid() || u.pid != gettid()) {
+		/* A forked child, or a sampler started again after a failed
+		 * exec: the session's files were opened in the old sampler's
+		 * private table, which is gone; closing them here could close
+		 * numbers of this table. Left. */
 		u.dwfl = NULL;
 		u.attached = 0;
 	}

@@ -148,6 +148,7 @@ static int start_thread(pthread_t *t, void *(*fn)(void *));
 static void scan_threads(void);
 static void find_stacks(void);
 static void join_dumper(void);
+static int leader_ended(void);
 
 static uint64_t mono_ns(void)
 {
@@ -728,15 +729,56 @@ void wp_sampler_thread_begins(void)
 		pthread_setspecific(g.exit_key, &g);
 }
 
-/* main() has left by pthread_exit and no counted thread is left: glibc ends
- * the process with exit(0) on the last thread to end, so that atexit
- * handlers and stdio's flush run on a thread of the program, in its
- * descriptor table. Our threads must not be that last thread: stop them
- * now, from the program's last thread (once). */
+/* Whether every thread of the program but the caller and the exited leader
+ * is gone from /proc/self/task, waiting up to 50 ms for those still listed
+ * (a thread that just ended is listed a little longer). A thread the count
+ * never saw (C11 thrd_create, created before our constructor) stays: no. */
+static int others_gone(uint32_t self)
+{
+	int tries;
+
+	for (tries = 0; tries < 50; tries++) {
+		char buf[1024];
+		pid_t dumper = atomic_load(&g.dumper_tid);
+		int fd = (int)wp_syscall(SYS_openat, AT_FDCWD, "/proc/self/task",
+					 O_RDONLY | O_DIRECTORY | O_CLOEXEC), other = 0;
+		long n;
+		struct timespec ms = { 0, 1000000 };
+
+		if (fd < 0)
+			return 0;
+		while (!other && (n = wp_syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+			long off;
+
+			for (off = 0; off < n && !other; off += ((struct dirent64 *)(buf + off))->d_reclen) {
+				uint32_t tid = (uint32_t)strtoul(((struct dirent64 *)(buf + off))->d_name,
+								 NULL, 10);
+
+				other = tid && tid != self && tid != (uint32_t)g.pid &&
+					(pid_t)tid != g.sampler_tid && (pid_t)tid != dumper;
+			}
+		}
+		wp_syscall(SYS_close, fd);
+		if (!other)
+			return 1;
+		wp_syscall(SYS_nanosleep, &ms, NULL);
+	}
+	return 0;
+}
+
+/* main() has left by pthread_exit and the last counted thread is ending
+ * (or none was left when main left): glibc ends the process with exit(0)
+ * on the last thread to end, so that atexit handlers and stdio's flush run
+ * on a thread of the program, in its descriptor table. Our threads must
+ * not be that last thread: stop them now (once), unless a thread the count
+ * never saw lives on (the sampler then ends the process when it is gone,
+ * see tick). */
 static void stop_if_last(void)
 {
-	if (atomic_load(&g.main_exited) && atomic_load(&g.live_threads) == 0 && g.started &&
-	    !tls_internal && getpid() == g.pid && !atomic_exchange(&g.sampler_stopped, 1)) {
+	if (atomic_load(&g.live_threads) == 0 && g.started && !tls_internal && getpid() == g.pid &&
+	    (atomic_load(&g.main_exited) || leader_ended()) &&
+	    others_gone((uint32_t)wp_syscall(SYS_gettid)) &&
+	    !atomic_exchange(&g.sampler_stopped, 1)) {
 		atomic_fetch_or(&g.events, EV_STOP);
 		futex_wake(&g.events);
 		pthread_join(g.sampler, NULL);
@@ -763,9 +805,11 @@ static void slot_thread_exit(void *p)
 	}
 	if (tls_counted) {
 		tls_counted = 0;
-		atomic_fetch_sub(&g.live_threads, 1);
+		/* Only the one that takes the count to 0 looks further. */
+		if (atomic_fetch_sub(&g.live_threads, 1) == 1)
+			stop_if_last();
 	}
-	wp_sampler_main_exiting(); /* then stops our threads if this was the last */
+	wp_sampler_main_exiting(); /* the leader: stops our threads if it is the last */
 }
 
 /* Whether the struct wp_blk at `addr`, read through thread `tid` (a live one:
@@ -1512,6 +1556,28 @@ static int user_threads_left(void)
 	return 0;
 }
 
+/* Whether the thread group's leader has ended as a thread (a zombie while
+ * the other threads live on): main() left by a way we do not interpose
+ * (thrd_exit, glibc's internal pthread_exit, a raw exit system call). */
+static int leader_ended(void)
+{
+	char path[64], buf[512], *p;
+	int fd;
+	long n;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)g.pid);
+	fd = (int)wp_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = wp_syscall(SYS_read, fd, buf, sizeof(buf) - 1);
+	wp_syscall(SYS_close, fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return p && (p[2] == 'Z' || p[2] == 'X');
+}
+
 /* Forgets threads that are gone and whose samples all left the window, so
  * that thread churn costs no memory over time. */
 static void prune_names(uint64_t now)
@@ -1589,6 +1655,9 @@ static void tick(uint64_t now)
 	if (g.want_stacks && g.ctr.nr_ticks - g.stacks_tick >= g.ticks_per_scan)
 		find_stacks();
 	g.ctr.nr_ticks++;
+	if (!atomic_load(&g.main_exited) && g.ctr.nr_ticks % g.ticks_per_scan == 0 &&
+	    leader_ended())
+		atomic_store(&g.main_exited, 1); /* thrd_exit, a raw exit: no word from it */
 	if (atomic_load(&g.main_exited) && !user_threads_left()) {
 		/* main() called pthread_exit and its last thread is gone, and
 		 * was not seen ending (slot_thread_exit runs for threads that got
@@ -1908,7 +1977,8 @@ static void find_stacks(void)
 		want[k++] = s;
 	}
 	qsort(want, k, sizeof(*want), cmp_slot_tp);
-	f = k || !g.main_stk_hi ? fopen("/proc/self/maps", "re") : NULL;
+	/* thread-self: once the leader has exited, /proc/self/maps is empty. */
+	f = k || !g.main_stk_hi ? fopen("/proc/thread-self/maps", "re") : NULL;
 	i = 0;
 	while (f && (i < k || !g.main_stk_hi) && fgets(line, sizeof(line), f)) {
 		size_t n = strlen(line);
@@ -2251,6 +2321,7 @@ static void after_fork_child(void)
 	/* The forking thread is the child's leader: not among the others. */
 	atomic_store(&g.live_threads, 0);
 	tls_counted = 0;
+	wp_thread_start_forked();
 	g.dumper_running = 0;
 	atomic_store(&g.dumper_tid, 0);
 	atomic_store(&g.dumper_done, 0);
@@ -2401,6 +2472,8 @@ void wp_sampler_exec_failed(void)
 		g.started = 1;
 		return;
 	}
+	if (atomic_load(&g.frozen) || atomic_load(&g.raw_taken))
+		return; /* another thread's raw dump holds the sampler still */
 	atomic_store(&g.sampler_stopped, 0);
 	atomic_store(&g.events, 0);
 	atomic_store(&g.sampling, 1);
@@ -2659,8 +2732,9 @@ static void freeze(void)
 
 void wp_sampler_main_exiting(void)
 {
-	if (g.started && getpid() == g.pid && wp_syscall(SYS_gettid) == g.pid)
-		atomic_store(&g.main_exited, 1);
+	if (!g.started || getpid() != g.pid || wp_syscall(SYS_gettid) != g.pid)
+		return;
+	atomic_store(&g.main_exited, 1);
 	stop_if_last();
 }
 

@@ -63,6 +63,9 @@ int wp_sampler_thread_created(void);
 void wp_sampler_thread_create_failed(void);
 void wp_sampler_thread_begins(void);
 
+/* In a fork()ed child: frees the start records (thread_start.c). */
+void wp_thread_start_forked(void);
+
 /* pthread_create itself, for our own threads (never counted). */
 int wp_thread_create_real(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
 			  void *arg);

@@ -8,12 +8,14 @@
  * on thread creation); with the pool exhausted, or before the library has
  * started, a thread is created as without us and simply not counted. The
  * start routine is entered by a tail call, so no frame of ours stays under
- * it. */
+ * it. thrd_create (C11), which glibc does not build on the exported
+ * pthread_create, is interposed the same way. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <threads.h>
 
 #include "sampler.h"
 
@@ -25,6 +27,7 @@ typedef int (*wp_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void 
 struct start {
 	_Atomic int busy;
 	void *(*fn)(void *);
+	int (*c11)(void *);   /* thrd_create's start function, or NULL */
 	void *arg;
 };
 
@@ -46,7 +49,9 @@ static struct start *start_get(void)
 	return NULL;
 }
 
-static void *start_routine(void *p)
+/* Built with sibling calls on whatever the build's -O: the tail call is
+ * what keeps our frame out of the thread's stack. */
+__attribute__((optimize("optimize-sibling-calls"))) static void *start_routine(void *p)
 {
 	struct start *st = p;
 	void *(*fn)(void *) = st->fn;
@@ -55,6 +60,30 @@ static void *start_routine(void *p)
 	atomic_store_explicit(&st->busy, 0, memory_order_release);
 	wp_sampler_thread_begins();
 	return fn(arg); /* a tail call: the thread's stack starts at fn */
+}
+
+/* In a fork()ed child: records other threads of the parent held while
+ * creating a thread are nobody's now. */
+void wp_thread_start_forked(void)
+{
+	unsigned i;
+
+	for (i = 0; i < POOL; i++)
+		atomic_store_explicit(&pool[i].busy, 0, memory_order_relaxed);
+}
+
+/* A C11 thread: its int result is returned as glibc's own C11 start does
+ * (thrd_join reads it back from the pointer). Not a tail call: this frame
+ * stays under the thread's function, and our unwinder leaves it out. */
+static void *c11_start(void *p)
+{
+	struct start *st = p;
+	int (*fn)(void *) = st->c11;
+	void *arg = st->arg;
+
+	atomic_store_explicit(&st->busy, 0, memory_order_release);
+	wp_sampler_thread_begins();
+	return (void *)(intptr_t)fn(arg);
 }
 
 int wp_thread_create_real(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
@@ -79,6 +108,7 @@ WP_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
 		return wp_thread_create_real(t, attr, fn, arg);
 	}
 	st->fn = fn;
+	st->c11 = NULL;
 	st->arg = arg;
 	rc = wp_thread_create_real(t, attr, start_routine, st);
 	if (rc != 0) {
@@ -86,4 +116,33 @@ WP_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
 		atomic_store_explicit(&st->busy, 0, memory_order_release);
 	}
 	return rc;
+}
+
+/* thrd_create does not go through pthread_create inside glibc: the same,
+ * for C11 threads. */
+WP_EXPORT int thrd_create(thrd_t *thr, thrd_start_t func, void *arg)
+{
+	typedef int (*wp_thrd_create_fn)(thrd_t *, thrd_start_t, void *);
+	static wp_thrd_create_fn real;
+	struct start *st;
+	int rc;
+
+	if (!real)
+		real = (wp_thrd_create_fn)dlsym(RTLD_NEXT, "thrd_create");
+	if (!wp_sampler_thread_created())
+		return real ? real(thr, func, arg) : thrd_error;
+	st = start_get();
+	if (!st) {
+		wp_sampler_thread_create_failed();
+		return real ? real(thr, func, arg) : thrd_error;
+	}
+	st->fn = NULL;
+	st->c11 = func;
+	st->arg = arg;
+	rc = wp_thread_create_real((pthread_t *)thr, NULL, c11_start, st);
+	if (rc == 0)
+		return thrd_success;
+	wp_sampler_thread_create_failed();
+	atomic_store_explicit(&st->busy, 0, memory_order_release);
+	return rc == ENOMEM ? thrd_nomem : rc == EBUSY ? thrd_busy : thrd_error;
 }

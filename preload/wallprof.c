@@ -28,6 +28,8 @@ static wp_longjmp_fn real_longjmp, real__longjmp, real_siglongjmp, real_longjmp_
 
 typedef void (*wp_exit_fn)(int) __attribute__((noreturn));
 static wp_exit_fn real__exit, real__Exit;
+typedef void (*wp_pexit_fn)(void *) __attribute__((noreturn));
+static wp_pexit_fn real_pthread_exit;
 
 typedef int (*wp_execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*wp_execv_fn)(const char *, char *const[]);
@@ -46,6 +48,7 @@ __attribute__((constructor)) static void wp_init(void)
 	real_longjmp_chk = (wp_longjmp_fn)dlsym(RTLD_NEXT, "__longjmp_chk");
 	real__exit = (wp_exit_fn)dlsym(RTLD_NEXT, "_exit");
 	real__Exit = (wp_exit_fn)dlsym(RTLD_NEXT, "_Exit");
+	real_pthread_exit = (wp_pexit_fn)dlsym(RTLD_NEXT, "pthread_exit");
 	real_execve = (wp_execve_fn)dlsym(RTLD_NEXT, "execve");
 	real_execvpe = (wp_execve_fn)dlsym(RTLD_NEXT, "execvpe");
 	real_execv = (wp_execv_fn)dlsym(RTLD_NEXT, "execv");
@@ -163,8 +166,8 @@ WP_EXPORT __attribute__((noreturn)) void _Exit(int status)
  * other thread, which our own threads must not prevent. */
 WP_EXPORT __attribute__((noreturn)) void pthread_exit(void *ret)
 {
-	typedef void (*wp_pexit_fn)(void *) __attribute__((noreturn));
-	wp_pexit_fn real = (wp_pexit_fn)next_symbol("pthread_exit");
+	wp_pexit_fn real = real_pthread_exit ? real_pthread_exit :
+						(wp_pexit_fn)next_symbol("pthread_exit");
 
 	wp_sampler_main_exiting();
 	if (real)

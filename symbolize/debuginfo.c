@@ -314,7 +314,9 @@ int wp_sym_vdso_fd(const struct wp_module *m)
 int wp_sym_mapped_fd(const struct wp_module *m)
 {
 	char line[512], path[96];
-	FILE *f = fopen("/proc/self/maps", "re");
+	/* thread-self: once the leader has exited (main's pthread_exit),
+	 * /proc/self/maps is empty. */
+	FILE *f = fopen("/proc/thread-self/maps", "re");
 	int fd = -1;
 
 	if (!f)

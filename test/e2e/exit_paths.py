@@ -56,6 +56,22 @@ def tests(rt):
         check(bad == 0, "%d of %d runs lost the program's output (%s)" % (bad, RUNS * 2, last)
               if bad else "")
 
+    def test_thrd_exit(tmp):
+        """main leaves by thrd_exit while a C11 thread (not created through
+        pthread_create, so not counted) works on: sampling goes on until
+        it ends, and its output is there."""
+        argv = [rt.prog("exit_paths"), "thrd_exit"]
+        plain = rt.run_bounded(argv, tmp, preload=False, timeout=TIMEOUT)
+        check(plain.rc == 0 and plain.stdout == "thrd: done\n", "bare: %s %r"
+              % (plain.describe(), plain.stdout))
+        r = rt.run_bounded(argv, tmp, timeout=TIMEOUT)
+        check(r.rc == 0 and r.stdout == plain.stdout, "preloaded: %s %r" % (r.describe(), r.stdout))
+        obj = rt.load_profile(os.path.join(tmp, "wallprof.%d.json" % r.pid))
+        n = sum(1 for s in rt.profile_part(obj)["samples"]
+                if "wpt_tail_work" in rt.stack_functions(obj, s["stack_id"]))
+        check(n >= 30, "%d samples of the C11 thread's 0.5 s of work (want >= 30): the "
+              "sampler stopped when main left" % n)
+
     def handler_end(tmp, argv, want_rc):
         plain = rt.run_bounded(argv, tmp, preload=False, timeout=TIMEOUT)
         check(plain.rc == want_rc, "bare: rc %s, want %s" % (plain.rc, want_rc))
@@ -115,6 +131,7 @@ def tests(rt):
 
     return [("exit_pthread_exit_atexit", test_pthread_exit_atexit),
             ("exit_pthread_exit_short", test_pthread_exit_short),
+            ("exit_thrd_exit", test_thrd_exit),
             ("exit_handler_exec_fails", test_handler_exec_fails),
             ("exit_handler__exit", test_handler_exit),
             ("exit_handler_exec", test_handler_exec)]

@@ -9,6 +9,9 @@
  *                        "atexit: stdout").
  *   pthread_exit_short   the same with 16 detached threads of 5 ms each (too
  *                        short to be seen by a sampling tick).
+ *   thrd_exit            a C11 thread (thrd_create: not through pthread_create)
+ *                        works 0.5 s (wpt_tail_work) while main leaves by
+ *                        thrd_exit; prints "thrd: done" from the thread.
  *   handler_exit         a SIGALRM handler calls _exit(7) while the main
  *                        thread allocates and frees in a loop (wpt_malloc_work):
  *                        the handler interrupts malloc now and then.
@@ -25,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <threads.h>
 #include <unistd.h>
 
 #include "h_work.h"
@@ -55,6 +59,14 @@ static void *tail(void *arg)
 	(void)arg;
 	wpt_tail_work(0.6);
 	return NULL;
+}
+
+static int c11_tail(void *arg)
+{
+	(void)arg;
+	wpt_tail_work(0.5);
+	printf("thrd: done\n");
+	return 0;
 }
 
 static void on_alarm(int sig)
@@ -110,6 +122,14 @@ int main(int argc, char **argv)
 		signal(SIGALRM, on_alarm);
 		setitimer(ITIMER_REAL, &it, NULL);
 		wpt_malloc_work();
+	}
+	if (!strcmp(mode, "thrd_exit")) {
+		thrd_t t;
+
+		if (thrd_create(&t, c11_tail, NULL) != thrd_success)
+			return 2;
+		thrd_detach(t);
+		thrd_exit(0);
 	}
 	if (!strcmp(mode, "handler_exec_fails")) {
 		struct itimerval it = { { 0, 0 }, { 0, 300000 } };
