@@ -839,27 +839,15 @@ static int record_holds(pid_t tid, uint64_t addr, const struct wp_slot *s, uint3
  * async-signal-safe */
 int wp_slot_live(struct wp_slot *s, uint32_t seq, uint64_t sp, const stack_t *alt)
 {
-	uint64_t f = s->blk_frame, lo, hi;
-	int saved = errno, on_alt, f_alt, live;
+	int saved = errno, live;
 	stack_t ss;
 
-	if (!alt) {
-		if (wp_syscall(SYS_sigaltstack, NULL, &ss) < 0) {
-			memset(&ss, 0, sizeof(ss));
-			ss.ss_flags = SS_DISABLE;
-		}
-		alt = &ss;
-	}
-	lo = (uint64_t)(uintptr_t)alt->ss_sp;
-	hi = lo + alt->ss_size;
-	on_alt = (alt->ss_flags & SS_ONSTACK) != 0;
-	f_alt = !(alt->ss_flags & SS_DISABLE) && f >= lo && f < hi;
-	if (on_alt == f_alt)
-		live = sp <= f;
-	else
-		live = on_alt;
-	if (live)
-		live = record_holds((pid_t)wp_syscall(SYS_gettid), f, s, seq) != 0;
+	if (!alt)
+		alt = alt_stack(&ss);
+	else if (alt->ss_flags & SS_DISABLE)
+		alt = NULL;
+	live = !frame_left((uintptr_t)s->blk_frame, (uintptr_t)sp, alt) &&
+	       record_holds((pid_t)wp_syscall(SYS_gettid), s->blk_frame, s, seq) != 0;
 	errno = saved;
 	return live;
 }

@@ -51,7 +51,28 @@ static struct start *start_get(void)
 
 /* Built with sibling calls on whatever the build's -O: the tail call is
  * what keeps our frame out of the thread's stack. */
-__attribute__((optimize("optimize-sibling-calls"))) static void *start_routine(void *p)
+__attribute__((optimize("optimize-sibling-calls"))) /* A start record for a thread about to be counted, or NULL: then the
+ * thread is created as without us (not sampling, or the pool is empty). */
+static struct start *start_take(void)
+{
+	struct start *st;
+
+	if (!wp_sampler_thread_created())
+		return NULL;
+	st = start_get();
+	if (!st)
+		wp_sampler_thread_create_failed();
+	return st;
+}
+
+/* The thread was not created after all. */
+static void start_give_back(struct start *st)
+{
+	wp_sampler_thread_create_failed();
+	atomic_store_explicit(&st->busy, 0, memory_order_release);
+}
+
+static void *start_routine(void *p)
 {
 	struct start *st = p;
 	void *(*fn)(void *) = st->fn;
@@ -97,24 +118,17 @@ int wp_thread_create_real(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(
 WP_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
 			     void *arg)
 {
-	struct start *st;
+	struct start *st = start_take();
 	int rc;
 
-	if (!wp_sampler_thread_created())
+	if (!st)
 		return wp_thread_create_real(t, attr, fn, arg);
-	st = start_get();
-	if (!st) {
-		wp_sampler_thread_create_failed();
-		return wp_thread_create_real(t, attr, fn, arg);
-	}
 	st->fn = fn;
 	st->c11 = NULL;
 	st->arg = arg;
 	rc = wp_thread_create_real(t, attr, start_routine, st);
-	if (rc != 0) {
-		wp_sampler_thread_create_failed();
-		atomic_store_explicit(&st->busy, 0, memory_order_release);
-	}
+	if (rc != 0)
+		start_give_back(st);
 	return rc;
 }
 
@@ -124,16 +138,12 @@ WP_EXPORT int thrd_create(thrd_t *thr, thrd_start_t func, void *arg)
 {
 	typedef int (*wp_thrd_create_fn)(thrd_t *, thrd_start_t, void *);
 	static wp_thrd_create_fn real;
-	struct start *st;
+	struct start *st = start_take();
 	int rc;
 
-	if (!real)
-		real = (wp_thrd_create_fn)dlsym(RTLD_NEXT, "thrd_create");
-	if (!wp_sampler_thread_created())
-		return real ? real(thr, func, arg) : thrd_error;
-	st = start_get();
 	if (!st) {
-		wp_sampler_thread_create_failed();
+		if (!real)
+			real = (wp_thrd_create_fn)dlsym(RTLD_NEXT, "thrd_create");
 		return real ? real(thr, func, arg) : thrd_error;
 	}
 	st->fn = NULL;
@@ -142,7 +152,6 @@ WP_EXPORT int thrd_create(thrd_t *thr, thrd_start_t func, void *arg)
 	rc = wp_thread_create_real((pthread_t *)thr, NULL, c11_start, st);
 	if (rc == 0)
 		return thrd_success;
-	wp_sampler_thread_create_failed();
-	atomic_store_explicit(&st->busy, 0, memory_order_release);
+	start_give_back(st);
 	return rc == ENOMEM ? thrd_nomem : rc == EBUSY ? thrd_busy : thrd_error;
 }
