@@ -10,10 +10,14 @@ CC      ?= cc
 CXX     ?= c++
 PYTHON  ?= python3
 PKGS    := libunwind libdw jansson
+# The preloaded library links only what capture needs (no symbolizer, no
+# JSON, no zlib: those run in the converter, a process of its own).
+LIB_PKGS := libunwind libdw
 BUILD   := build
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+LIB_PKG_LIBS := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null)
 
 WARN    := -Wall -Wextra -Werror
 CFLAGS  ?= -O2 -g
@@ -24,8 +28,11 @@ LIBS    := $(PKG_LIBS) -lz -lpthread -ldl
 # Module sources. preload/ holds the injected runtime; the rest are the
 # pure stages that unit tests also build on their own.
 PRELOAD_SRCS := $(wildcard preload/*.c) $(wildcard unwind/*.c)
+# What the library shares with the converter: the raw dump's writer, the
+# index line, output names.
+SHARED_SRCS  := output/raw.c output/event.c output/write.c output/profile.c symbolize/build_id.c
 CORE_SRCS    := $(wildcard symbolize/*.c) $(wildcard output/*.c) preload/ring.c preload/modules.c
-LIB_SRCS     := $(sort $(PRELOAD_SRCS) $(CORE_SRCS))
+LIB_SRCS     := $(sort $(PRELOAD_SRCS) $(SHARED_SRCS))
 HEADERS      := $(wildcard */*.h) $(wildcard */*.inc)
 
 LIB := $(BUILD)/libwallprof.so
@@ -55,7 +62,7 @@ deps:
 # KiB with AVX-512; too much on a small alternate signal stack).
 $(LIB): $(LIB_SRCS) $(HEADERS) Makefile
 	@mkdir -p $(BUILD)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -Wl,-z,defs -Wl,-z,now -o $@ $(LIB_SRCS) $(LIBS)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -Wl,-z,defs -Wl,-z,now -Wl,--as-needed -o $@ $(LIB_SRCS) $(LIB_PKG_LIBS) -lpthread -ldl
 
 $(BUILD)/unit/%: test/unit/%.c $(CORE_SRCS) $(HEADERS) $(wildcard test/unit/*.h)
 	@mkdir -p $(dir $@)

@@ -15,6 +15,9 @@
 
 struct wp_sym;
 
+/* Sentry rejects v1 profiles longer than this (the writers say so). */
+#define WP_SENTRY_MAX_SECONDS 30
+
 /* What a writer reports about the file it wrote (for the one stderr line). */
 struct wp_out_stats {
 	size_t nr_samples;  /* samples written */

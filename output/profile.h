@@ -36,7 +36,10 @@ struct wp_thread {
 	uint64_t nr_signals; /* profiling signals sent to it */
 	uint64_t nr_samples; /* samples taken of it (before the window cut) */
 	uint64_t last_ns;    /* CLOCK_MONOTONIC of its newest sample (the sampler's bookkeeping) */
+	uint32_t flags;      /* WP_THREAD_* */
 };
+
+#define WP_THREAD_LIVE 1u /* alive when the dump was taken: listed even without samples */
 
 /* Loss and health counters: reported in every output so that a partial
  * profile never looks complete. */

@@ -304,7 +304,7 @@ static void put_str(struct wp_raw_out *o, const char *s, size_t len)
 	wp_raw_out_zeros(o, len - n);
 }
 
-#define META_FIXED 56 /* META payload before the command line */
+#define META_FIXED 64 /* META payload before the command line */
 #define MODL_FIXED 104
 
 /* async-signal-safe */
@@ -316,7 +316,7 @@ static void put_meta(struct wp_raw_out *o, const struct wp_raw_meta *m)
 
 	if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
 		now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	wp_raw_sec_begin(o, WP_RAW_TAG_META, 1, META_FIXED + clen);
+	wp_raw_sec_begin(o, WP_RAW_TAG_META, 2, META_FIXED + clen);
 	if (m) {
 		wp_raw_out_u32(o, m->pid);
 		wp_raw_out_u32(o, m->main_tid);
@@ -328,7 +328,8 @@ static void put_meta(struct wp_raw_out *o, const struct wp_raw_meta *m)
 		wp_raw_out_u64(o, m->start_ns);
 		wp_raw_out_u64(o, now);
 		wp_raw_out_u32(o, (uint32_t)clen);
-		wp_raw_out_u32(o, 0);
+		wp_raw_out_u32(o, m->snapshot);
+		wp_raw_out_u64(o, m->ring_bytes);
 		put_str(o, m->cmdline, clen);
 	}
 	wp_raw_sec_end(o); /* a NULL meta is all zeros */
@@ -403,7 +404,7 @@ int wp_raw_write_out(struct wp_raw_out *o, int fd, const struct wp_raw_meta *met
 	for (i = 0; i < nr_threads && !o->failed; i++) {
 		wp_raw_out_u32(o, threads[i].tid);
 		wp_raw_out_bytes(o, threads[i].name, 16);
-		wp_raw_out_u32(o, 0);
+		wp_raw_out_u32(o, threads[i].flags);
 		wp_raw_out_u64(o, threads[i].nr_signals);
 		wp_raw_out_u64(o, threads[i].nr_samples);
 	}

@@ -22,15 +22,18 @@ struct wp_ring;
  *   u32 tag (4 ASCII bytes), u32 section version, u64 payload length,
  *   payload, u64 checksum (wp_raw_checksum of the 16 header bytes + payload).
  *
- *   META v1  u32 pid, main_tid, hz, ring_seconds, max_depth; i32 signal;
+ *   META v2  u32 pid, main_tid, hz, ring_seconds, max_depth; i32 signal;
  *            i64 realtime_offset_ns; u64 start_ns; u64 dump_ns (CLOCK_MONOTONIC
- *            when the dump began); u32 cmdline_len (< 1024), u32 0; cmdline bytes
+ *            when the dump began); u32 cmdline_len (< 1024), u32 snapshot (its
+ *            number, 0 for the exit profile); u64 ring_bytes (the ring's
+ *            memory); cmdline bytes. (v1: no ring_bytes, the snapshot word 0.)
  *   CTRS v1  u32 n, u32 0; n x u64 in struct wp_counters order (readers take
  *            what they know; nr_overwritten/nr_dropped_full come from RING)
  *   MODL v1  u64 bias, start, end; u32 flags, build_id_len (<= 64), path_len
  *            (< WP_RAW_PATH_MAX), 0; u8 build_id[64]; path bytes (no NUL)
- *   THRD v1  u32 n, u32 0; n x { u32 tid; char name[16]; u32 0; u64 nr_signals,
- *            nr_samples } (40 bytes; in the caller's order, newest entry last)
+ *   THRD v1  u32 n, u32 0; n x { u32 tid; char name[16]; u32 flags (WP_THREAD_*);
+ *            u64 nr_signals, nr_samples } (40 bytes; in the caller's order, newest
+ *            entry last; a tid reused by a later thread has several entries)
  *   RING v1  see ring.h (wp_ring_raw_write)
  *   END! v1  u64 offset of this section, u32 sections before it, u32 0
  *
@@ -61,6 +64,8 @@ struct wp_raw_meta {
 	uint64_t start_ns;          /* CLOCK_MONOTONIC when profiling started */
 	char cmdline[1024];         /* NUL-terminated (read up to 1023 bytes) */
 	int signal;                 /* the fatal signal, 0 if none */
+	uint32_t snapshot;          /* snapshot number, 0 for the exit profile */
+	uint64_t ring_bytes;        /* memory the ring was given */
 };
 
 /* Writes a complete raw dump to `fd` (from its current position): header,
@@ -93,6 +98,7 @@ int wp_raw_write_out(struct wp_raw_out *o, int fd, const struct wp_raw_meta *met
 struct wp_raw_info {
 	int signal;              /* the fatal signal recorded, 0 if none */
 	uint64_t dump_ns;        /* CLOCK_MONOTONIC when the dump began */
+	uint64_t start_ns;       /* CLOCK_MONOTONIC when profiling started */
 	size_t nr_ring_samples;  /* samples in the dump, before the window */
 	size_t nr_bad_samples;   /* dropped: stack id out of range or its stack invalid */
 	size_t nr_bad_stacks;    /* stacks in the table with a frame id or extent out of range,
@@ -104,8 +110,9 @@ struct wp_raw_info {
  * the live dump path would build it: samples of the window (ring_seconds)
  * ending at the newest sample, sorted by time; only the stacks and frames
  * they use; the module map (minus unloaded objects whose range a live one
- * reuses); one thread entry per tid with samples (the newest entry);
- * counters; settings; snapshot = 0. Samples whose stack id is out of range,
+ * reuses); one thread entry per tid that has samples in the window or was
+ * alive at the dump (the newest entry's name; signal and sample counts
+ * summed over the tid's entries); counters; settings; the snapshot number. Samples whose stack id is out of range,
  * and stacks with an out-of-range frame id or extent, or an extent that
  * overlaps another stack's (a ring caught mid-update), are dropped and
  * counted in `info`. The file is untrusted: only a regular file is read (a

@@ -47,7 +47,7 @@
 #include "raw.h"
 
 #define RING_HEAD_BYTES (14 * 8)
-#define META_FIXED 56
+#define META_FIXED 56 /* version 1; version 2 adds u64 ring_bytes */
 #define MODL_FIXED 104
 #define THREAD_BYTES 40
 
@@ -140,7 +140,9 @@ struct dump {
 	uint32_t pid, main_tid, hz, ring_seconds, max_depth;
 	int signal;
 	int64_t rt_offset;
-	uint64_t start_ns, dump_ns;
+	uint64_t start_ns, dump_ns, ring_bytes;
+	uint32_t snapshot;
+	uint32_t meta_version; /* 1 or 2 */
 	const unsigned char *cmdline;
 	size_t cmdline_len;
 	/* CTRS */
@@ -152,7 +154,7 @@ struct dump {
 	const unsigned char *threads;
 	size_t nr_threads;
 	/* RING */
-	uint64_t window_ns, overwritten, dropped_full;
+	uint64_t window_ns, overwritten, dropped_full, ring_cap;
 	const unsigned char *samples, *pcs, *stacks, *words;
 	size_t ns, np, nst, nw;
 };
@@ -172,7 +174,7 @@ static int parse_meta(struct dump *d, struct cur *c)
 {
 	uint32_t clen;
 
-	if (c->left < META_FIXED)
+	if (c->left < (d->meta_version == 2 ? META_FIXED + 8 : META_FIXED))
 		return BAD;
 	d->pid = rd32(c);
 	d->main_tid = rd32(c);
@@ -184,7 +186,9 @@ static int parse_meta(struct dump *d, struct cur *c)
 	d->start_ns = rd64(c);
 	d->dump_ns = rd64(c);
 	clen = rd32(c);
-	rd32(c);
+	d->snapshot = rd32(c); /* 0 in version 1 */
+	if (d->meta_version == 2)
+		d->ring_bytes = rd64(c);
 	if (clen >= sizeof(((struct wp_raw_meta *)0)->cmdline) || c->left != clen)
 		return BAD;
 	d->cmdline = rdbytes(c, clen);
@@ -274,6 +278,7 @@ static int parse_ring(struct dump *d, struct cur *c)
 	if (c->left < RING_HEAD_BYTES)
 		return BAD;
 	cap_samples = rd64(c);
+	d->ring_cap = cap_samples;
 	cap_pcs = rd64(c);
 	cap_stacks = rd64(c);
 	cap_words = rd64(c);
@@ -424,10 +429,12 @@ static int parse(struct dump *d, const unsigned char *data, size_t len, char *er
 			continue;
 		}
 		seen = seen_flag(d, tag);
-		if (ver != 1) {
+		if (ver != 1 && !(tag == WP_RAW_TAG_META && ver == 2)) {
 			set_err(err, errlen, "unsupported version %u of section '%s'", ver, tn);
 			return BAD;
 		}
+		if (tag == WP_RAW_TAG_META)
+			d->meta_version = ver;
 		if (seen && *seen) {
 			set_err(err, errlen, "corrupt: section '%s' twice (byte %zu)", tn, off);
 			return BAD;
@@ -711,49 +718,60 @@ static int build_modules(struct dump *d, struct wp_profile *out)
 	return 0;
 }
 
-/* One entry per tid with samples, the newest (last) entry of a reused tid,
- * in newest-first order: what the live dump path builds. */
+/* One entry per tid that has samples in the window or was alive at the
+ * dump: the name of its newest (last) entry, the signal and sample counts of
+ * all its entries summed (a reused tid is one thread of the profile, as its
+ * samples are), flags or'ed. Newest-first order. */
 static int build_threads(const struct dump *d, struct wp_profile *out)
 {
-	uint32_t *tids = malloc((out->nr_samples + 1) * sizeof(*tids));
-	unsigned char *taken = NULL;
-	size_t i, nt = 0, n = 0;
+	uint32_t *tids = malloc((out->nr_samples + d->nr_threads + 1) * sizeof(*tids));
+	int32_t *slot = NULL;
+	size_t i, nt = 0, n = 0, ns = 0;
 
 	out->threads = calloc(d->nr_threads + 1, sizeof(*out->threads));
 	if (!tids || !out->threads)
 		goto fail;
 	for (i = 0; i < out->nr_samples; i++)
-		tids[i] = out->samples[i].tid;
-	qsort(tids, out->nr_samples, sizeof(*tids), cmp_u32);
-	for (i = 0; i < out->nr_samples; i++)
+		tids[ns++] = out->samples[i].tid;
+	for (i = 0; i < d->nr_threads; i++)
+		if (le32(d->threads + i * THREAD_BYTES + 20) & WP_THREAD_LIVE)
+			tids[ns++] = le32(d->threads + i * THREAD_BYTES);
+	qsort(tids, ns, sizeof(*tids), cmp_u32);
+	for (i = 0; i < ns; i++)
 		if (nt == 0 || tids[nt - 1] != tids[i])
 			tids[nt++] = tids[i];
-	taken = calloc(nt + 1, 1);
-	if (!taken)
+	slot = malloc((nt + 1) * sizeof(*slot));
+	if (!slot)
 		goto fail;
+	for (i = 0; i < nt; i++)
+		slot[i] = -1;
 	for (i = d->nr_threads; i-- > 0;) {
 		const unsigned char *e = d->threads + i * THREAD_BYTES;
 		uint32_t tid = le32(e);
 		uint32_t *hit = bsearch(&tid, tids, nt, sizeof(*tids), cmp_u32);
 		struct wp_thread *t;
 
-		if (!hit || taken[hit - tids])
+		if (!hit)
 			continue;
-		taken[hit - tids] = 1;
-		t = &out->threads[n++];
-		t->tid = tid;
-		memcpy(t->name, e + 4, sizeof(t->name));
-		t->name[sizeof(t->name) - 1] = 0;
-		t->nr_signals = le64(e + 24);
-		t->nr_samples = le64(e + 32);
+		if (slot[hit - tids] < 0) {
+			slot[hit - tids] = (int32_t)n;
+			t = &out->threads[n++];
+			t->tid = tid;
+			memcpy(t->name, e + 4, sizeof(t->name));
+			t->name[sizeof(t->name) - 1] = 0;
+		}
+		t = &out->threads[slot[hit - tids]];
+		t->flags |= le32(e + 20);
+		t->nr_signals += le64(e + 24);
+		t->nr_samples += le64(e + 32);
 	}
 	out->nr_threads = n;
 	free(tids);
-	free(taken);
+	free(slot);
 	return 0;
 fail:
 	free(tids);
-	free(taken);
+	free(slot);
 	return -1;
 }
 
@@ -855,6 +873,7 @@ int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out,
 		goto fail;
 	info->signal = d.signal;
 	info->dump_ns = d.dump_ns;
+	info->start_ns = d.start_ns;
 	info->nr_ring_samples = d.ns;
 	info->bytes = len;
 	rc = build_window(&d, out, info);
@@ -886,7 +905,9 @@ int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out,
 	out->hz = d.hz;
 	out->ring_seconds = d.ring_seconds;
 	out->max_depth = d.max_depth;
-	out->snapshot = 0;
+	out->snapshot = (int)(d.snapshot <= 1000000u ? d.snapshot : 0);
+	out->ring_bytes = d.ring_bytes;
+	out->ring_samples = d.ring_cap;
 	out->counters = d.ctr;
 	out->counters.nr_overwritten = d.overwritten;
 	out->counters.nr_dropped_full = d.dropped_full;

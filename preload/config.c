@@ -101,7 +101,8 @@ static void log_line(int level, const char *kind, const char *path, unsigned lon
 }
 
 /* async-signal-safe (from a thread of the program's, where fd 2 is direct) */
-void wp_log_raw(int level, const char *kind, const char *path, const char *msg, size_t len)
+void wp_log_raw(int level, const char *kind, const char *path, unsigned long long lost,
+		const char *msg, size_t len)
 {
 	int saved = errno, shown = 0, speak = level <= wp_log_level;
 	int record = records(level, kind);
@@ -110,7 +111,7 @@ void wp_log_raw(int level, const char *kind, const char *path, const char *msg, 
 	if (speak && stderr_same(STDERR_FILENO))
 		shown = wp_syscall(SYS_writev, STDERR_FILENO, v, 3) > 0;
 	if (record || (speak && !shown))
-		wp_tree_record(kind, path, 0, msg, len, speak && !shown);
+		wp_tree_record(kind, path, lost, msg, len, speak && !shown);
 	errno = saved;
 }
 
@@ -321,6 +322,18 @@ void wp_config_load(struct wp_config *c)
 		wp_log(WP_LOG_ERROR, "WALLPROF_SNAPSHOT_SIGNAL is the sampling signal %s; snapshots are off",
 		       wp_signal_name(c->signal, a, sizeof(a)));
 		c->snapshot_signal = 0;
+	}
+
+	env_uint("WALLPROF_CONVERT_TIMEOUT", WP_DEFAULT_CONVERT_TIMEOUT, 1, WP_MAX_CONVERT_TIMEOUT,
+		 &c->convert_timeout);
+	s = getenv("WALLPROF_CONVERTER");
+	c->converter[0] = 0;
+	if (s && *s) {
+		if (s[0] == '/' && strlen(s) < sizeof(c->converter))
+			memcpy(c->converter, s, strlen(s) + 1);
+		else
+			wp_log(WP_LOG_ERROR, "WALLPROF_CONVERTER='%.64s' is not an absolute path; "
+			       "looking beside the library", s);
 	}
 
 	s = getenv("WALLPROF_DEBUGINFOD");

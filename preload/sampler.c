@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -32,12 +33,12 @@
 #include "sys.h"
 #include "../output/output.h"
 #include "../output/raw.h"
-#include "../symbolize/symbolize.h"
 #include <ucontext.h>
 
 #include "../unwind/unwind.h"
 
 #define WP_SITES 4 /* replayable walks kept per thread */
+#include "convert.h"
 #include "ring.h"
 #include "proc_unwind.h"
 #include "sampler.h"
@@ -98,11 +99,6 @@ static struct {
 	struct sigaction prev_snap_act;
 	int snapshot_seq;
 
-	/* dumper thread for snapshots */
-	pthread_t dumper;
-	_Atomic pid_t dumper_tid;
-	_Atomic int dumper_done;
-	int dumper_running;
 	int fds_private; /* the sampler works in a private descriptor table */
 	struct wp_unw_site *sites; /* WP_SITES per slot: walks from published registers */
 	uint64_t main_stk_lo, main_stk_hi; /* the main thread's [stack] mapping, once looked up */
@@ -111,8 +107,7 @@ static struct {
 	int exit_key_ok;
 	uint64_t own_lo, own_hi;    /* this library's executable segment */
 	uint64_t stacks_tick;       /* tick of the last look at /proc/self/maps for them */
-	int snapshots_waiting;
-	struct wp_profile dump_profile;
+	int snapshots_waiting;       /* snapshots asked for while one converts */
 
 	char cmdline[1024];
 	uint64_t start_ns;
@@ -129,25 +124,23 @@ static struct {
 	_Atomic int raw_taken;      /* the raw dump has a writer (once per process) */
 	_Atomic uint32_t raw_done;  /* ... and it is written */
 	_Atomic int exec_thaw;      /* an exec from a handler parked the sampler: thaw if it fails */
-	char raw_path[WP_PATH_MAX]; /* where a fatal signal writes the raw dump */
-	char raw_fallback[WP_PATH_MAX];
+	char out_base[WP_PATH_MAX]; /* the profile's name without ".json": exec dumps add to it */
 	uint8_t fatal_installed[NSIG]; /* our fatal handler is the kernel's for it */
 } g;
 
 static void read_cmdline(void);
 static void install_fatal(void);
-static void set_raw_paths(void);
+static void set_dump_paths(void);
 static int install_fatal_one(int sig);
 static void on_fatal_signal(int sig, siginfo_t *si, void *uc);
 static void on_sample_signal(int sig, siginfo_t *si, void *uc);
 static void sampling_mask(sigset_t *m);
 static void reset_after_fork(void);
 static void freeze(void);
-static void raw_dump(int sig, const char *what);
+static void handler_dump(int sig, int exec);
 static int start_thread(pthread_t *t, void *(*fn)(void *));
 static void scan_threads(void);
 static void find_stacks(void);
-static void join_dumper(void);
 static int leader_ended(void);
 
 static uint64_t mono_ns(void)
@@ -739,7 +732,6 @@ static int others_gone(uint32_t self)
 
 	for (tries = 0; tries < 50; tries++) {
 		char buf[1024];
-		pid_t dumper = atomic_load(&g.dumper_tid);
 		int fd = (int)wp_syscall(SYS_openat, AT_FDCWD, "/proc/self/task",
 					 O_RDONLY | O_DIRECTORY | O_CLOEXEC), other = 0;
 		long n;
@@ -755,7 +747,7 @@ static int others_gone(uint32_t self)
 								 NULL, 10);
 
 				other = tid && tid != self && tid != (uint32_t)g.pid &&
-					(pid_t)tid != g.sampler_tid && (pid_t)tid != dumper;
+					(pid_t)tid != g.sampler_tid;
 			}
 		}
 		wp_syscall(SYS_close, fd);
@@ -782,7 +774,6 @@ static void stop_if_last(void)
 		atomic_fetch_or(&g.events, EV_STOP);
 		futex_wake(&g.events);
 		pthread_join(g.sampler, NULL);
-		join_dumper();
 	}
 }
 
@@ -958,7 +949,6 @@ static struct wp_thread *slot_name(struct wp_slot *s)
 static void scan_threads(void)
 {
 	int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	pid_t dumper = atomic_load(&g.dumper_tid);
 	uint32_t i, hw;
 
 	if (fd < 0)
@@ -985,7 +975,7 @@ static void scan_threads(void)
 			struct wp_slot *s;
 
 			off += d->reclen;
-			if (*end || tid == 0 || (pid_t)tid == g.sampler_tid || (pid_t)tid == dumper)
+			if (*end || tid == 0 || (pid_t)tid == g.sampler_tid)
 				continue;
 			/* main() left through pthread_exit: a zombie until the end */
 			if ((pid_t)tid == g.pid && atomic_load(&g.main_exited))
@@ -1671,204 +1661,291 @@ static void tick(uint64_t now)
 
 /* ---- dumps ------------------------------------------------------------ */
 
-/* Raw profile of the current window: ring copy plus names, modules, counters. */
-static int build_profile(struct wp_profile *p, int snapshot)
-{
-	const struct wp_ring_stats *rs = wp_ring_stats(g.ring);
-	uint32_t *tids = NULL;
-	char *live = NULL;
-	size_t i, n = 0;
+/* Everything the library writes is a raw dump of the window (output/raw.h),
+ * written with system calls only; the converter program turns it into the
+ * profile in a process of its own (convert.h). One dump space per path that
+ * may run at the same time: `exit_space` for the exit, an exec, a fatal
+ * signal and an exit or exec from a signal handler (one at a time: the
+ * raw_taken guard), `snap_space` for the sampler's snapshots. Off the stack:
+ * a fatal signal may run on an 8 KiB alternate signal stack, of which the
+ * kernel's signal frame already takes 3.3 KiB with AVX-512. */
+struct dump_names {
+	char json[WP_PATH_MAX], json_fb[WP_PATH_MAX]; /* the profile, and its fallback */
+	char raw[WP_PATH_MAX], raw_fb[WP_PATH_MAX];   /* the dump, and its fallback */
+};
+struct dump_space {
+	struct wp_raw_meta meta;
+	struct wp_counters ctr;
+	struct wp_raw_out out;
+	struct wp_conv conv;
+	struct dump_names n;
+	char line[WP_PATH_MAX + 200];
+};
+static struct dump_space exit_space, snap_space;
+static struct dump_names exit_names; /* computed at start and in a forked child */
 
-	memset(p, 0, sizeof(*p));
-	if (wp_ring_snapshot(g.ring, p) < 0)
-		return -1;
-	if (wp_modmap_copy(&g.mods, &p->modules, &p->nr_modules) < 0)
-		goto fail;
-	/* Threads: one entry per tid present in the samples. */
-	tids = malloc((p->nr_samples + 1) * sizeof(*tids));
-	p->threads = calloc(g.nr_names + 1, sizeof(*p->threads));
-	if (!tids || !p->threads)
-		goto fail;
-	for (i = 0; i < p->nr_samples; i++)
-		tids[i] = p->samples[i].tid;
-	qsort(tids, p->nr_samples, sizeof(*tids), wp_cmp_u32);
-	/* The latest names of live threads; live threads are listed even
-	 * without samples (one that blocks our signal, say), so that their
-	 * signals and losses are accounted. */
-	live = calloc(g.nr_names + 1, 1);
-	if (!live)
-		goto fail;
-	for (i = 0; i < atomic_load(&g.hiwater); i++) {
+/* async-signal-safe */
+static size_t put(char *buf, size_t n, size_t cap, const char *s)
+{
+	while (*s && n + 1 < cap)
+		buf[n++] = *s++;
+	buf[n] = 0;
+	return n;
+}
+
+/* async-signal-safe */
+static size_t put_uint(char *buf, size_t n, size_t cap, unsigned long long v)
+{
+	char tmp[24];
+	size_t k = 0;
+
+	do {
+		tmp[k++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (k && n + 1 < cap)
+		buf[n++] = tmp[--k];
+	buf[n] = 0;
+	return n;
+}
+
+/* The four paths of a dump: `base` is the profile's name without ".json",
+ * `tag` "", ".<n>" (snapshot) or ".exec<k>"; the fallbacks are the same
+ * names in $TMPDIR (or /tmp), unique per process whatever the configured
+ * name. async-signal-safe */
+static void dump_paths(struct dump_names *d, const char *json, const char *tag)
+{
+	size_t n;
+
+	if (json != d->json)
+		put(d->json, 0, sizeof(d->json), json);
+	n = strlen(d->json);
+	n = n > 5 && !strcmp(d->json + n - 5, ".json") ? n - 5 : n;
+	if (n + 5 < sizeof(d->raw)) {
+		memcpy(d->raw, d->json, n);
+		memcpy(d->raw + n, ".raw", 5);
+	} else {
+		d->raw[0] = 0;
+	}
+	n = put(d->json_fb, 0, sizeof(d->json_fb), g.cfg.tmpdir);
+	n = put(d->json_fb, n, sizeof(d->json_fb), "/wallprof.");
+	n = put_uint(d->json_fb, n, sizeof(d->json_fb), (unsigned)g.pid);
+	n = put(d->json_fb, n, sizeof(d->json_fb), tag);
+	memcpy(d->raw_fb, d->json_fb, n);
+	put(d->raw_fb, n, sizeof(d->raw_fb), ".raw");
+	put(d->json_fb, n, sizeof(d->json_fb), ".json");
+}
+
+/* Live threads are listed even without samples (one that blocks our
+ * signal, say), so that their signals and losses are accounted.
+ * async-signal-safe */
+static void mark_live(void)
+{
+	uint32_t i, hw = atomic_load(&g.hiwater);
+
+	for (i = 0; i < g.nr_names; i++)
+		g.names[i].flags &= ~WP_THREAD_LIVE;
+	for (i = 0; i < hw; i++) {
+		struct wp_slot *s = &g.slots[i];
+		uint32_t k = s->name_idx;
+
+		if (atomic_load(&s->state) >= S_IDLE && k < g.nr_names)
+			g.names[k].flags |= WP_THREAD_LIVE;
+	}
+}
+
+/* The latest names of live threads (not in a signal handler). */
+static void refresh_names(void)
+{
+	uint32_t i, hw = atomic_load(&g.hiwater);
+
+	for (i = 0; i < hw; i++) {
 		struct wp_slot *s = &g.slots[i];
 
-		if (atomic_load(&s->state) >= S_IDLE && s->name_idx != UINT32_MAX) {
+		if (atomic_load(&s->state) >= S_IDLE && s->name_idx < g.nr_names)
 			read_comm(g.names[s->name_idx].tid, g.names[s->name_idx].name);
-			live[s->name_idx] = 1;
-		}
 	}
-	/* Newest entry first wins for a reused tid. */
-	for (i = g.nr_names; i-- > 0;) {
-		size_t k;
-		int dup = 0;
+}
 
-		if (!live[i] &&
-		    !bsearch(&g.names[i].tid, tids, p->nr_samples, sizeof(*tids), wp_cmp_u32))
-			continue;
-		for (k = 0; k < n && !dup; k++)
-			dup = p->threads[k].tid == g.names[i].tid;
-		if (!dup)
-			p->threads[n++] = g.names[i];
-	}
-	p->nr_threads = n;
-	free(tids);
-	free(live);
-	tids = NULL;
-	live = NULL;
-	p->cmdline = strdup(g.cmdline);
-	if (!p->cmdline)
-		goto fail;
-	p->start_ns = p->nr_samples ? p->samples[0].t_ns : g.start_ns;
-	p->end_ns = p->nr_samples ? p->samples[p->nr_samples - 1].t_ns : mono_ns();
-	p->realtime_offset_ns = g.rt_offset;
-	p->pid = (uint32_t)g.pid;
-	p->main_tid = (uint32_t)g.pid;
-	p->hz = g.cfg.hz;
-	p->ring_seconds = g.cfg.ring_seconds;
-	p->max_depth = g.cfg.max_depth;
-	p->ring_bytes = wp_ring_bytes(&g.ring_cfg);
-	p->ring_samples = g.ring_cfg.nr_samples;
-	p->snapshot = snapshot;
-	p->counters = g.ctr;
-	p->counters.nr_overwritten = rs->nr_overwritten;
-	p->counters.nr_dropped_full = rs->nr_dropped_full;
-	p->counters.nr_eintr_retried = atomic_load(&g.nr_eintr_retried);
+/* Whether some thread has two samples: else Sentry would reject the
+ * profile (NotEnoughSamples), and a child that exec'd or _exit'ed at once
+ * is not worth a dump. The converter decides on the window; this is the
+ * cheap check before it (counts since start: the window of a process that
+ * lived less than it, which is when this says no). Not in a handler: says
+ * so in one line. */
+static int long_enough(int level, int snapshot)
+{
+	const struct wp_ring_stats *rs = wp_ring_stats(g.ring);
+	unsigned long long dropped = g.ctr.nr_pending + g.ctr.nr_send_failed +
+				     rs->nr_dropped_full + rs->nr_overwritten;
+	size_t i;
+
+	for (i = 0; i < g.nr_names; i++)
+		if (g.names[i].nr_samples >= 2)
+			return 1;
+	wp_log_event(level, "short", NULL, dropped,
+		     "%s%llu sample%s in %.0f ms, fewer than 2 on every thread: too short for a "
+		     "profile, none written (WALLPROF_HZ=%u)",
+		     snapshot ? "snapshot: " : "", (unsigned long long)g.ctr.nr_samples,
+		     g.ctr.nr_samples == 1 ? "" : "s", (double)(mono_ns() - g.start_ns) / 1e6,
+		     g.cfg.hz);
 	return 0;
-fail:
-	free(tids);
-	free(live);
-	wp_profile_free(p);
-	return -1;
 }
 
-/* Writes the file with SIGXFSZ held back: past RLIMIT_FSIZE the write must
- * fail with EFBIG, not kill the program. A SIGXFSZ that our write raised is
- * taken off again; one that was already pending stays. */
-static int guarded_write(const struct wp_profile *p, struct wp_sym *sym,
-			 const struct wp_out_opts *opts, const char *path, struct wp_out_stats *st,
-			 char *err, size_t errlen)
+/* Writes the raw dump of the window to sp->raw (else sp->raw_fb), locked
+ * for the converter, and starts the converter on it (`detach`: nobody will
+ * wait for it). The ring, names and module map hold still meanwhile (the
+ * sampler is stopped, parked, or the caller). `sig`: the fatal signal, or 0.
+ * Returns 0 when the converter runs; else one line says where the dump
+ * stays, or that none could be written. async-signal-safe */
+static int dump(struct dump_space *sp, int sig, int snapshot, int detach)
 {
-	sigset_t xfsz, old, pending;
-	struct timespec zero = { 0, 0 };
-	int was_pending, rc;
+	struct wp_raw_meta *meta = &sp->meta;
+	struct wp_conv_req rq;
+	const char *path = sp->n.raw, *abbrev = sig ? sigabbrev_np(sig) : NULL;
+	size_t n = 0, cap = sizeof(sp->line);
+	int fd = -1, rc = -1, i, xfsz_was_pending;
+	/* the kernel's 8-byte masks: a sigset_t is 128 bytes of stack each */
+	unsigned long xfsz = 1ul << (SIGXFSZ - 1), old_mask, pending;
 
-	sigemptyset(&xfsz);
-	sigaddset(&xfsz, SIGXFSZ);
-	wp_sigmask_raw(SIG_BLOCK, &xfsz, &old);
-	sigpending(&pending);
-	was_pending = sigismember(&pending, SIGXFSZ);
-	rc = wp_out_sentry_write(p, sym, opts, path, st, err, errlen);
-	sigpending(&pending);
-	if (!was_pending && sigismember(&pending, SIGXFSZ))
-		while (sigtimedwait(&xfsz, NULL, &zero) < 0 && errno == EINTR)
-			;
-	wp_sigmask_raw(SIG_SETMASK, &old, NULL);
-	return rc;
-}
-
-/* Symbolizes and writes `p` (to `path_override`, or the configured output
- * for its snapshot number when NULL), then frees it. Reports one line. A
- * failed write goes to $TMPDIR/wallprof.<pid>[.<tag>].json, `tag` being the
- * snapshot number or `exec_tag` (exec<k>). */
-static void write_profile(struct wp_profile *p, const char *path_override, const char *exec_tag)
-{
-	char path[WP_PATH_MAX], err[512];
-	struct wp_out_opts opts = { .platform = g.cfg.platform };
-	struct wp_out_stats st;
-	const struct wp_counters *c = &p->counters;
-	/* Ticks with no sample of a thread the sampler knew: all in samples. */
-	unsigned long long dropped = c->nr_pending + c->nr_send_failed + c->nr_dropped_full +
-				     c->nr_overwritten;
-	struct wp_sym *sym;
-	uint64_t t0 = mono_ns();
-
-	if (!wp_profile_sentry_ok(p)) {
-		/* Shorter than two ticks on every thread (a child that exec'd or
-		 * _exit'ed at once): Sentry would reject the profile
-		 * (NotEnoughSamples); say so, write nothing. */
-		wp_log_event(path_override ? WP_LOG_DEBUG : WP_LOG_INFO, "short", NULL, dropped,
-			     "%s%zu sample%s in %.0f ms, fewer than 2 on every thread: too short for a "
-			     "profile, none written (WALLPROF_HZ=%u)",
-			     p->snapshot ? "snapshot: " : "", p->nr_samples,
-			     p->nr_samples == 1 ? "" : "s", (double)(mono_ns() - g.start_ns) / 1e6,
-			     g.cfg.hz);
-		goto out;
-	}
-	if (path_override) {
-		snprintf(path, sizeof(path), "%s", path_override);
-	} else if (wp_out_expand_path(g.cfg.output, (unsigned)p->pid, p->snapshot, path,
-				      sizeof(path)) < 0) {
-		wp_log(WP_LOG_ERROR, "WALLPROF_OUTPUT expands to a path that is too long; profile not written");
-		goto out;
-	}
-	sym = wp_sym_open(p->modules, p->nr_modules);
-	memset(&st, 0, sizeof(st));
-	if (guarded_write(p, sym, &opts, path, &st, err, sizeof(err)) < 0) {
-		/* Keep it somewhere: $TMPDIR (or /tmp), same file name. */
-		char fb[2 * WP_PATH_MAX], err2[512] = "";
-
-		/* wallprof.<pid>[.<n>].json: unique per process, whatever the
-		 * configured name (a fixed one would collide). */
-		if (p->snapshot)
-			snprintf(fb, sizeof(fb), "%s/wallprof.%u.%d.json", g.cfg.tmpdir, p->pid,
-				 p->snapshot);
-		else if (exec_tag)
-			snprintf(fb, sizeof(fb), "%s/wallprof.%u.%s.json", g.cfg.tmpdir, p->pid,
-				 exec_tag);
-		else
-			snprintf(fb, sizeof(fb), "%s/wallprof.%u.json", g.cfg.tmpdir, p->pid);
-		if (strlen(fb) < sizeof(path) && strcmp(fb, path) &&
-		    guarded_write(p, sym, &opts, fb, &st, err2, sizeof(err2)) == 0) {
-			wp_log(WP_LOG_ERROR, "%s; wrote the profile to %s instead", err, fb);
-			memcpy(path, fb, strlen(fb) + 1);
-		} else {
-			wp_log(WP_LOG_ERROR, "profile not written: %s%s%s", err,
-			       strcmp(fb, path) ? "; fallback: " : "", strcmp(fb, path) ? err2 : "");
-			goto done;
+	memset(meta, 0, sizeof(*meta));
+	meta->pid = (uint32_t)g.pid;
+	meta->main_tid = (uint32_t)g.pid;
+	meta->hz = g.cfg.hz;
+	meta->ring_seconds = g.cfg.ring_seconds;
+	meta->max_depth = g.cfg.max_depth;
+	meta->realtime_offset_ns = g.rt_offset;
+	meta->start_ns = g.start_ns;
+	meta->snapshot = (uint32_t)snapshot;
+	meta->ring_bytes = wp_ring_bytes(&g.ring_cfg);
+	memcpy(meta->cmdline, g.cmdline, sizeof(meta->cmdline));
+	meta->cmdline[sizeof(meta->cmdline) - 1] = 0;
+	meta->signal = sig;
+	sp->ctr = g.ctr;
+	sp->ctr.nr_eintr_retried = atomic_load(&g.nr_eintr_retried);
+	mark_live();
+	/* SIGXFSZ held back: past RLIMIT_FSIZE the write must fail with EFBIG,
+	 * not kill the program. One our write raised is taken off again; one
+	 * that was already pending stays. */
+	wp_syscall(SYS_rt_sigprocmask, SIG_BLOCK, &xfsz, &old_mask, 8);
+	pending = 0;
+	wp_syscall(SYS_rt_sigpending, &pending, 8);
+	xfsz_was_pending = !!(pending & xfsz);
+	/* System calls, not libc's names: those would reach our own wrappers. */
+	for (i = 0; i < 2 && rc < 0; i++) {
+		path = i ? sp->n.raw_fb : sp->n.raw;
+		if (!path[0])
+			continue;
+		fd = (int)wp_syscall(SYS_openat, AT_FDCWD, path,
+				     O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+		if (fd < 0)
+			continue;
+		/* Held by the converter while it runs: a dump being converted is
+		 * told from one left behind (tree.c waits on it). */
+		wp_syscall(SYS_flock, fd, LOCK_EX);
+		rc = wp_raw_write_out(&sp->out, fd, meta, g.ring, g.mods.mods, g.mods.nr, g.names,
+				      g.nr_names, &sp->ctr);
+		if (rc < 0) {
+			wp_syscall(SYS_close, fd);
+			wp_syscall(SYS_unlink, path);
+			fd = -1;
 		}
 	}
-	{
-		char what[32] = "";
+	pending = 0;
+	wp_syscall(SYS_rt_sigpending, &pending, 8);
+	if (!xfsz_was_pending && (pending & xfsz)) {
+		struct timespec zero = { 0, 0 };
 
-		if (p->snapshot)
-			snprintf(what, sizeof(what), "snapshot %d, ", p->snapshot);
-		wp_log_event(WP_LOG_INFO, "wrote", path, dropped,
-			     "wrote %s (%s%zu samples, %zu threads, %.1f s, %llu dropped) in %.0f ms",
-			     path, what, st.nr_samples, st.nr_threads, st.duration_s, dropped,
-			     (double)(mono_ns() - t0) / 1e6);
-		if (st.duration_s > WP_SENTRY_MAX_SECONDS)
-			wp_log(WP_LOG_INFO, "%s covers %.1f s; Sentry rejects v1 profiles longer than %d s",
-			       path, st.duration_s, WP_SENTRY_MAX_SECONDS);
+		while (wp_syscall(SYS_rt_sigtimedwait, &xfsz, NULL, &zero, 8) < 0 && errno == EINTR)
+			;
 	}
-done:
-	if (sym)
-		wp_sym_close(sym);
-out:
-	wp_profile_free(p);
+	wp_syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old_mask, NULL, 8);
+	if (sig) {
+		n = put(sp->line, n, cap, "SIG");
+		n = put(sp->line, n, cap, abbrev ? abbrev : "?");
+		n = put(sp->line, n, cap, ": ");
+	}
+	if (rc < 0) {
+		n = put(sp->line, n, cap, "could not write the raw profile; no profile");
+		wp_log_raw(WP_LOG_ERROR, "error", NULL, 0, sp->line, n);
+		return -1;
+	}
+	rq.raw_fd = fd;
+	rq.raw = path;
+	rq.json = sp->n.json;
+	rq.fallback = sp->n.json_fb;
+	rq.detach = detach;
+	if (wp_convert_start(&sp->conv, &rq) < 0) {
+		wp_syscall(SYS_close, fd);
+		n = put(sp->line, n, cap, "wrote raw profile ");
+		n = put(sp->line, n, cap, path);
+		n = put(sp->line, n, cap, wp_convert_program() ? "; could not start " :
+				    "; no converter found (WALLPROF_CONVERTER, or wallprof-convert "
+				    "beside libwallprof.so): convert it with wallprof-convert");
+		if (wp_convert_program())
+			n = put(sp->line, n, cap, wp_convert_program());
+		wp_log_raw(WP_LOG_ERROR, "wrote", path, 0, sp->line, n);
+		return -1;
+	}
+	wp_syscall(SYS_close, fd);
+	if (detach)
+		/* for the root's report: a dump converting in the background */
+		wp_tree_record("raw", path, 0, "converting", 10, 0);
+	return 0;
 }
 
-static void *dumper_main(void *arg)
+/* CLOCK_MONOTONIC deadline for a conversion the caller waits for. */
+static uint64_t convert_deadline(void)
 {
-	(void)arg;
-	prctl(PR_SET_NAME, "wallprof-dump");
-	tls_internal = 1;
-	wp_sigmask_bypass = 1;
-	if (g.fds_private)
-		wp_fds_mark_private(); /* created by the sampler: its table */
-	atomic_store(&g.dumper_tid, (pid_t)wp_syscall(SYS_gettid));
-	futex_wake((_Atomic uint32_t *)&g.dumper_tid);
-	write_profile(&g.dump_profile, NULL, NULL);
-	atomic_store(&g.dumper_done, 1);
-	return NULL;
+	return mono_ns() + (uint64_t)g.cfg.convert_timeout * 1000000000ull;
+}
+
+/* The root waits for its conversions, so that the profile exists when the
+ * program's parent sees it end; a descendant's goes on in the background
+ * (its exit is not delayed by more than its raw dump), unless WALLPROF_LOG
+ * asks every process to speak: then its lines come on its own stderr, as
+ * the root's. async-signal-safe */
+static int detached(void)
+{
+	return !wp_tree_is_root() && !g.cfg.log_explicit;
+}
+
+/* Sampler thread: a snapshot of the window, converted in the background;
+ * the sampler relays its report on later ticks (snapshot_poll). */
+static void start_snapshot(void)
+{
+	char json[WP_PATH_MAX], tag[24];
+	int n;
+
+	if (snap_space.conv.pid && !wp_convert_poll(&snap_space.conv)) {
+		g.snapshots_waiting++;
+		return;
+	}
+	collect();
+	n = ++g.snapshot_seq;
+	if (wp_out_expand_path(g.cfg.output, (unsigned)g.pid, n, json, sizeof(json)) < 0) {
+		wp_log(WP_LOG_ERROR, "WALLPROF_OUTPUT expands to a path that is too long; "
+		       "snapshot %d not written", n);
+		return;
+	}
+	refresh_names();
+	if (!long_enough(WP_LOG_INFO, n))
+		return;
+	snprintf(tag, sizeof(tag), ".%d", n);
+	dump_paths(&snap_space.n, json, tag);
+	dump(&snap_space, 0, n, 0);
+}
+
+/* Sampler thread, every tick: a finished snapshot conversion is reported,
+ * and the next requested snapshot starts. */
+static void snapshot_poll(void)
+{
+	if (!snap_space.conv.pid || !wp_convert_poll(&snap_space.conv))
+		return;
+	if (g.snapshots_waiting) {
+		g.snapshots_waiting--;
+		start_snapshot();
+	}
 }
 
 static int start_thread(pthread_t *t, void *(*fn)(void *))
@@ -1882,42 +1959,6 @@ static int start_thread(pthread_t *t, void *(*fn)(void *))
 	rc = wp_thread_create_real(t, NULL, fn, NULL);
 	wp_sigmask_raw(SIG_SETMASK, &old, NULL);
 	return rc;
-}
-
-static void join_dumper(void)
-{
-	if (!g.dumper_running)
-		return;
-	pthread_join(g.dumper, NULL);
-	g.dumper_running = 0;
-	atomic_store(&g.dumper_tid, 0);
-	atomic_store(&g.dumper_done, 0);
-}
-
-/* Sampler thread: copies the window, a dumper thread writes it while the
- * sampling goes on. */
-static void start_snapshot(void)
-{
-	if (g.dumper_running) {
-		if (!atomic_load(&g.dumper_done)) {
-			g.snapshots_waiting++;
-			return;
-		}
-		join_dumper();
-	}
-	collect();
-	if (build_profile(&g.dump_profile, ++g.snapshot_seq) < 0) {
-		wp_log(WP_LOG_ERROR, "snapshot %d not written: out of memory", g.snapshot_seq);
-		return;
-	}
-	if (start_thread(&g.dumper, dumper_main) != 0) {
-		/* No thread: write it here, sampling pauses meanwhile. */
-		write_profile(&g.dump_profile, NULL, NULL);
-		return;
-	}
-	g.dumper_running = 1;
-	while (atomic_load(&g.dumper_tid) == 0)
-		futex_wait_until((_Atomic uint32_t *)&g.dumper_tid, 0, mono_ns() + 100000000ull);
 }
 
 static int cmp_slot_tp(const void *a, const void *b)
@@ -2023,8 +2064,12 @@ static void *sampler_main(void *arg)
 		next += period;
 		for (;;) {
 			ev = atomic_load(&g.events);
-			if (ev & EV_STOP)
+			if (ev & EV_STOP) {
+				/* a snapshot being converted is finished, not lost */
+				if (snap_space.conv.pid)
+					wp_convert_wait(&snap_space.conv, convert_deadline(), 0);
 				return NULL;
+			}
 			if (ev & EV_FREEZE) {
 				freeze();
 				continue;
@@ -2046,13 +2091,7 @@ static void *sampler_main(void *arg)
 			g.ctr.nr_ticks_late += missed;
 			next += missed * period;
 		}
-		if (g.dumper_running && atomic_load(&g.dumper_done)) {
-			join_dumper();
-			if (g.snapshots_waiting) {
-				g.snapshots_waiting--;
-				start_snapshot();
-			}
-		}
+		snapshot_poll();
 		tick(now);
 	}
 }
@@ -2310,14 +2349,13 @@ static void after_fork_child(void)
 	atomic_store(&g.live_threads, 0);
 	tls_counted = 0;
 	wp_thread_start_forked();
-	g.dumper_running = 0;
-	atomic_store(&g.dumper_tid, 0);
-	atomic_store(&g.dumper_done, 0);
+	snap_space.conv.pid = 0; /* the parent's */
+	exit_space.conv.pid = 0;
 	g.snapshots_waiting = 0;
 	g.snapshot_seq = 0;
 	g.sampler_tid = 0;
 	g.need_reset = 1;
-	set_raw_paths();
+	set_dump_paths();
 	if (start_thread(&g.sampler, sampler_main) != 0) {
 		atomic_store(&g.sampling, 0);
 		g.started = 0;
@@ -2372,7 +2410,7 @@ void wp_sampler_start(void)
 	if (!g.cfg.enabled)
 		return;
 	wp_tree_export(&g.cfg);
-	wp_sym_set_debuginfod(g.cfg.debuginfod);
+	wp_convert_init(&g.cfg);
 	g.pid = getpid();
 	g.uid = getuid();
 	wp_test_enter_signal = g.cfg.test_enter_signal;
@@ -2407,41 +2445,48 @@ void wp_sampler_start(void)
 	       g.cfg.hz, wp_signal_name(g.signal, a, sizeof(a)), g.cfg.ring_seconds, g.cfg.max_depth);
 }
 
-static void stop_and_dump(const char *path, const char *exec_tag);
+static void stop_and_dump(int exec_k);
 
 void wp_sampler_stop_and_dump(void)
 {
-	stop_and_dump(NULL, NULL);
+	stop_and_dump(-1);
 }
 
-/* The exec'd image has the same pid and writes the plain name at its own
- * exit: the image being replaced writes "<name>.exec<k>.json", the first
- * k free. */
-void wp_sampler_before_exec(void)
+/* The paths of the image's profile before an exec: "<name>.exec<k>.json",
+ * the first k with neither the profile nor its dump (which the converter
+ * may still hold) there; the exec'd image has the same pid and writes the
+ * plain name at its own exit. Returns k, or -1 when the name is too long.
+ * async-signal-safe (access(2) and string copies) */
+__attribute__((noinline)) static int exec_paths(struct dump_space *sp)
 {
-	char path[WP_PATH_MAX], tag[16];
+	char tag[32];
+	char *json = sp->n.json, *raw = sp->n.raw; /* built in place, off the stack */
+	size_t n;
 	int k;
 
-	if (!g.started || getpid() != g.pid)
-		return;
-	if (in_program_handler()) {
-		stop_and_dump(NULL, "exec"); /* the raw dump only: nothing else here */
-		return;
-	}
+	if (!g.out_base[0])
+		return -1;
 	for (k = 0; k < 1000; k++) {
-		char suffix[32];
-
-		snprintf(suffix, sizeof(suffix), ".exec%d.json", k);
-		if (wp_out_sibling_path(g.cfg.output, (unsigned)g.pid, suffix, path, sizeof(path)) < 0) {
-			wp_log(WP_LOG_ERROR, "WALLPROF_OUTPUT expands to a path that is too long; "
-			       "no profile before exec");
-			return;
-		}
-		if (access(path, F_OK) != 0)
+		put_uint(tag, put(tag, 0, sizeof(tag), ".exec"), sizeof(tag), (unsigned)k);
+		n = put(json, put(json, 0, sizeof(sp->n.json), g.out_base), sizeof(sp->n.json), tag);
+		if (n + 6 >= sizeof(sp->n.raw))
+			return -1;
+		memcpy(raw, json, n + 1);
+		put(json, n, sizeof(sp->n.json), ".json");
+		put(raw, n, sizeof(sp->n.raw), ".raw");
+		if (access(json, F_OK) != 0 && access(raw, F_OK) != 0)
 			break;
 	}
-	snprintf(tag, sizeof(tag), "exec%d", k);
-	stop_and_dump(path, tag);
+	dump_paths(&sp->n, json, tag);
+	return k;
+}
+
+/* Before exec: the image's profile, as at exit. */
+void wp_sampler_before_exec(void)
+{
+	if (!g.started || getpid() != g.pid)
+		return;
+	stop_and_dump(0);
 }
 
 /* exec failed: the program goes on, so does profiling (a fresh window). */
@@ -2473,24 +2518,60 @@ void wp_sampler_exec_failed(void)
 	}
 }
 
-static void stop_and_dump(const char *path, const char *exec_tag)
+/* The dump of a fatal signal (`sig`), or of an exit or exec (`exec`) from a
+ * signal handler: the thread may hold any lock of the program's (malloc's
+ * among them), so only system calls on memory prepared beforehand. Once
+ * per process: a second caller waits for the first (a SIGSEGV while an
+ * exit from a handler dumps), up to 2 s, then returns. The sampler is
+ * parked meanwhile so that the ring, names and module map hold still; it
+ * stays parked (the process is ending) unless an exec fails.
+ * async-signal-safe */
+static void handler_dump(int sig, int exec)
 {
-	struct wp_profile p;
+	int i;
+
+	if (!g.started || getpid() != g.pid || !g.ring)
+		return;
+	if (atomic_exchange(&g.raw_taken, 1)) {
+		for (i = 0; i < 200 && !atomic_load(&g.raw_done); i++) {
+			struct timespec ts = { 0, 10000000 };
+
+			wp_syscall(SYS_futex, &g.raw_done, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+		}
+		return;
+	}
+	atomic_store(&g.sampling, 0);
+	if (wp_syscall(SYS_gettid) != g.sampler_tid) {
+		/* give up waiting after 200 ms (the reader copes) */
+		atomic_fetch_or(&g.events, EV_FREEZE);
+		futex_wake(&g.events);
+		for (i = 0; i < 20 && !atomic_load(&g.frozen); i++) {
+			struct timespec ts = { 0, 10000000 };
+
+			wp_syscall(SYS_futex, &g.frozen, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+		}
+	}
+	if (!exec)
+		exit_space.n = exit_names;
+	if ((!exec || exec_paths(&exit_space) >= 0) && dump(&exit_space, sig, 0, detached()) == 0)
+		wp_convert_wait(&exit_space.conv, convert_deadline(), 1);
+	atomic_store(&g.raw_done, 1);
+	futex_wake(&g.raw_done);
+}
+
+/* The exit dump (`exec_k` < 0), or the image's before an exec, from a
+ * program thread outside any handler of its own. */
+static void stop_and_dump(int exec_k)
+{
+	int i;
 
 	if (!g.started || getpid() != g.pid)
 		return;
-	if (exec_tag && !path) {
-		/* exec from a signal handler (wp_sampler_before_exec): the thread
-		 * may hold malloc's lock, so only the raw dump (async-signal-safe);
-		 * the sampler stays parked unless the exec fails. */
-		raw_dump(0, "exec");
-		atomic_store(&g.exec_thaw, 1);
-		g.started = 0;
-		return;
-	}
 	if (in_program_handler()) {
-		/* _exit or exit from a signal handler: the same. */
-		raw_dump(0, "exit");
+		/* _exit, exit or exec from a signal handler */
+		handler_dump(0, exec_k >= 0);
+		if (exec_k >= 0)
+			atomic_store(&g.exec_thaw, 1); /* thawed if the exec fails */
 		g.started = 0;
 		return;
 	}
@@ -2502,15 +2583,29 @@ static void stop_and_dump(const char *path, const char *exec_tag)
 		futex_wake(&g.events);
 		pthread_join(g.sampler, NULL);
 	} /* else: the sampler itself ends the process (see tick) */
-	join_dumper(); /* a snapshot being written is finished, not lost */
 	collect();
 	atomic_store(&g.sampling, 0);
-	if (build_profile(&p, 0) < 0)
-		wp_log(WP_LOG_ERROR, "profile not written: out of memory");
-	else
-		write_profile(&p, path, exec_tag);
-	if (!path)
-		wp_tree_report(); /* the root's final exit: one word for the tree */
+	if (atomic_exchange(&g.raw_taken, 1)) {
+		/* a fatal signal's dump on another thread: it is the profile */
+		for (i = 0; i < 200 && !atomic_load(&g.raw_done); i++)
+			futex_wait_until(&g.raw_done, 0, mono_ns() + 10000000ull);
+		return;
+	}
+	refresh_names();
+	exit_space.n = exit_names;
+	if (exec_k >= 0 && exec_paths(&exit_space) < 0)
+		wp_log(WP_LOG_ERROR, "WALLPROF_OUTPUT expands to a path that is too long; "
+		       "no profile before exec");
+	else if (long_enough(exec_k >= 0 ? WP_LOG_DEBUG : WP_LOG_INFO, 0) &&
+		 dump(&exit_space, 0, 0, detached()) == 0)
+		wp_convert_wait(&exit_space.conv, convert_deadline(), 1);
+	if (exec_k >= 0) {
+		atomic_store(&g.raw_taken, 0); /* the exec may fail: later dumps */
+		return;
+	}
+	atomic_store(&g.raw_done, 1);
+	futex_wake(&g.raw_done);
+	wp_tree_report(convert_deadline()); /* the root's final exit: one word for the tree */
 }
 
 /* ---- the program's own signal handling (interposed sigaction) ---------- */
@@ -2739,108 +2834,6 @@ static const int fatal_signals[] = {
 	SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGALRM, SIGUSR1,
 };
 
-/* async-signal-safe */
-static size_t put(char *buf, size_t n, size_t cap, const char *s)
-{
-	while (*s && n + 1 < cap)
-		buf[n++] = *s++;
-	buf[n] = 0;
-	return n;
-}
-
-/* What the fatal path needs beyond a few words: off the stack, which may be
- * an alternate signal stack of 8 KiB (every Rust thread has one) of which
- * the kernel's signal frame already takes 3.3 KiB with AVX-512. Only the
- * one thread on_fatal_signal lets in ever uses it, and only once. */
-static struct {
-	struct wp_raw_meta meta;
-	struct wp_counters ctr;
-	struct wp_raw_out out;
-	char line[WP_PATH_MAX + 160];
-} fatal;
-
-/* async-signal-safe */
-/* The raw dump, once per process (a second caller returns at once): `sig`
- * the fatal signal, or 0 for an exit or exec (`what`) from a handler. */
-static void raw_dump(int sig, const char *what)
-{
-	struct wp_raw_meta *meta = &fatal.meta;
-	const char *path = g.raw_path, *abbrev = sigabbrev_np(sig);
-	char *line = fatal.line;
-	size_t n = 0, cap = sizeof(fatal.line);
-	int fd, rc = -1, i;
-
-	if (!g.started || getpid() != g.pid || !g.ring)
-		return;
-	if (atomic_exchange(&g.raw_taken, 1)) {
-		/* Another thread is writing it (a SIGSEGV while an exit from a
-		 * handler dumps): let it finish before this one dies, up to 2 s. */
-		for (i = 0; i < 200 && !atomic_load(&g.raw_done); i++) {
-			struct timespec ts = { 0, 10000000 };
-
-			wp_syscall(SYS_futex, &g.raw_done, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
-		}
-		return;
-	}
-	atomic_store(&g.sampling, 0);
-	if (wp_syscall(SYS_gettid) != g.sampler_tid) {
-		/* Park the sampler so that the ring, names and module map hold
-		 * still; give up waiting after 200 ms (the reader copes). */
-		atomic_fetch_or(&g.events, EV_FREEZE);
-		futex_wake(&g.events);
-		for (i = 0; i < 20 && !atomic_load(&g.frozen); i++) {
-			struct timespec ts = { 0, 10000000 };
-
-			wp_syscall(SYS_futex, &g.frozen, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
-		}
-	}
-	memset(meta, 0, sizeof(*meta));
-	meta->pid = (uint32_t)g.pid;
-	meta->main_tid = (uint32_t)g.pid;
-	meta->hz = g.cfg.hz;
-	meta->ring_seconds = g.cfg.ring_seconds;
-	meta->max_depth = g.cfg.max_depth;
-	meta->realtime_offset_ns = g.rt_offset;
-	meta->start_ns = g.start_ns;
-	memcpy(meta->cmdline, g.cmdline, sizeof(meta->cmdline));
-	meta->cmdline[sizeof(meta->cmdline) - 1] = 0;
-	meta->signal = sig;
-	fatal.ctr = g.ctr;
-	fatal.ctr.nr_eintr_retried = atomic_load(&g.nr_eintr_retried);
-	/* System calls, not libc's names: those would reach our own wrappers. */
-	for (i = 0; i < 2 && rc < 0; i++) {
-		path = i ? g.raw_fallback : g.raw_path;
-		fd = (int)wp_syscall(SYS_openat, AT_FDCWD, path,
-				     O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
-		if (fd < 0)
-			continue;
-		rc = wp_raw_write_out(&fatal.out, fd, meta, g.ring, g.mods.mods, g.mods.nr,
-				      g.names, g.nr_names, &fatal.ctr);
-		wp_syscall(SYS_close, fd);
-		if (rc < 0)
-			wp_syscall(SYS_unlink, path);
-	}
-	if (sig) {
-		n = put(line, n, cap, "SIG");
-		n = put(line, n, cap, abbrev ? abbrev : "?");
-	} else {
-		n = put(line, n, cap, what);
-		n = put(line, n, cap, " from a signal handler");
-	}
-	if (rc == 0) {
-		n = put(line, n, cap, ": wrote raw profile ");
-		n = put(line, n, cap, path);
-		n = put(line, n, cap, " (convert it with wallprof-convert)");
-	} else {
-		n = put(line, n, cap, ": could not write the raw profile");
-	}
-	/* At error level, success too: the process is dying or leaving oddly. */
-	wp_log_raw(WP_LOG_ERROR, rc == 0 ? "wrote" : "error",
-		   rc == 0 ? path : NULL, line, n);
-	atomic_store(&g.raw_done, 1);
-	futex_wake(&g.raw_done);
-}
-
 /* Stack the fatal path uses below the kernel's signal frame (3.3 KiB with
  * AVX-512; an 8 KiB alternate stack leaves 4.7 KiB), measured on a painted
  * alternate stack (test exit_altstack_depth; gcc 12 -O2): 8.3 KiB before
@@ -2858,7 +2851,7 @@ static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
 
 	(void)si;
 	(void)uc;
-	raw_dump(sig, NULL);
+	handler_dump(sig, 0);
 	/* Die exactly as without us: default action, same signal, core dump
 	 * if enabled. The signal is blocked in here, so it hits on return
 	 * (a faulting instruction would also fault again). */
@@ -2882,22 +2875,25 @@ static int install_fatal_one(int sig)
 	return __sigaction(sig, &act, NULL);
 }
 
-/* The raw dump's paths: the output name with ".raw" for ".json", and the
- * same name in $TMPDIR (or /tmp). Computed here, not in the handler. */
-static void set_raw_paths(void)
+/* The exit dump's paths, and the base of the exec dumps' names: computed
+ * here, not in a signal handler. At start and in a forked child. */
+static void set_dump_paths(void)
 {
-	if (wp_out_sibling_path(g.cfg.output, (unsigned)g.pid, ".raw", g.raw_path,
-				sizeof(g.raw_path)) < 0)
-		g.raw_path[0] = 0;
-	snprintf(g.raw_fallback, sizeof(g.raw_fallback), "%s/wallprof.%u.raw", g.cfg.tmpdir,
-		 (unsigned)g.pid);
+	char json[WP_PATH_MAX];
+
+	if (wp_out_sibling_path(g.cfg.output, (unsigned)g.pid, "", g.out_base,
+				sizeof(g.out_base)) < 0)
+		g.out_base[0] = 0;
+	if (wp_out_expand_path(g.cfg.output, (unsigned)g.pid, 0, json, sizeof(json)) < 0)
+		json[0] = 0;
+	dump_paths(&exit_names, json, "");
 }
 
 static void install_fatal(void)
 {
 	size_t i;
 
-	set_raw_paths();
+	set_dump_paths();
 	for (i = 0; i < sizeof(fatal_signals) / sizeof(*fatal_signals); i++) {
 		int sig = fatal_signals[i];
 		struct sigaction old;

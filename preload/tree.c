@@ -5,10 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "../output/event.h"
 #include "../output/output.h"
 #include "../output/profile.h"
 #include "sys.h"
@@ -104,67 +107,17 @@ void wp_tree_forked(void)
 }
 
 /* async-signal-safe */
-static size_t fmt_uint(char *buf, unsigned long long v)
-{
-	char tmp[24];
-	size_t n = 0, i;
-
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (i = 0; i < n; i++)
-		buf[i] = tmp[n - 1 - i];
-	return n;
-}
-
-/* async-signal-safe */
-static int printable(const char *s, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-			return 0;
-	return 1;
-}
-
-/* async-signal-safe */
 void wp_tree_record(const char *kind, const char *path, unsigned long long lost,
 		    const char *msg, size_t len, int create)
 {
-	char pid[24], nlost[24];
-	struct iovec v[10];
-	int fd, flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW, saved = errno;
-	size_t plen = path ? strlen(path) : 0;
+	(void)wp_event_append(index_path, (unsigned)wp_syscall(SYS_getpid), kind, path, lost, msg,
+			      len, create || !is_root);
+}
 
-	if (!index_path[0])
-		return;
-	if (!printable(msg, len))
-		msg = "(message with control characters)", len = strlen(msg);
-	if (path && !printable(path, plen))
-		path = "(path with control characters)", plen = strlen(path);
-	if (create || !is_root)
-		flags |= O_CREAT;
-	fd = (int)wp_syscall(SYS_openat, AT_FDCWD, index_path, flags, 0666);
-	if (fd < 0) {
-		errno = saved;
-		return;
-	}
-	v[0] = (struct iovec){ pid, fmt_uint(pid, (unsigned long long)wp_syscall(SYS_getpid)) };
-	v[1] = (struct iovec){ "\t", 1 };
-	v[2] = (struct iovec){ (void *)kind, strlen(kind) };
-	v[3] = (struct iovec){ "\t", 1 };
-	v[4] = (struct iovec){ (void *)(path ? path : ""), plen };
-	v[5] = (struct iovec){ "\t", 1 };
-	v[6] = (struct iovec){ nlost, fmt_uint(nlost, lost) };
-	v[7] = (struct iovec){ "\t", 1 };
-	v[8] = (struct iovec){ (void *)msg, len };
-	v[9] = (struct iovec){ "\n", 1 };
-	/* One writev: with O_APPEND the line lands whole, whoever else appends. */
-	(void)wp_syscall(SYS_writev, fd, v, 10);
-	wp_syscall(SYS_close, fd);
-	errno = saved;
+/* async-signal-safe */
+const char *wp_tree_index(void)
+{
+	return index_path[0] ? index_path : NULL;
 }
 
 /* The index's bytes (at most INDEX_READ_MAX), NUL-terminated; NULL if absent. */
@@ -206,15 +159,68 @@ static char *read_index(size_t *len)
 	return buf;
 }
 
-void wp_tree_report(void)
+/* Whether a converter still holds the dump at `path` (see convert.h). */
+static int converting(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), busy;
+
+	if (fd < 0)
+		return 0;
+	busy = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+	close(fd);
+	return busy;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Waits until no dump named by a "raw" line is being converted, or the
+ * deadline; returns how many dumps those lines name that are still there. */
+static unsigned long wait_conversions(uint64_t deadline_ns)
+{
+	unsigned long left = 0;
+	size_t len = 0;
+	char *buf = read_index(&len), *line, *next;
+
+	for (line = buf; buf && line < buf + len && *line; line = next) {
+		char *kind, *path, *end;
+
+		next = strchr(line, '\n');
+		if (!next)
+			break;
+		*next++ = 0;
+		if (!(kind = strchr(line, '\t')) || !(path = strchr(++kind, '\t')) ||
+		    strncmp(kind, "raw\t", 4) || !(end = strchr(++path, '\t')))
+			continue;
+		*end = 0;
+		while (converting(path) && mono_ns() < deadline_ns) {
+			struct timespec ms = { 0, 5000000 };
+
+			wp_syscall(SYS_nanosleep, &ms, NULL);
+		}
+		left += access(path, F_OK) == 0;
+	}
+	free(buf);
+	return left;
+}
+
+void wp_tree_report(uint64_t deadline_ns)
 {
 	unsigned me = (unsigned)getpid(), *pids = NULL, nr_pids = 0, cap_pids = 0, i;
-	unsigned long wrote = 0, shorts = 0, msgs = 0, shown = 0;
+	unsigned long wrote = 0, shorts = 0, msgs = 0, shown = 0, left;
 	unsigned long long lost = 0;
 	size_t len = 0;
 	char *buf, *line, *next;
 
-	if (!is_root || !index_path[0] || !(buf = read_index(&len)))
+	if (!is_root || !index_path[0])
+		return;
+	left = wait_conversions(deadline_ns);
+	if (!(buf = read_index(&len)))
 		return;
 	for (line = buf; line < buf + len && *line; line = next) {
 		char *f[5], *p = line;
@@ -271,6 +277,10 @@ void wp_tree_report(void)
 		if (shorts)
 			m += (size_t)snprintf(more + m, sizeof(more) - m, ", %lu too short for a profile",
 					      shorts);
+		if (left && m < sizeof(more))
+			m += (size_t)snprintf(more + m, sizeof(more) - m,
+					      ", %lu raw dump%s not converted", left,
+					      left == 1 ? "" : "s");
 		if (lost && m < sizeof(more))
 			m += (size_t)snprintf(more + m, sizeof(more) - m, ", %llu sample%s lost", lost,
 					      lost == 1 ? "" : "s");

@@ -9,7 +9,8 @@
  *     <pid> TAB <kind> TAB <path or empty> TAB <samples lost> TAB <message> LF
  *
  * kinds: "wrote" (a file was written: profile, snapshot, raw dump),
- * "short" (too short for a profile), "error", "info". The root reads the index
+ * "short" (too short for a profile), "error", "info", "raw" (a dump handed
+ * to the converter in the background, which then adds its own line). The root reads the index
  * at its exit and prints one summary (files written, fallbacks, losses).
  * The root is told to its descendants by
  * WALLPROF_TREE="<pid>.<start time>:<index path>", set in the environment at
@@ -19,6 +20,7 @@
 #define WP_TREE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "wallprof.h"
 
@@ -46,8 +48,15 @@ void wp_tree_forked(void);
 void wp_tree_record(const char *kind, const char *path, unsigned long long lost,
 		    const char *msg, size_t len, int create);
 
+/* The index's path, or NULL when this process has none (a root that does
+ * not follow its children). async-signal-safe */
+const char *wp_tree_index(void);
+
 /* The root at its final exit: one summary of its descendants' lines in the
- * index, at info level (nothing when there is no index). */
-void wp_tree_report(void);
+ * index, at info level (nothing when there is no index). Dumps that
+ * descendants left converting in the background ("raw" lines whose file a
+ * converter still holds locked) are waited for until CLOCK_MONOTONIC
+ * `deadline_ns`; those still there after it are counted as left. */
+void wp_tree_report(uint64_t deadline_ns);
 
 #endif

@@ -35,6 +35,8 @@ struct wp_config {
 	int log_explicit;        /* WALLPROF_LOG was set: it applies to every process of the tree */
 	int debuginfod;          /* WALLPROF_DEBUGINFOD=1 */
 	char tmpdir[256];        /* $TMPDIR if absolute and short enough, else "/tmp" */
+	char converter[WP_PATH_MAX]; /* WALLPROF_CONVERTER: the converter program, "" = look */
+	unsigned convert_timeout;/* WALLPROF_CONVERT_TIMEOUT: seconds an exit waits for it */
 };
 
 #define WP_DEFAULT_HZ 101
@@ -48,7 +50,8 @@ struct wp_config {
 #define WP_MAX_RING_SECONDS 3600
 #define WP_MAX_MAX_DEPTH 1024
 #define WP_MAX_MAX_THREADS 65536
-#define WP_SENTRY_MAX_SECONDS 30
+#define WP_DEFAULT_CONVERT_TIMEOUT 60
+#define WP_MAX_CONVERT_TIMEOUT 3600
 
 /* Reads every WALLPROF_* variable (and TMPDIR) once, with getenv, in the
  * constructor: later the program may change its environment under us. A bad
@@ -83,7 +86,8 @@ void wp_log_event(int level, const char *kind, const char *path, unsigned long l
 /* wp_log for a signal handler: `msg` (no prefix, no newline) written with one
  * system call, or recorded in the tree's index as wp_log_event would.
  * async-signal-safe (on a thread of the program's) */
-void wp_log_raw(int level, const char *kind, const char *path, const char *msg, size_t len);
+void wp_log_raw(int level, const char *kind, const char *path, unsigned long long lost,
+		const char *msg, size_t len);
 
 /* In a fork()ed child: a descendant from now on (quiet unless WALLPROF_LOG
  * was set). async-signal-safe */

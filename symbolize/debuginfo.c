@@ -231,28 +231,6 @@ int wp_sym_build_id_debug_path(const uint8_t *id, uint32_t len, char *buf, size_
 
 /* ---- vDSO ----------------------------------------------------------------- */
 
-int wp_sym_build_id_note(const void *notes, size_t size, uint8_t *out, uint32_t *len)
-{
-	const unsigned char *p = notes;
-	size_t off = 0;
-	while (off + sizeof(ElfW(Nhdr)) <= size) {
-		const ElfW(Nhdr) *nh = (const void *)(p + off);
-		size_t name = off + sizeof(*nh);
-		size_t desc = name + ((nh->n_namesz + 3) & ~3u);
-		size_t next = desc + ((nh->n_descsz + 3) & ~3u);
-		if (desc + nh->n_descsz > size)
-			return 0;
-		if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-		    !memcmp(p + name, "GNU", 4) && nh->n_descsz > 0) {
-			*len = nh->n_descsz < WP_BUILD_ID_MAX ? nh->n_descsz : WP_BUILD_ID_MAX;
-			memcpy(out, p + desc, *len);
-			return 1;
-		}
-		off = next;
-	}
-	return 0;
-}
-
 static int note_has_build_id(const unsigned char *p, size_t size, const struct wp_module *m)
 {
 	uint8_t id[WP_BUILD_ID_MAX];
@@ -261,12 +239,13 @@ static int note_has_build_id(const unsigned char *p, size_t size, const struct w
 	       !memcmp(id, m->build_id, len);
 }
 
-/* The vDSO exists only in memory, so it can be read only by the process that
- * recorded it; a saved dump symbolized elsewhere gets module+offset. */
+/* The vDSO exists only in memory. Every process on a kernel maps the same
+ * image, so ours stands in for the recorded one when the build-ids match; a
+ * dump symbolized under another kernel gets module+offset. */
 int wp_sym_vdso_fd(const struct wp_module *m)
 {
 	uintptr_t base = getauxval(AT_SYSINFO_EHDR);
-	if (!base || base < m->start || base >= m->end || !m->build_id_len)
+	if (!base || !m->build_id_len)
 		return -1;
 	long pg = sysconf(_SC_PAGESIZE);
 	unsigned char vec;
@@ -311,15 +290,23 @@ int wp_sym_vdso_fd(const struct wp_module *m)
 	return fd;
 }
 
+static int mapped_pid;
+
+void wp_sym_set_process(int pid)
+{
+	mapped_pid = pid > 0 ? pid : 0;
+}
+
 int wp_sym_mapped_fd(const struct wp_module *m)
 {
 	char line[512], path[96];
-	/* thread-self: once the leader has exited (main's pthread_exit),
-	 * /proc/self/maps is empty. */
-	FILE *f = fopen("/proc/thread-self/maps", "re");
+	FILE *f;
 	int fd = -1;
 
-	if (!f)
+	if (!mapped_pid)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/maps", mapped_pid);
+	if (!(f = fopen(path, "re")))
 		return -1;
 	while (fgets(line, sizeof(line), f)) {
 		unsigned long lo, hi, ino;
@@ -328,7 +315,8 @@ int wp_sym_mapped_fd(const struct wp_module *m)
 		if (sscanf(line, "%lx-%lx %*s %llx %*s %lu", &lo, &hi, &off, &ino) != 4)
 			continue;
 		if (lo == m->start && ino != 0) {
-			snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", lo, hi);
+			snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", mapped_pid, lo,
+				 hi);
 			fd = open(path, O_RDONLY | O_CLOEXEC);
 			break;
 		}

@@ -51,6 +51,11 @@ struct wp_sym;
  * open; the preload calls it once at start (the environment is read once). */
 void wp_sym_set_debuginfod(int on);
 
+/* The process the modules were recorded in, while it lives (0: none, the
+ * default): a module deleted or replaced on disk is then read through the
+ * mapping that process still has (/proc/PID/map_files, where permitted). */
+void wp_sym_set_process(int pid);
+
 /* Opens a symbolizer over `mods` (copied; the caller keeps ownership).
  * Never fails for a missing or unreadable file: such modules just resolve to
  * module+offset. Returns NULL only on out of memory. Not async-signal-safe. */

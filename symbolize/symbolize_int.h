@@ -18,13 +18,14 @@ const Dwfl_Callbacks *wp_sym_callbacks(void);
  * Returns 0, or -1 when there is no build-id or buf is too small. */
 int wp_sym_build_id_debug_path(const uint8_t *id, uint32_t len, char *buf, size_t size);
 
-/* A memfd holding this process's vDSO image when `m` describes it (same
- * address, same build-id), else -1. The caller owns the fd. */
-/* The file still mapped at the module's start in this process, opened
- * through /proc/self/map_files (it works after the file was deleted or
- * replaced on disk), or -1. */
+/* The file still mapped at the module's start in the process set with
+ * wp_sym_set_process, opened through /proc/PID/map_files (it works after the
+ * file was deleted or replaced on disk), or -1. */
 int wp_sym_mapped_fd(const struct wp_module *m);
 
+/* A memfd holding this process's vDSO image when it has `m`'s build-id (the
+ * kernel's vDSO is the same image in every process), else -1. The caller
+ * owns the fd. */
 int wp_sym_vdso_fd(const struct wp_module *m);
 
 #endif

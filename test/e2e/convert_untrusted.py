@@ -118,8 +118,10 @@ def tests(rt):
         return lines[0]
 
     def real_dump(tmp):
-        """The raw dump of h_exits dying of SIGSEGV under the preload."""
-        r = rt.run_bounded([rt.prog("h_exits"), "segv"], tmp, timeout=15)
+        """The raw dump of h_exits dying of SIGSEGV under the preload (no
+        converter: the dump stays)."""
+        r = rt.run_bounded([rt.prog("h_exits"), "segv"], tmp, timeout=15,
+                           env_extra={"WALLPROF_CONVERTER": os.path.join(tmp, "none")})
         m = re.search(r"wallprof:.*?(\S*wallprof\.%d\.raw)" % r.pid, r.stderr)
         check(m, "no raw dump named on stderr (%s)" % r.describe())
         path = os.path.join(tmp, m.group(1).rstrip(",;:)"))

@@ -16,12 +16,10 @@ import subprocess
 import time
 
 EXIT_TIMEOUT = 15       # a process kept alive by the library is a hang
-CONVERT_TIMEOUT = 60
 
 
 def tests(rt):
     check, note = rt.check, rt.note
-    convert_bin = os.path.join(rt.BUILD, "wallprof-convert")
 
     def fn_samples(obj, fn):
         return [s for s in rt.profile_part(obj).get("samples", [])
@@ -114,38 +112,28 @@ def tests(rt):
             if not fn_samples(part, "wpt_exit_work"):
                 print("    note: %s has no wpt_exit_work sample" % n)
 
-    # ---- deaths by signal: raw dump ----
+    # ---- deaths by signal: raw dump, converted by the converter ----
 
-    def raw_dump(tmp, r):
-        m = re.search(r"wallprof:.*?(\S*wallprof\.%d\.raw)" % r.pid, r.stderr)
-        check(m, "no wallprof: line naming wallprof.%d.raw; wallprof lines: %s"
-              % (r.pid, r.wallprof_lines()[-3:]))
-        path = m.group(1).rstrip(",;:)")
-        path = os.path.join(tmp, path)
-        check(os.path.exists(path), "the raw dump %s named on stderr does not exist" % path)
-        return path
-
-    def convert(tmp, raw, work_fn="wpt_exit_work", min_samples=20):
-        check(os.access(convert_bin, os.X_OK), "build/wallprof-convert not built")
-        out = os.path.join(tmp, "converted.json")
-        try:
-            p = subprocess.run([convert_bin, raw, "-o", out], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, timeout=CONVERT_TIMEOUT,
-                               env=rt.clean_env(preload=False))
-        except subprocess.TimeoutExpired:
-            raise rt.Failure("wallprof-convert did not finish within %d s" % CONVERT_TIMEOUT)
-        check(p.returncode == 0, "wallprof-convert exited %d: %s" % (
-            p.returncode, p.stderr.decode(errors="replace").strip()[-300:]))
-        obj = rt.load_profile(out)
-        rt.check_valid(obj, "converted profile")
+    def death_profile(tmp, r, sig, work_fn, min_samples):
+        """The dying process's raw dump, converted in the converter's
+        process before the death is seen: the profile, and one line."""
+        path = os.path.join(tmp, "wallprof.%d.json" % r.pid)
+        name = "SIG" + signal.Signals(sig).name[3:]
+        lines = r.wallprof_lines()
+        check(any(l.startswith("wallprof: %s: wrote %s" % (name, path)) for l in lines),
+              "no line '%s: wrote %s': %s" % (name, path, lines[-3:]))
+        check(not os.path.exists(os.path.join(tmp, "wallprof.%d.raw" % r.pid)),
+              "the raw dump is left after its conversion")
+        obj = rt.load_profile(path)
+        rt.check_valid(obj, "the death's profile")
         n = len(fn_samples(obj, work_fn))
-        check(n >= min_samples, "the converted profile has %d %s samples (want >= %d)"
+        check(n >= min_samples, "the profile has %d %s samples (want >= %d)"
               % (n, work_fn, min_samples))
         return obj
 
     def death(tmp, mode, sig):
         r = run_pair(tmp, [rt.prog("h_exits"), mode], -sig)
-        convert(tmp, raw_dump(tmp, r))
+        death_profile(tmp, r, sig, "wpt_exit_work", 20)
         no_partial_files(tmp)
 
     def test_abort(tmp):
@@ -162,7 +150,7 @@ def tests(rt):
         the kernel's signal frame (3.3 KiB with AVX-512). If the fatal path
         needs more than what is left, the death is a SIGSEGV, with no dump."""
         r = run_pair(tmp, [rt.prog("altstack_abort"), mode], -sig)
-        convert(tmp, raw_dump(tmp, r), "wpt_altstack_work", 10)
+        death_profile(tmp, r, sig, "wpt_altstack_work", 10)
         no_partial_files(tmp)
 
     def test_altstack_abort(tmp):
@@ -205,7 +193,7 @@ def tests(rt):
               "paint file of %d bytes, kernel frame %d" % (len(data), frame))
         low = len(data) - len(data.lstrip(b"\xa5"))
         used = len(data) - low - frame
-        raw_dump(tmp, r)
+        death_profile(tmp, r, signal.SIGABRT, "wpt_altstack_work", 1)
         note("fatal path: %d bytes of stack below the kernel's %d-byte signal frame"
              % (used, frame))
         check(used <= ALTSTACK_BUDGET, "the fatal handler used %d bytes of stack below the "
@@ -283,7 +271,7 @@ def tests(rt):
               % (r.rc, plain.rc, r.describe()))
         check(r.stdout == plain.stdout, "stdout %r, without the preload %r"
               % (r.stdout, plain.stdout))
-        convert(tmp, raw_dump(tmp, r))
+        death_profile(tmp, r, signal.SIGTERM, "wpt_exit_work", 20)
         no_partial_files(tmp)
 
     # ---- core dumps ----

@@ -169,18 +169,24 @@ def tests(rt):
         check(any(l[0] == str(r.pid) and l[1] == "wrote" for l in lines), "index: %s" % lines)
 
     def test_tree_child_crash(tmp):
-        """A child dying of SIGSEGV: its raw dump is listed in the index, and
-        the parent reads the same (empty) stderr from it as without us."""
+        """A child dying of SIGSEGV: its profile, converted in the background
+        from its raw dump, is listed in the index (the root's report waited
+        for it), the dump is gone, and the parent reads the same (empty)
+        stderr from it as without us."""
         code = ("import subprocess, sys\n"
                 "r = subprocess.run(sys.argv[1:], stderr=subprocess.PIPE)\n"
                 "print('child rc', r.returncode, 'stderr', repr(r.stderr.decode()))\n")
         r = pair(tmp, [PY, "-c", code, rt.prog("h_exits"), "segv"])
         check("child rc -11" in r.stdout, "child: %r" % r.stdout)
         lines, m = root_lines(r)
-        raws = [l for l in index_lines(m.group(4)) if l[1] == "wrote" and l[2].endswith(".raw")]
-        check(len(raws) == 1 and "SIGSEGV" in raws[0][4], "the child's raw dump in the index: "
-              "%s" % index_lines(m.group(4)))
-        check(os.path.exists(raws[0][2]), "%s is missing" % raws[0][2])
+        child = [l for l in index_lines(m.group(4)) if l[0] != str(r.pid)]
+        wrote = [l for l in child if l[1] == "wrote"]
+        check(len(wrote) == 1 and wrote[0][2].endswith(".json") and "SIGSEGV" in wrote[0][4],
+              "the child's profile in the index: %s" % child)
+        check(os.path.exists(wrote[0][2]), "%s is missing" % wrote[0][2])
+        raws = [l[2] for l in child if l[1] == "raw"]
+        check(len(raws) == 1 and not os.path.exists(raws[0]),
+              "the raw dump handed to the converter is still there: %s" % raws)
 
     def test_tree_same_pid_other_process(tmp):
         """WALLPROF_TREE naming this pid but another start time (the pid of a

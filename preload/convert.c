@@ -1,0 +1,479 @@
+/* convert: starting the converter on a raw dump and relaying its report
+ * (see convert.h). Everything after wp_convert_init is system calls on
+ * memory prepared beforehand, so that an exit from a signal handler or a
+ * fatal signal can convert too. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "convert.h"
+#include "sys.h"
+#include "tree.h"
+
+#ifndef SCHED_IDLE
+#define SCHED_IDLE 5
+#endif
+
+#define CHILD_STACK (64 * 1024)
+
+static char program[WP_PATH_MAX];
+static char platform[32];
+static int debuginfod;
+static unsigned timeout_s;
+static char env_buf[8192];
+static char *env[16];
+
+/* The converter beside this library, or in ../bin from it (an install
+ * puts the library in lib/ and the programs in bin/). */
+static void find_program(const struct wp_config *c)
+{
+	static const char *const where[] = { "/wallprof-convert", "/../bin/wallprof-convert" };
+	Dl_info info;
+	const char *slash;
+	size_t i, n;
+
+	program[0] = 0;
+	if (c->converter[0]) {
+		if (access(c->converter, X_OK) == 0)
+			memcpy(program, c->converter, strlen(c->converter) + 1);
+		else
+			wp_log(WP_LOG_ERROR, "WALLPROF_CONVERTER=%s is not an executable file (%s)",
+			       c->converter, strerror(errno));
+		return;
+	}
+	if (!dladdr((void *)find_program, &info) || !info.dli_fname ||
+	    !(slash = strrchr(info.dli_fname, '/')))
+		return;
+	n = (size_t)(slash - info.dli_fname);
+	for (i = 0; i < sizeof(where) / sizeof(*where); i++) {
+		if (n + strlen(where[i]) >= sizeof(program))
+			continue;
+		memcpy(program, info.dli_fname, n);
+		memcpy(program + n, where[i], strlen(where[i]) + 1);
+		if (access(program, X_OK) == 0)
+			return;
+	}
+	program[0] = 0;
+}
+
+void wp_convert_init(const struct wp_config *c)
+{
+	static const char *const keep[] = { "PATH", "HOME", "TMPDIR", "DEBUGINFOD_URLS",
+					    "DEBUGINFOD_CACHE_PATH", "DEBUGINFOD_TIMEOUT",
+					    "DEBUGINFOD_MAXSIZE", "DEBUGINFOD_MAXTIME" };
+	size_t i, off = 0, k = 0;
+
+	find_program(c);
+	snprintf(platform, sizeof(platform), "%s", c->platform);
+	debuginfod = c->debuginfod;
+	timeout_s = c->convert_timeout;
+	for (i = 0; i < sizeof(keep) / sizeof(*keep) && k + 1 < sizeof(env) / sizeof(*env); i++) {
+		const char *v = getenv(keep[i]);
+		int n;
+
+		if (!v)
+			continue;
+		n = snprintf(env_buf + off, sizeof(env_buf) - off, "%s=%s", keep[i], v);
+		if (n < 0 || (size_t)n >= sizeof(env_buf) - off)
+			continue;
+		env[k++] = env_buf + off;
+		off += (size_t)n + 1;
+	}
+	env[k] = NULL;
+}
+
+/* async-signal-safe */
+const char *wp_convert_program(void)
+{
+	return program[0] ? program : NULL;
+}
+
+/* ---- the child --------------------------------------------------------- */
+
+struct spawn {
+	char **argv;
+	int raw_fd, out_fd; /* become 3 and 1 (-1: /dev/null) */
+	int idle;
+	char *stack2;       /* top of the converter's stack */
+	volatile int pid;   /* the converter, as the intermediate saw it */
+	volatile int err;   /* set by the converter when exec failed */
+};
+
+/* Runs in the child, on its own stack, sharing our memory until execve:
+ * system calls only, nothing that writes memory the parent uses except
+ * `err`. async-signal-safe */
+static int child(void *arg)
+{
+	struct spawn *s = arg;
+	unsigned long dfl[4] = { 0 }; /* the kernel's sigaction: SIG_DFL, no flags */
+	unsigned long none = 0;
+	int sig, null, raw, out;
+
+	/* Default dispositions: the program's handlers are in memory the
+	 * converter will not have, and an ignored SIGTERM would outlive it. */
+	for (sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			wp_syscall(SYS_rt_sigaction, sig, dfl, NULL, 8);
+	null = (int)wp_syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDWR | O_CLOEXEC);
+	/* Out of the way of 0..3 first, then into place. */
+	raw = (int)wp_syscall(SYS_fcntl, s->raw_fd, F_DUPFD_CLOEXEC, 10);
+	out = s->out_fd >= 0 ? (int)wp_syscall(SYS_fcntl, s->out_fd, F_DUPFD_CLOEXEC, 10) : null;
+	if (null < 0 || raw < 0 || out < 0) {
+		s->err = EMFILE;
+		wp_syscall(SYS_exit, 127);
+	}
+	wp_syscall(SYS_dup2, null, 0);
+	wp_syscall(SYS_dup2, out, 1);
+	wp_syscall(SYS_dup2, null, 2);
+	wp_syscall(SYS_dup2, raw, 3);
+	if (wp_syscall(SYS_close_range, 4, ~0u, 0) < 0) {
+		int fd;
+
+		for (fd = 4; fd < 4096; fd++)
+			wp_syscall(SYS_close, fd);
+	}
+	if (s->idle) {
+		struct sched_param sp = { 0 };
+
+		wp_syscall(SYS_sched_setscheduler, 0, SCHED_IDLE, &sp);
+	}
+	wp_syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, 8);
+	wp_syscall(SYS_execve, s->argv[0], s->argv, env);
+	s->err = errno ? errno : ENOEXEC;
+	wp_syscall(SYS_exit, 127);
+	return 127;
+}
+
+/* The intermediate: our own child, exit signal none, which never execs
+ * (an exec resets the exit signal to SIGCHLD, and the program would see
+ * it): it starts the converter and ends at once, so that the converter is
+ * nobody's child of ours (init, or the nearest subreaper, reaps it).
+ * async-signal-safe */
+static int intermediate(void *arg)
+{
+	struct spawn *s = arg;
+	long pid = clone(child, s->stack2, CLONE_VM | CLONE_VFORK | SIGCHLD, s);
+
+	s->pid = pid > 0 ? (int)pid : 0;
+	wp_syscall(SYS_exit, 0);
+	return 0;
+}
+
+/* ---- starting it ------------------------------------------------------- */
+
+/* async-signal-safe */
+static size_t put(char *buf, size_t n, size_t cap, const char *s)
+{
+	while (*s && n + 1 < cap)
+		buf[n++] = *s++;
+	if (n < cap)
+		buf[n] = 0;
+	return n;
+}
+
+/* async-signal-safe */
+static void fmt_uint(char out[24], unsigned long long v)
+{
+	char tmp[24];
+	size_t n = 0, i;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (i = 0; i < n; i++)
+		out[i] = tmp[n - 1 - i];
+	out[n] = 0;
+}
+
+/* Appends one argument to the command line in `cv`; one that does not fit
+ * is left out (paths are bounded well below the room). async-signal-safe */
+static void arg(struct wp_conv *cv, size_t *n, int *argc, const char *s)
+{
+	size_t start = *n;
+
+	if (*argc >= (int)(sizeof(cv->argv) / sizeof(*cv->argv)) - 1)
+		return;
+	*n = put(cv->args, *n, sizeof(cv->args), s);
+	if (*n + 1 >= sizeof(cv->args)) {
+		*n = start;
+		return;
+	}
+	cv->argv[(*argc)++] = cv->args + start;
+	cv->argv[*argc] = NULL;
+	(*n)++;
+}
+
+/* async-signal-safe */
+int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq)
+{
+	char num[24], tid[24];
+	size_t an = 0;
+	int ac = 0;
+	int pipefd[2] = { -1, -1 }, saved = errno;
+	struct spawn s;
+	unsigned long all = ~0ul, old; /* the kernel's 8-byte masks */
+	char *stack;
+	long pid;
+	int pidfd = -1;
+
+	cv->pid = 0;
+	cv->pidfd = -1;
+	cv->report = -1;
+	cv->len = 0;
+	put(cv->raw, 0, sizeof(cv->raw), rq->raw);
+	if (!program[0])
+		return -1;
+	arg(cv, &an, &ac, program);
+	arg(cv, &an, &ac, "--library");
+	arg(cv, &an, &ac, "--fd");
+	arg(cv, &an, &ac, "3");
+	arg(cv, &an, &ac, "--raw");
+	arg(cv, &an, &ac, rq->raw);
+	arg(cv, &an, &ac, "-o");
+	arg(cv, &an, &ac, rq->json);
+	if (rq->fallback) {
+		arg(cv, &an, &ac, "--fallback");
+		arg(cv, &an, &ac, rq->fallback);
+	}
+	arg(cv, &an, &ac, "--platform");
+	arg(cv, &an, &ac, platform);
+	if (debuginfod)
+		arg(cv, &an, &ac, "--debuginfod");
+	/* A module deleted or replaced on disk is read through this thread's
+	 * mappings while it waits (not when detached: the process is gone). */
+	fmt_uint(tid, (unsigned long long)wp_syscall(SYS_gettid));
+	if (!rq->detach) {
+		arg(cv, &an, &ac, "--pid");
+		arg(cv, &an, &ac, tid);
+	} else if (wp_tree_index()) {
+		arg(cv, &an, &ac, "--index");
+		arg(cv, &an, &ac, wp_tree_index());
+		fmt_uint(num, (unsigned long long)wp_syscall(SYS_getpid));
+		arg(cv, &an, &ac, "--index-pid");
+		arg(cv, &an, &ac, num);
+	}
+	if (!rq->detach && wp_syscall(SYS_pipe2, pipefd, O_CLOEXEC) < 0)
+		pipefd[0] = pipefd[1] = -1;
+	stack = (char *)wp_syscall(SYS_mmap, NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED || (unsigned long)stack > -4096ul) {
+		if (pipefd[0] >= 0) {
+			wp_syscall(SYS_close, pipefd[0]);
+			wp_syscall(SYS_close, pipefd[1]);
+		}
+		errno = saved;
+		return -1;
+	}
+	s.argv = cv->argv;
+	s.raw_fd = rq->raw_fd;
+	s.out_fd = pipefd[1];
+	s.idle = rq->detach;
+	s.stack2 = stack + CHILD_STACK / 2;
+	s.pid = 0;
+	s.err = 0;
+	/* Every signal held while the children share our memory: a handler
+	 * of the program's must not run on their stacks. Both are done with
+	 * our memory when clone returns (vfork: the converter has exec'd and
+	 * the intermediate has ended). */
+	wp_syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, 8);
+	pid = clone(intermediate, stack + CHILD_STACK, CLONE_VM | CLONE_VFORK, &s);
+	if (pid > 0) {
+		int st;
+
+		while (wp_syscall(SYS_wait4, pid, &st, __WCLONE, NULL) < 0 && errno == EINTR)
+			;
+	}
+	wp_syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
+	wp_syscall(SYS_munmap, stack, CHILD_STACK);
+	if (pipefd[1] >= 0)
+		wp_syscall(SYS_close, pipefd[1]);
+	if (pid <= 0 || s.pid <= 0 || s.err) {
+		if (pipefd[0] >= 0)
+			wp_syscall(SYS_close, pipefd[0]);
+		errno = saved;
+		return -1;
+	}
+	cv->pid = s.pid;
+	cv->report = pipefd[0];
+	/* A handle that cannot name another process: taken while the
+	 * converter still holds its end of the pipe (it is alive, its pid not
+	 * reused). Without it the pipe alone tells its end. */
+	if (cv->report >= 0) {
+		struct pollfd pf = { cv->report, 0, 0 };
+
+		pidfd = (int)wp_syscall(SYS_pidfd_open, cv->pid, 0);
+		if (pidfd >= 0 && wp_syscall(SYS_poll, &pf, 1, 0) != 0) {
+			wp_syscall(SYS_close, pidfd); /* already gone */
+			pidfd = -1;
+		}
+	}
+	cv->pidfd = pidfd;
+	errno = saved;
+	return 0;
+}
+
+/* ---- its report -------------------------------------------------------- */
+
+/* One report line: "<level> TAB <kind> TAB <path> TAB <lost> TAB <message>".
+ * async-signal-safe when `as_safe` */
+static void relay(char *line, size_t len, int as_safe)
+{
+	char *f[5], *p = line, *end = line + len;
+	unsigned long long lost = 0;
+	int k, level;
+
+	for (k = 0; k < 5; k++) {
+		f[k] = p;
+		if (k == 4)
+			break;
+		while (p < end && *p != '\t')
+			p++;
+		if (p == end)
+			return; /* not a report line */
+		*p++ = 0;
+	}
+	level = f[0][0] >= '1' && f[0][0] <= '3' && !f[0][1] ? f[0][0] - '0' : WP_LOG_INFO;
+	for (p = f[3]; *p >= '0' && *p <= '9'; p++)
+		lost = lost * 10 + (unsigned long long)(*p - '0');
+	if (strcmp(f[1], "wrote") && strcmp(f[1], "short") && strcmp(f[1], "error"))
+		f[1] = "info";
+	if (as_safe)
+		wp_log_raw(level, f[1], f[2][0] ? f[2] : NULL, lost, f[4], (size_t)(end - f[4]));
+	else
+		wp_log_event(level, f[1], f[2][0] ? f[2] : NULL, lost, "%.*s", (int)(end - f[4]),
+			     f[4]);
+}
+
+/* Reads what is there (non-blocking); returns 1 at end of file.
+ * async-signal-safe when `as_safe` */
+static int drain(struct wp_conv *cv, int as_safe)
+{
+	for (;;) {
+		long n;
+		char *nl;
+
+		if (cv->len == sizeof(cv->buf))
+			cv->len = 0; /* a line longer than any we write: dropped */
+		n = wp_syscall(SYS_read, cv->report, cv->buf + cv->len, sizeof(cv->buf) - cv->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n == 0;
+		cv->len += (size_t)n;
+		while ((nl = memchr(cv->buf, '\n', cv->len))) {
+			size_t used = (size_t)(nl - cv->buf) + 1;
+
+			relay(cv->buf, used - 1, as_safe);
+			memmove(cv->buf, cv->buf + used, cv->len - used);
+			cv->len -= used;
+		}
+	}
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The converter is not our child (see intermediate): forgetting it is all.
+ * async-signal-safe */
+static void reap(struct wp_conv *cv)
+{
+	if (cv->pidfd >= 0)
+		wp_syscall(SYS_close, cv->pidfd);
+	if (cv->report >= 0)
+		wp_syscall(SYS_close, cv->report);
+	cv->pid = 0;
+	cv->pidfd = cv->report = -1;
+}
+
+/* async-signal-safe when `as_safe` */
+int wp_convert_wait(struct wp_conv *cv, uint64_t deadline_ns, int as_safe)
+{
+	int saved = errno, eof = 0, gone = 0, rc = 0;
+
+	if (!cv->pid)
+		return 0;
+	if (cv->report < 0) {
+		/* detached: the process that started it leaves it running */
+		if (cv->pidfd >= 0)
+			wp_syscall(SYS_close, cv->pidfd);
+		cv->pid = 0;
+		cv->pidfd = -1;
+		return 0;
+	}
+	wp_syscall(SYS_fcntl, cv->report, F_SETFL, O_NONBLOCK);
+	while (!eof || (!gone && cv->pidfd >= 0)) {
+		struct pollfd pf[2] = { { cv->report, POLLIN, 0 }, { cv->pidfd, POLLIN, 0 } };
+		uint64_t now = now_ns();
+		struct timespec ts;
+
+		if (now >= deadline_ns) {
+			char *line = cv->line, num[24];
+			size_t n = 0, cap = sizeof(cv->line);
+
+			if (cv->pidfd >= 0)
+				wp_syscall(SYS_pidfd_send_signal, cv->pidfd, SIGKILL, NULL, 0);
+			else /* its end of the pipe is open: it lives, its pid is its own */
+				wp_syscall(SYS_kill, cv->pid, SIGKILL);
+			fmt_uint(num, timeout_s);
+			n = put(line, n, cap, "the conversion took longer than "
+				"WALLPROF_CONVERT_TIMEOUT=");
+			n = put(line, n, cap, num);
+			n = put(line, n, cap, " s and was stopped; the raw dump stays at ");
+			n = put(line, n, cap, cv->raw);
+			n = put(line, n, cap, " (convert it with wallprof-convert)");
+			wp_log_raw(WP_LOG_ERROR, "error", NULL, 0, line, n);
+			rc = -1;
+			break;
+		}
+		ts.tv_sec = (time_t)((deadline_ns - now) / 1000000000ull);
+		ts.tv_nsec = (long)((deadline_ns - now) % 1000000000ull);
+		if (wp_syscall(SYS_ppoll, pf + eof, (eof ? 0 : 1) + (cv->pidfd >= 0 && !gone),
+			       &ts, NULL, 8) < 0 && errno != EINTR)
+			break;
+		if (!eof && pf[0].revents)
+			eof = drain(cv, as_safe);
+		if (cv->pidfd >= 0 && pf[1].revents)
+			gone = 1;
+	}
+	if (!eof && rc == 0)
+		drain(cv, as_safe);
+	reap(cv);
+	errno = saved;
+	return rc;
+}
+
+int wp_convert_poll(struct wp_conv *cv)
+{
+	struct pollfd pf;
+
+	if (!cv->pid)
+		return 1;
+	if (cv->report < 0)
+		return wp_convert_wait(cv, 0, 0), 1;
+	wp_syscall(SYS_fcntl, cv->report, F_SETFL, O_NONBLOCK);
+	if (!drain(cv, 0))
+		return 0;
+	pf.fd = cv->pidfd;
+	pf.events = POLLIN;
+	if (cv->pidfd >= 0 && wp_syscall(SYS_poll, &pf, 1, 0) == 0)
+		return 0;
+	reap(cv);
+	return 1;
+}

@@ -1,0 +1,70 @@
+/* convert: hands a raw dump to the converter program (wallprof-convert) in
+ * a process of its own, and relays what it reports. The profiled process
+ * only captures: symbolization and JSON never run in it.
+ *
+ * The converter is started with a clone of our own (CLONE_VM|CLONE_VFORK,
+ * system calls only, so a signal handler may start it) whose exit signal is
+ * none: the program never gets a SIGCHLD for it and its wait()/waitpid(-1)
+ * never see it (only __WCLONE waits do, ours). It gets the dump as fd 3,
+ * locked (flock LOCK_EX) for as long as it runs, so anyone can tell a dump
+ * being converted from one left behind; stdin and stderr are /dev/null,
+ * stdout is the report pipe (or /dev/null), nothing else is inherited, every
+ * signal disposition is the default, the mask empty. */
+#ifndef WP_CONVERT_H
+#define WP_CONVERT_H
+
+#include <stdint.h>
+
+#include "wallprof.h"
+
+/* In the constructor: finds the converter (WALLPROF_CONVERTER, else
+ * wallprof-convert beside this library, else in ../bin from it) and
+ * prepares its command line and environment (PATH, HOME, TMPDIR and the
+ * DEBUGINFOD_* variables of the start). Not async-signal-safe. */
+void wp_convert_init(const struct wp_config *c);
+
+/* The converter found, or NULL. async-signal-safe */
+const char *wp_convert_program(void);
+
+/* One conversion in flight. */
+struct wp_conv {
+	int pid;        /* 0: none */
+	int pidfd;      /* -1 without CLONE_PIDFD */
+	int report;     /* read end of its report pipe, -1 when detached */
+	size_t len;     /* bytes of a partial line in buf */
+	char buf[1536];
+	char raw[WP_PATH_MAX];
+	char line[WP_PATH_MAX + 200]; /* our own message, off the stack */
+	/* the command line, built here: each dump path has its own struct */
+	char args[3 * WP_PATH_MAX + 256];
+	char *argv[24];
+};
+
+/* What the converter is asked to do. */
+struct wp_conv_req {
+	int raw_fd;           /* the dump, open and locked; the converter inherits it */
+	const char *raw;      /* its name */
+	const char *json;     /* the profile to write */
+	const char *fallback; /* where to write it when `json` cannot be, or NULL */
+	int detach;           /* nobody waits: events go to the tree's index; idle priority */
+};
+
+/* Starts the converter. Returns 0, or -1 with nothing running (no
+ * converter, no process): the caller says so and the dump stays.
+ * async-signal-safe */
+int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq);
+
+/* Waits until the conversion ends or CLOCK_MONOTONIC reaches `deadline_ns`,
+ * relaying each line it reports through the log (`as_safe`: with
+ * wp_log_raw, from a program thread's exit or signal handler; else with
+ * wp_log_event, from the sampler). Past the deadline it is killed and one
+ * line says the raw dump stays. Returns 0 when it ended by itself, -1 when
+ * killed. A detached conversion is not waited for: returns 0 at once.
+ * async-signal-safe when `as_safe` */
+int wp_convert_wait(struct wp_conv *cv, uint64_t deadline_ns, int as_safe);
+
+/* Relays what the converter reported so far without waiting; returns 1 once
+ * it has ended (and is reaped), else 0. Sampler thread. */
+int wp_convert_poll(struct wp_conv *cv);
+
+#endif

@@ -1,0 +1,127 @@
+"""The profiled process only captures: every profile is a raw dump turned
+into JSON by the converter (build/wallprof-convert) in a process of its
+own (preload/convert.c). The library links no symbolizer or JSON library;
+the converter's process is invisible to the program (no SIGCHLD, nothing
+for its wait() to reap); a missing or hung converter leaves the raw dump
+and says so in one line, within WALLPROF_CONVERT_TIMEOUT; a descendant's
+exit does not wait for its conversion, the root's report does."""
+
+import os
+import re
+import stat
+import subprocess
+import sys
+import time
+
+TIMEOUT = 60
+
+
+def tests(rt):
+    check = rt.check
+    lib = os.path.join(rt.BUILD, "libwallprof.so")
+    converter = os.path.join(rt.BUILD, "wallprof-convert")
+
+    def fake_converter(tmp, body):
+        path = os.path.join(tmp, "fake-convert")
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\n" + body + "\n")
+        os.chmod(path, 0o755)
+        return path
+
+    def test_library_deps(tmp):
+        """`ldd build/libwallprof.so`: no JSON library, no zlib, no
+        symbolizer; and no symbol of theirs is referenced."""
+        out = subprocess.run(["ldd", lib], capture_output=True, text=True).stdout
+        for name in ("libjansson", "libstdc++"):
+            check(name not in out, "%s is linked into the library:\n%s" % (name, out))
+        syms = subprocess.run(["nm", "-D", "--undefined-only", lib], capture_output=True,
+                              text=True).stdout.split()
+        bad = [s for s in syms if re.match(r"(json_|dwarf_|dwelf_|gz|deflate|inflate|"
+                                           r"__cxa_demangle|dlopen)", s)]
+        check(not bad, "the library still references: %s" % bad[:8])
+
+    def test_invisible(tmp):
+        """A snapshot's converter runs while the program goes on: the
+        program's SIGCHLD handler never runs and waitpid(-1) finds no
+        child."""
+        r = rt.run_bounded([rt.prog("conversion"), "invisible", tmp], tmp, timeout=TIMEOUT)
+        check(r.rc == 0, r.describe())
+        check(r.stdout.startswith("snapshot seen, sigchld 0, waitpid -1 No child processes"),
+              "the program saw our converter: %r" % r.stdout)
+        rt.check_valid(rt.load_profile(os.path.join(tmp, "wallprof.%d.1.json" % r.pid)))
+
+    def test_missing(tmp):
+        """No converter: the raw dump stays, one line says so and how to
+        convert it; converted by hand it is the profile."""
+        env = {"WALLPROF_CONVERTER": os.path.join(tmp, "nowhere", "wallprof-convert")}
+        r = rt.run_bounded([rt.prog("conversion"), "work", "300"], tmp, env_extra=env,
+                           timeout=TIMEOUT)
+        check(r.rc == 0, r.describe())
+        raw = os.path.join(tmp, "wallprof.%d.raw" % r.pid)
+        lines = r.wallprof_lines()
+        check(os.path.exists(raw), "no raw dump: %s" % lines)
+        check(not os.path.exists(os.path.join(tmp, "wallprof.%d.json" % r.pid)),
+              "a JSON profile without a converter?")
+        check(len(lines) == 2 and "WALLPROF_CONVERTER" in lines[0] and
+              "no converter found" in lines[1] and raw in lines[1],
+              "want the setting's line and one line naming the dump: %s" % lines)
+        out = os.path.join(tmp, "by-hand.json")
+        c = subprocess.run([converter, raw, "-o", out], capture_output=True, text=True)
+        check(c.returncode == 0, "by hand: %s" % c.stderr)
+        obj = rt.load_profile(out)
+        rt.check_valid(obj)
+        n = sum(1 for s in rt.profile_part(obj)["samples"]
+                if "wpt_conv_work" in rt.stack_functions(obj, s["stack_id"]))
+        check(n >= 10, "%d samples of wpt_conv_work" % n)
+
+    def test_timeout(tmp):
+        """A converter that hangs is stopped at WALLPROF_CONVERT_TIMEOUT:
+        the exit is delayed by that much, not more; the dump stays."""
+        fake = fake_converter(tmp, "exec sleep 30")
+        env = {"WALLPROF_CONVERTER": fake, "WALLPROF_CONVERT_TIMEOUT": "1"}
+        t0 = time.monotonic()
+        r = rt.run_bounded([rt.prog("conversion"), "work", "300"], tmp, env_extra=env,
+                           timeout=TIMEOUT)
+        took = time.monotonic() - t0
+        check(r.rc == 0, r.describe())
+        check(took < 10, "the exit waited %.1f s with WALLPROF_CONVERT_TIMEOUT=1" % took)
+        raw = os.path.join(tmp, "wallprof.%d.raw" % r.pid)
+        lines = r.wallprof_lines()
+        check(len(lines) == 1 and "WALLPROF_CONVERT_TIMEOUT=1" in lines[0] and raw in lines[0],
+              "want one line naming the setting and the dump: %s" % lines)
+        check(os.path.exists(raw), "the raw dump is gone")
+        c = subprocess.run([converter, raw, "-o", os.path.join(tmp, "x.json")],
+                           capture_output=True, text=True)
+        check(c.returncode == 0, "by hand: %s" % c.stderr)
+
+    def test_child_background(tmp):
+        """A descendant's exit waits for its raw dump only: with a converter
+        that takes 2 s, the child still ends within 1 s of its work; the
+        root's report waits for it and counts its profile."""
+        fake = fake_converter(tmp, "sleep 2\nexec %s \"$@\"" % converter)
+        code = ("import subprocess, sys, time\n"
+                "t = time.monotonic()\n"
+                "subprocess.run(sys.argv[1:])\n"
+                "print('child %.3f' % (time.monotonic() - t))\n")
+        env = {"WALLPROF_CONVERTER": fake}
+        r = rt.run_bounded([sys.executable, "-c", code, rt.prog("conversion"), "work", "300"],
+                           tmp, env_extra=env, timeout=TIMEOUT)
+        check(r.rc == 0, r.describe())
+        m = re.search(r"child ([0-9.]+)", r.stdout)
+        check(m and float(m.group(1)) < 1.3, "the child took %s s (300 ms of work; its "
+              "conversion takes 2 s)" % (m and m.group(1)))
+        lines = r.wallprof_lines()
+        check(any(re.search(r"1 child process: 1 file written", l) for l in lines),
+              "the root's report: %s" % lines)
+        jsons = [n for n in os.listdir(tmp) if n.endswith(".json") and
+                 n != "wallprof.%d.json" % r.pid]
+        check(len(jsons) == 1, "child profiles: %s" % jsons)
+        obj = rt.load_profile(os.path.join(tmp, jsons[0]))
+        rt.check_valid(obj)
+        check(not [n for n in os.listdir(tmp) if n.endswith(".raw")], "a raw dump is left")
+
+    return [("conv_library_deps", test_library_deps),
+            ("conv_invisible", test_invisible),
+            ("conv_missing", test_missing),
+            ("conv_timeout", test_timeout),
+            ("conv_child_background", test_child_background)]
