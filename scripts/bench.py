@@ -27,8 +27,10 @@ name (--list):
   G-memory                RSS added; the ring's size as the library reports it
   H-startup               ms added per start of a nop program (blocks of 20)
   I-fidelity              shares of time per function and rate per thread
+  J-startup-dynamic       ms added per start of /bin/true (single runs)
+  K-make-follow-children  `make -j2` of the project with children profiled
 
-Tools the benchmarks compare against (perf, gperftools) come
+Tools the benchmarks compare against (perf, gperftools) and git for K come
 from `scripts/install-deps.sh bench`, which `make bench` runs first; no
 benchmark installs anything: a missing tool skips its row, and a note gives
 the install command.
@@ -55,12 +57,12 @@ import time
 # scripts/bench/, not this file. No __pycache__ left in the tree.
 sys.dont_write_bytecode = True
 from bench import (a_condvar, b_signals, c_tools, common, d_mixed, e_handler, f_bigcxx, f_dump,
-                   g_memory, h_startup, i_fidelity)
+                   g_memory, h_startup, i_fidelity, j_startup_dynamic, k_make)
 from bench.common import (HZ, LIB, ROOT, RunError, Table, cpu_snapshot, foreign_cpus, load1, log,
                           machine_lines, prog, usable_cpus)
 
 MODULES = (a_condvar, b_signals, c_tools, d_mixed, e_handler, f_dump, f_bigcxx, g_memory,
-           h_startup, i_fidelity)
+           h_startup, i_fidelity, j_startup_dynamic, k_make)
 BENCHMARKS = [b for m in MODULES for b in m.BENCHMARKS]
 
 
@@ -72,9 +74,9 @@ def main():
                     "bench` stays under 10 minutes with the build)")
     ap.add_argument("--quick", action="store_true",
                     help="shorter variants: %d A pairs instead of %d, %.1f s B runs instead of "
-                    "%.1f s, shorter C/D/E/G/I runs" % (
+                    "%.1f s, shorter C/D/E/G/I runs, %d K pair instead of %d" % (
                         a_condvar.QUICK_PAIRS, a_condvar.PAIRS, b_signals.QUICK_SPIN_S,
-                        b_signals.SPIN_S))
+                        b_signals.SPIN_S, k_make.QUICK_PAIRS, k_make.PAIRS))
     ap.add_argument("-k", action="append", default=[], metavar="NAME",
                     help="only benchmarks whose name contains NAME (repeatable)")
     ap.add_argument("--list", action="store_true", help="list the benchmarks and exit")

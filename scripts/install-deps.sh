@@ -3,15 +3,16 @@
 # missing. As root it runs apt-get; otherwise it prints the exact command.
 #
 #   scripts/install-deps.sh bench   the tools `make bench` compares against or
-#       drives (perf, gperftools' CPU profiler). Never fatal: without
+#       drives (perf, gperftools' CPU profiler, git). Never fatal: without
 #       them (not root, apt-get failed) their rows are skipped with a note.
 set -eu
 
 if [ "${1:-}" = bench ]; then
-	BENCH_PKGS="linux-perf libgoogle-perftools4"
+	BENCH_PKGS="linux-perf libgoogle-perftools4 git"
 	bench_missing() {
 		command -v perf >/dev/null 2>&1 || return 0 # C-cpubound-vs-tools
 		dpkg-query -W -f='${Status}' libgoogle-perftools4 2>/dev/null | grep -q 'ok installed' || return 0
+		command -v git >/dev/null 2>&1 || return 0 # K-make-follow-children clones the tree
 		return 1
 	}
 	bench_missing || exit 0
