@@ -105,7 +105,7 @@ BENCH_ARGS   ?=
 
 .PHONY: bench
 bench: $(LIB) $(BENCH_PROGS)
-	@$(PYTHON) scripts/bench.py $(BENCH_ARGS)
+	@scripts/install-deps.sh bench && $(PYTHON) scripts/bench.py $(BENCH_ARGS)
 
 $(BUILD)/bench/%: test/bench/%.c
 	@mkdir -p $(dir $@)

@@ -1,7 +1,33 @@
 #!/bin/sh
 # Installs the Debian packages libwallprof needs to build and test, when
 # missing. As root it runs apt-get; otherwise it prints the exact command.
+#
+#   scripts/install-deps.sh bench   the tools `make bench` compares against or
+#       drives (perf, gperftools' CPU profiler, git). Never fatal: without
+#       them (not root, apt-get failed) their rows are skipped with a note.
 set -eu
+
+if [ "${1:-}" = bench ]; then
+	BENCH_PKGS="linux-perf libgoogle-perftools4 git"
+	bench_missing() {
+		command -v perf >/dev/null 2>&1 || return 0 # C-cpubound-vs-tools
+		dpkg-query -W -f='${Status}' libgoogle-perftools4 2>/dev/null | grep -q 'ok installed' || return 0
+		command -v git >/dev/null 2>&1 || return 0 # K-make-follow-children clones the tree
+		return 1
+	}
+	bench_missing || exit 0
+	if [ "$(id -u)" != 0 ]; then
+		echo "wallprof: benchmark tools missing (their rows will be skipped); to include them, as root:" >&2
+		echo "  apt-get update && apt-get install -y $BENCH_PKGS" >&2
+		exit 0
+	fi
+	echo "wallprof: installing benchmark tools: $BENCH_PKGS" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends $BENCH_PKGS >/dev/null; }; then
+		echo "wallprof: apt-get install $BENCH_PKGS failed; the rows that need them will be skipped" >&2
+	fi
+	exit 0
+fi
 
 PKGS="build-essential pkg-config libunwind-dev libdw-dev libelf-dev libjansson-dev zlib1g-dev python3 elfutils golang-go libpython3.11-testsuite"
 
