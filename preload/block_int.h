@@ -23,7 +23,7 @@
 #include <time.h>
 
 #include "sampler.h"
-#include "slot.h"
+#include "slots.h"
 
 #define WP_EXPORT __attribute__((visibility("default")))
 

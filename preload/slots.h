@@ -1,5 +1,7 @@
-/* slot: the per-thread record shared by the sampler thread, the profiling
- * signal handler and the interposed blocking calls (preload/block.c).
+/* slots: the per-thread record shared by the sampler thread, the profiling
+ * signal handler and the interposed blocking calls (preload/block.c), and
+ * the table of them (slots.c): claim, the one reset, release, the calling
+ * thread's own slot, and whether a published call is still live.
  *
  * Who writes what:
  * - the sampler claims/frees slots for threads it discovers, moves state
@@ -12,8 +14,8 @@
  *   slot pinned (its stack is being read), so the frames above the call
  *   stay valid during the unwind; the program's handlers, run through our
  *   trampoline, mark the publication they run over (hdl_seq, hdl_depth). */
-#ifndef WP_SLOT_H
-#define WP_SLOT_H
+#ifndef WP_SLOTS_H
+#define WP_SLOTS_H
 
 #include <signal.h>
 #include <stdatomic.h>
@@ -21,7 +23,10 @@
 #include <sys/syscall.h>
 #include <time.h>
 
+#include "as_safe.h"
 #include "ring.h"
+
+struct wp_config;
 
 /* Ticks remembered while a signal is undelivered: the capture it brings is
  * valid for all of them (the thread did not run meanwhile). */
@@ -96,24 +101,104 @@ struct wp_slot {
 	struct wp_ring_ref stk_ref; /* stk's place in the ring, zeroed when stk changes */
 };
 
+/* ---- the table (slots.c) ---------------------------------------------- */
+
+/* The calling thread's slot (its last claim, or the one a scan gave it and
+ * our handler adopted) and tid, 0 until looked up. TLS the preload-safe way:
+ * initial-exec, so that no access can allocate. */
+extern __thread struct wp_slot *wp_tls_slot __attribute__((tls_model("initial-exec")));
+extern __thread uint32_t wp_tls_tid __attribute__((tls_model("initial-exec")));
+/* Depth of the calling thread's dl_iterate_phdr/dlclose wrappers. */
+extern __thread int wp_tls_in_loader __attribute__((tls_model("initial-exec")));
+
+/* The slot the calling thread holds now, or NULL: never claims one (see
+ * wp_slot_self). async-signal-safe */
+WP_AS_SAFE static inline struct wp_slot *wp_slot_mine(void);
+
+/* Maps the table for `c->max_threads` slots and every possible tid: all
+ * anonymous, untouched until used. Returns 0, or -1 (errno set). At start.
+ * Not async-signal-safe. */
+int wp_slots_alloc(const struct wp_config *c);
+
+/* In a fork()ed child, as its only thread: with `follow` (the child is
+ * profiled) every slot is reset and free; without, the slots the parent's
+ * sampler had pinned are unpinned. */
+void wp_slots_after_fork(int follow);
+
+/* A restarted sampler (a failed exec) forgets what it knew about every
+ * slot's thread (wp_slot_forget); the threads keep their slots. Sampler. */
+void wp_slots_sampler_restart(void);
+
+/* Claims a free slot for `tid` (or returns the one it has) and publishes
+ * it in the tid table; NULL when none is free. Lock-free: the sampler
+ * (threads found in /proc) and threads themselves (first wrapped call)
+ * agree on one slot through the tid table's compare-and-swap.
+ * async-signal-safe */
+WP_AS_SAFE struct wp_slot *wp_slot_claim(uint32_t tid);
+
+/* Gives the slot to `tid` (0: nobody) with nothing of its earlier owners.
+ * The caller holds the slot (S_CLAIMED) or is the process's only thread.
+ * async-signal-safe */
+WP_AS_SAFE void wp_slot_reset(struct wp_slot *s, uint32_t tid);
+
+/* Forgets what the sampler knows about the slot's thread (the "sampler"
+ * fields); part of wp_slot_reset. async-signal-safe */
+WP_AS_SAFE void wp_slot_forget(struct wp_slot *s);
+
+/* The slot's thread is gone: the slot is free again, and a late handler or
+ * cookie of its sees a new generation. Sampler only. */
+void wp_slot_release(struct wp_slot *s);
+
+/* Our handler found the calling thread holding `s` without knowing it (a
+ * thread a scan found): adopts it, so that the thread's exit is seen.
+ * async-signal-safe */
+WP_AS_SAFE void wp_slot_adopt(struct wp_slot *s);
+
+/* The thread owning `s` runs its exit destructors: from now on the sampler
+ * must not load from its stack directly. Waits while the sampler has it
+ * pinned. async-signal-safe */
+WP_AS_SAFE void wp_slot_exiting(struct wp_slot *s);
+
+/* In a fork()ed child, first thing: the calling thread forgets its slot
+ * (the table is the parent's). async-signal-safe */
+WP_AS_SAFE void wp_slot_forked(void);
+
+/* Whether the frame address `f` is one a thread at stack pointer `sp` has
+ * left: below `sp` on the same stack, or on the alternate signal stack
+ * (`alt`, NULL if none) when `sp` is not. async-signal-safe */
+WP_AS_SAFE int wp_slot_frame_left(uintptr_t f, uintptr_t sp, const stack_t *alt);
+
+/* The calling thread's alternate signal stack in `*ss`, or NULL if none is
+ * set up. async-signal-safe */
+WP_AS_SAFE const stack_t *wp_slot_alt_stack(stack_t *ss);
+
+/* Whether the struct wp_blk at `addr`, read through thread `tid` (a live one:
+ * once the leader has exited, the kernel reads no memory through the pid),
+ * holds `s` and `seq`, read through the kernel (the address may no longer be
+ * mapped): 1 yes, 0 no or unmapped, -1 the kernel would not say.
+ * async-signal-safe */
+WP_AS_SAFE int wp_slot_record_holds(pid_t tid, uint64_t addr, const struct wp_slot *s,
+				    uint32_t seq);
+
 /* The calling thread's slot, or NULL (not yet known: the lookup is retried).
  * async-signal-safe */
-struct wp_slot *wp_slot_self(void);
+WP_AS_SAFE struct wp_slot *wp_slot_self(void);
 
 /* Waits until the sampler unpins `s` (called only when blk_pin was seen set).
  * async-signal-safe */
-void wp_slot_wait_unpinned(struct wp_slot *s);
+WP_AS_SAFE void wp_slot_wait_unpinned(struct wp_slot *s);
 
 /* WALLPROF_TEST_ENTER_SIGNAL (tests only): a wrapped read() sends this
  * signal to its own thread while it publishes (wp_test_enter_raise), so that
  * a handler of the program's runs in the middle of it. */
 extern unsigned wp_test_enter_signal;
-void wp_test_enter_raise(void);
+WP_AS_SAFE void wp_test_enter_raise(void);
 
 /* Captures the caller's registers. Must be inlined into the frame that will
  * block, so that the published context describes a live frame.
  * async-signal-safe */
-static inline __attribute__((always_inline)) void wp_regs_capture(struct wp_regs *r)
+WP_AS_SAFE static inline __attribute__((always_inline)) void
+wp_regs_capture(struct wp_regs *r)
 {
 	__asm__ volatile("lea 0(%%rip), %%rax\n\t"
 			 "mov %%rax, 0(%0)\n\t"
@@ -146,7 +231,7 @@ struct wp_blk {
  * record. `alt`: the alternate signal stack as the kernel described it for
  * the interrupted context (ucontext's uc_stack), or NULL to ask the kernel.
  * async-signal-safe */
-int wp_slot_live(struct wp_slot *s, uint32_t seq, uint64_t sp, const stack_t *alt);
+WP_AS_SAFE int wp_slot_live(struct wp_slot *s, uint32_t seq, uint64_t sp, const stack_t *alt);
 
 /* Entry of a wrapped blocking call: publishes the context, and fills the
  * call's record `b` in the wrapper's frame. Nothing is published when the
@@ -158,8 +243,8 @@ int wp_slot_live(struct wp_slot *s, uint32_t seq, uint64_t sp, const stack_t *al
  * wrapped call that comes and goes in between (its own publication moves
  * the sequence on) makes it write them again, never leaves them torn.
  * async-signal-safe */
-static inline __attribute__((always_inline)) void wp_block_enter(struct wp_blk *b, unsigned sysno,
-								  void *fn)
+WP_AS_SAFE static inline __attribute__((always_inline)) void
+wp_block_enter(struct wp_blk *b, unsigned sysno, void *fn)
 {
 	struct wp_slot *s = wp_slot_self();
 	int raised = 0;
@@ -204,7 +289,8 @@ static inline __attribute__((always_inline)) void wp_block_enter(struct wp_blk *
  * Only the call's own publication is retracted: a slot reset since (given
  * to another thread, slot_reset) has moved on to another sequence.
  * async-signal-safe */
-static inline __attribute__((always_inline)) void wp_block_leave(struct wp_slot *s, uint32_t seq)
+WP_AS_SAFE static inline __attribute__((always_inline)) void
+wp_block_leave(struct wp_slot *s, uint32_t seq)
 {
 	if (!s)
 		return;
@@ -219,7 +305,7 @@ static inline __attribute__((always_inline)) void wp_block_leave(struct wp_slot 
  * right as that system call returned `ret`, and no handler of the program
  * ran meanwhile (whose signal would have cut it the same way without us).
  * Consumes the mark. async-signal-safe */
-static inline int wp_block_cut(struct wp_slot *s, uint32_t seq, long ret)
+WP_AS_SAFE static inline int wp_block_cut(struct wp_slot *s, uint32_t seq, long ret)
 {
 	int cut;
 
@@ -235,10 +321,17 @@ static inline int wp_block_cut(struct wp_slot *s, uint32_t seq, long ret)
  * signal landed in it and no handler of the program ran meanwhile (then the
  * program must see the EINTR, as it would without us). Consumes the mark.
  * async-signal-safe */
-static inline int wp_block_ours(struct wp_slot *s, uint32_t seq)
+WP_AS_SAFE static inline int wp_block_ours(struct wp_slot *s, uint32_t seq)
 {
 	return s && atomic_exchange(&s->ours_seq, 0) == seq &&
 	       atomic_load_explicit(&s->nr_foreign, memory_order_relaxed) == s->blk_foreign;
+}
+
+WP_AS_SAFE static inline struct wp_slot *wp_slot_mine(void)
+{
+	struct wp_slot *s = wp_tls_slot;
+
+	return s && atomic_load_explicit(&s->tid, memory_order_relaxed) == wp_tls_tid ? s : NULL;
 }
 
 #endif
