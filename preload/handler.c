@@ -29,10 +29,10 @@ WP_AS_SAFE static void mark_wrapped_call_ours(void)
 	struct wp_slot *s = wp_slot_mine();
 
 	if (s) {
-		uint32_t seq = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
+		uint32_t seq = atomic_load_explicit(&s->thr.blk_seq, memory_order_relaxed);
 
 		if (seq & 1)
-			atomic_store_explicit(&s->ours_seq, seq, memory_order_release);
+			atomic_store_explicit(&s->hdl.ours_seq, seq, memory_order_release);
 	}
 }
 
@@ -84,7 +84,7 @@ WP_AS_SAFE void wp_sampler_longjmp(const void *env)
 	stack_t ss;
 	const stack_t *alt;
 
-	q = s ? atomic_load_explicit(&s->blk_seq, memory_order_relaxed) : 0;
+	q = s ? atomic_load_explicit(&s->thr.blk_seq, memory_order_relaxed) : 0;
 	if (!tls_hdepth && !(q & 1))
 		return;
 	/* PTR_MANGLE: xor with the thread's pointer guard, rotate left 17. */
@@ -94,8 +94,8 @@ WP_AS_SAFE void wp_sampler_longjmp(const void *env)
 	drop_left_handlers(sp, alt);
 	/* A wrapped call the jump leaves (an alarm's siglongjmp out of read):
 	 * its publication goes with it. */
-	if ((q & 1) && wp_slot_frame_left(s->blk_frame, sp, alt) &&
-	    atomic_compare_exchange_strong(&s->blk_seq, &q, q + 1) &&
+	if ((q & 1) && wp_slot_frame_left(s->thr.blk_frame, sp, alt) &&
+	    atomic_compare_exchange_strong(&s->thr.blk_seq, &q, q + 1) &&
 	    atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
 		wp_slot_wait_unpinned(s);
 }
@@ -131,15 +131,15 @@ WP_AS_SAFE uint32_t wp_handler_program_enter(void)
 
 	if (!s)
 		return 0;
-	atomic_fetch_add_explicit(&s->nr_foreign, 1, memory_order_relaxed);
-	q = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->thr.nr_foreign, 1, memory_order_relaxed);
+	q = atomic_load_explicit(&s->thr.blk_seq, memory_order_relaxed);
 	if (!(q & 1))
 		return 0;
-	if (atomic_load_explicit(&s->hdl_seq, memory_order_relaxed) != q) {
-		atomic_store_explicit(&s->hdl_depth, 0, memory_order_relaxed);
-		atomic_store_explicit(&s->hdl_seq, q, memory_order_relaxed);
+	if (atomic_load_explicit(&s->thr.hdl_seq, memory_order_relaxed) != q) {
+		atomic_store_explicit(&s->thr.hdl_depth, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->thr.hdl_seq, q, memory_order_relaxed);
 	}
-	atomic_fetch_add_explicit(&s->hdl_depth, 1, memory_order_release);
+	atomic_fetch_add_explicit(&s->thr.hdl_depth, 1, memory_order_release);
 	return q;
 }
 
@@ -149,10 +149,10 @@ WP_AS_SAFE void wp_handler_program_leave(uint32_t seq)
 {
 	struct wp_slot *s = wp_slot_mine();
 
-	if (!seq || !s || atomic_load_explicit(&s->hdl_seq, memory_order_relaxed) != seq)
+	if (!seq || !s || atomic_load_explicit(&s->thr.hdl_seq, memory_order_relaxed) != seq)
 		return;
-	if (atomic_load_explicit(&s->hdl_depth, memory_order_relaxed) > 0)
-		atomic_fetch_sub_explicit(&s->hdl_depth, 1, memory_order_release);
+	if (atomic_load_explicit(&s->thr.hdl_depth, memory_order_relaxed) > 0)
+		atomic_fetch_sub_explicit(&s->thr.hdl_depth, 1, memory_order_release);
 }
 
 /* A sampling signal that is not ours: do what the program asked for.
@@ -265,16 +265,16 @@ WP_AS_SAFE void wp_handler_undo_restart(void *ucp)
 
 	if (!uc || !s)
 		return;
-	seq = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
-	if (!(seq & 1) || s->rst_seq != seq ||
-	    (uint64_t)uc->uc_mcontext.gregs[REG_RIP] != s->rst_pc ||
-	    (uint64_t)uc->uc_mcontext.gregs[REG_RAX] != s->rst_nr ||
-	    (uint64_t)uc->uc_mcontext.gregs[REG_RSP] != s->rst_sp ||
-	    (uint64_t)uc->uc_mcontext.gregs[REG_RCX] != s->rst_pc + 2)
+	seq = atomic_load_explicit(&s->thr.blk_seq, memory_order_relaxed);
+	if (!(seq & 1) || s->hdl.rst_seq != seq ||
+	    (uint64_t)uc->uc_mcontext.gregs[REG_RIP] != s->hdl.rst_pc ||
+	    (uint64_t)uc->uc_mcontext.gregs[REG_RAX] != s->hdl.rst_nr ||
+	    (uint64_t)uc->uc_mcontext.gregs[REG_RSP] != s->hdl.rst_sp ||
+	    (uint64_t)uc->uc_mcontext.gregs[REG_RCX] != s->hdl.rst_pc + 2)
 		return; /* not the context our handler classified (kernel_restarts) */
 	uc->uc_mcontext.gregs[REG_RIP] += 2;
 	uc->uc_mcontext.gregs[REG_RAX] = -EINTR;
-	s->rst_seq = 0;
+	s->hdl.rst_seq = 0;
 }
 
 /* WALLPROF_TEST_HANDLER_DELAY_US: stays in the handler up to `us`, or until
@@ -342,14 +342,14 @@ WP_AS_SAFE static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 	if ((atomic_load_explicit(&s->gen, memory_order_acquire) & 0xffffff) != gen ||
 	    atomic_load_explicit(&s->state, memory_order_acquire) != S_SENT)
 		goto out; /* stale: the slot was recycled */
-	seq = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
+	seq = atomic_load_explicit(&s->thr.blk_seq, memory_order_relaxed);
 	/* A call the thread has left by longjmp (sample_thread sends to such
 	 * a thread when it runs): its context goes, and this is an ordinary
 	 * sample. */
 	if ((seq & 1) &&
 	    !wp_slot_live(s, seq, (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RSP],
 			  &((ucontext_t *)uc)->uc_stack) &&
-	    atomic_compare_exchange_strong(&s->blk_seq, &seq, seq + 1))
+	    atomic_compare_exchange_strong(&s->thr.blk_seq, &seq, seq + 1))
 		seq++;
 	/* Raced into a wrapped blocking call: tell the wrapper that an EINTR
 	 * it gets now is ours, so that it retries. */
@@ -357,13 +357,13 @@ WP_AS_SAFE static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 		const greg_t *g_ = ((const ucontext_t *)uc)->uc_mcontext.gregs;
 		const uint8_t *ip = (const uint8_t *)(uintptr_t)g_[REG_RIP];
 
-		atomic_store_explicit(&s->ours_seq, seq, memory_order_release);
+		atomic_store_explicit(&s->hdl.ours_seq, seq, memory_order_release);
 		/* Right after a `syscall` that returned a count: if that is a
 		 * transfer cut short, our signal cut it (wp_block_cut). */
 		if (((uintptr_t)ip & 0xfff) >= 2 && ip[-2] == 0x0f && ip[-1] == 0x05 &&
 		    (int64_t)g_[REG_RAX] > 0) {
-			s->cut_ret = (uint64_t)g_[REG_RAX];
-			s->cut_seq = seq;
+			s->hdl.cut_ret = (uint64_t)g_[REG_RAX];
+			s->hdl.cut_seq = seq;
 		}
 		/* With SA_RESTART the kernel re-enters the call after us, but a
 		 * signal of the program's without SA_RESTART, coming before it
@@ -372,10 +372,10 @@ WP_AS_SAFE static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 		if (kernel_restarts(uc)) {
 			const greg_t *r = ((ucontext_t *)uc)->uc_mcontext.gregs;
 
-			s->rst_pc = (uint64_t)r[REG_RIP];
-			s->rst_nr = (uint64_t)r[REG_RAX];
-			s->rst_sp = (uint64_t)r[REG_RSP];
-			s->rst_seq = seq;
+			s->hdl.rst_pc = (uint64_t)r[REG_RIP];
+			s->hdl.rst_nr = (uint64_t)r[REG_RAX];
+			s->hdl.rst_sp = (uint64_t)r[REG_RSP];
+			s->hdl.rst_seq = seq;
 		}
 		if (g->fix.cfg.test_handler_delay_us)
 			test_delay(g->fix.cfg.test_handler_delay_us);
@@ -386,18 +386,18 @@ WP_AS_SAFE static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 	if (g->sig.sample_onstack && !room_for_unwind(uc)) {
 		/* On an alternate signal stack too small for the unwinder. */
 		s->buf[0] = (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
-		s->nr = 1;
-		s->uflags = WP_UNW_FAILED | (wp_unwind_in_syscall(uc) ? WP_UNW_BLOCKED : 0);
+		s->hdl.nr = 1;
+		s->hdl.uflags = WP_UNW_FAILED | (wp_unwind_in_syscall(uc) ? WP_UNW_BLOCKED : 0);
 	} else if (wp_tls_in_loader) {
 		/* Inside the dynamic loader: unwinding could re-enter its lock.
 		 * Keep the PC only. */
 		s->buf[0] = (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
-		s->nr = 1;
-		s->uflags = WP_UNW_FAILED | WP_UNW_DL_GUARD |
+		s->hdl.nr = 1;
+		s->hdl.uflags = WP_UNW_FAILED | WP_UNW_DL_GUARD |
 			    (wp_unwind_in_syscall(uc) ? WP_UNW_BLOCKED : 0);
 	} else {
-		s->nr = (uint32_t)wp_unwind_capture(uc, s->buf, (int)g->fix.cfg.max_depth, &fl);
-		s->uflags = fl;
+		s->hdl.nr = (uint32_t)wp_unwind_capture(uc, s->buf, (int)g->fix.cfg.max_depth, &fl);
+		s->hdl.uflags = fl;
 	}
 	wp_sigmask_bypass--;
 	/* Unless the sampler gave up on this signal meanwhile (sample_thread). */

@@ -77,50 +77,50 @@ void wp_sample_collect(void)
 
 		if (atomic_load_explicit(&s->state, memory_order_acquire) != S_READY)
 			continue;
-		if (!(s->uflags & WP_UNW_BLOCKED))
+		if (!(s->hdl.uflags & WP_UNW_BLOCKED))
 			flags |= WP_SAMPLE_ON_CPU;
-		else if (s->sig_sysno != UINT32_MAX)
+		else if (s->smp.sig_sysno != UINT32_MAX)
 			flags |= WP_SAMPLE_SYSCALL;
-		if (s->uflags & WP_UNW_TRUNCATED) {
+		if (s->hdl.uflags & WP_UNW_TRUNCATED) {
 			flags |= WP_SAMPLE_TRUNCATED;
 			g->smp.ctr.nr_truncated++;
 		}
-		if (s->uflags & WP_UNW_FAILED) {
+		if (s->hdl.uflags & WP_UNW_FAILED) {
 			flags |= WP_SAMPLE_PARTIAL;
 			g->smp.ctr.nr_unwind_failed++;
 		}
-		if (s->uflags & WP_UNW_DL_GUARD)
+		if (s->hdl.uflags & WP_UNW_DL_GUARD)
 			g->smp.ctr.nr_dl_guarded++;
-		n = s->nr < g->fix.cfg.max_depth ? s->nr : g->fix.cfg.max_depth;
+		n = s->hdl.nr < g->fix.cfg.max_depth ? s->hdl.nr : g->fix.cfg.max_depth;
 		n = drop_own_frames(s->buf, n);
 		t = wp_threads_of(s);
 		if (n > 0) {
 			uint32_t k;
 
-			wp_ring_add(g->smp.ring, s->t_ns, atomic_load(&s->tid), flags, s->sig_sysno,
+			wp_ring_add(g->smp.ring, s->smp.t_ns, atomic_load(&s->tid), flags, s->smp.sig_sysno,
 				    s->buf, n, 1);
 			/* The thread had not run since the signal was sent, so
 			 * this stack is also where it was at those ticks. */
-			for (k = 0; k < s->nr_pend; k++)
-				wp_ring_add(g->smp.ring, s->pend_ns[k], atomic_load(&s->tid), flags,
-					    s->sig_sysno, s->buf, n, 1);
-			g->smp.ctr.nr_samples += s->nr_pend;
+			for (k = 0; k < s->smp.nr_pend; k++)
+				wp_ring_add(g->smp.ring, s->smp.pend_ns[k], atomic_load(&s->tid), flags,
+					    s->smp.sig_sysno, s->buf, n, 1);
+			g->smp.ctr.nr_samples += s->smp.nr_pend;
 			if (t)
-				t->nr_samples += s->nr_pend;
+				t->nr_samples += s->smp.nr_pend;
 		}
-		s->nr_pend = 0;
+		s->smp.nr_pend = 0;
 		/* Cache it: reused while the thread does not run. */
 		memcpy(s->stk, s->buf, n * sizeof(*s->stk));
-		memset(&s->stk_ref, 0, sizeof(s->stk_ref));
-		s->cached_nr = n;
-		s->cached_flags = flags;
-		s->cached_sysno = s->sig_sysno;
-		s->nr_cached_ok = n > 0;
-		s->sampled_seq = 0;
+		memset(&s->smp.stk_ref, 0, sizeof(s->smp.stk_ref));
+		s->smp.cached_nr = n;
+		s->smp.cached_flags = flags;
+		s->smp.cached_sysno = s->smp.sig_sysno;
+		s->smp.nr_cached_ok = n > 0;
+		s->smp.sampled_seq = 0;
 		g->smp.ctr.nr_samples++;
 		if (t) {
 			t->nr_samples++;
-			t->last_ns = s->t_ns;
+			t->last_ns = s->smp.t_ns;
 		}
 		atomic_store_explicit(&s->state, S_IDLE, memory_order_release);
 	}
@@ -134,10 +134,10 @@ static void record_cached(struct wp_slot *s, uint64_t now)
 	uint32_t tid = atomic_load(&s->tid);
 
 	/* The same stack as last time: no hashing of its frames again. */
-	if (wp_ring_add_ref(g->smp.ring, now, tid, s->cached_flags, s->cached_sysno,
-			    &s->stk_ref) < 0)
-		wp_ring_add_get_ref(g->smp.ring, now, tid, s->cached_flags, s->cached_sysno, s->stk,
-				    s->cached_nr, 1, &s->stk_ref);
+	if (wp_ring_add_ref(g->smp.ring, now, tid, s->smp.cached_flags, s->smp.cached_sysno,
+			    &s->smp.stk_ref) < 0)
+		wp_ring_add_get_ref(g->smp.ring, now, tid, s->smp.cached_flags, s->smp.cached_sysno, s->stk,
+				    s->smp.cached_nr, 1, &s->smp.stk_ref);
 	g->smp.ctr.nr_samples++;
 	if (t) {
 		t->nr_samples++;
@@ -159,22 +159,22 @@ static uint32_t walk_regs(struct wp_slot *s, uint64_t *out, uint32_t cap, int *t
 	ucontext_t uc;
 
 	memset(&uc, 0, sizeof(uc));
-	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)s->blk_regs.rip;
-	uc.uc_mcontext.gregs[REG_RSP] = (greg_t)s->blk_regs.rsp;
-	uc.uc_mcontext.gregs[REG_RBP] = (greg_t)s->blk_regs.rbp;
-	uc.uc_mcontext.gregs[REG_RBX] = (greg_t)s->blk_regs.rbx;
-	uc.uc_mcontext.gregs[REG_R12] = (greg_t)s->blk_regs.r12;
-	uc.uc_mcontext.gregs[REG_R13] = (greg_t)s->blk_regs.r13;
-	uc.uc_mcontext.gregs[REG_R14] = (greg_t)s->blk_regs.r14;
-	uc.uc_mcontext.gregs[REG_R15] = (greg_t)s->blk_regs.r15;
+	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)s->thr.blk_regs.rip;
+	uc.uc_mcontext.gregs[REG_RSP] = (greg_t)s->thr.blk_regs.rsp;
+	uc.uc_mcontext.gregs[REG_RBP] = (greg_t)s->thr.blk_regs.rbp;
+	uc.uc_mcontext.gregs[REG_RBX] = (greg_t)s->thr.blk_regs.rbx;
+	uc.uc_mcontext.gregs[REG_R12] = (greg_t)s->thr.blk_regs.r12;
+	uc.uc_mcontext.gregs[REG_R13] = (greg_t)s->thr.blk_regs.r13;
+	uc.uc_mcontext.gregs[REG_R14] = (greg_t)s->thr.blk_regs.r14;
+	uc.uc_mcontext.gregs[REG_R15] = (greg_t)s->thr.blk_regs.r15;
 	return (uint32_t)wp_unwind_regs(&uc, out, (int)cap, truncated, site);
 }
 
 static int site_matches(const struct wp_unw_site *e, const struct wp_slot *s, uint64_t epoch,
 			uint32_t cap)
 {
-	return e->nr && e->nr <= cap && e->epoch == epoch && e->rip == s->blk_regs.rip &&
-	       e->rsp == s->blk_regs.rsp && e->rbp == s->blk_regs.rbp && e->fn == s->blk_fn;
+	return e->nr && e->nr <= cap && e->epoch == epoch && e->rip == s->thr.blk_regs.rip &&
+	       e->rsp == s->thr.blk_regs.rsp && e->rbp == s->thr.blk_regs.rbp && e->fn == s->thr.blk_fn;
 }
 
 static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, int *truncated)
@@ -191,24 +191,24 @@ static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, i
 		lo = g->smp.main_stk_lo;
 		hi = g->smp.main_stk_hi;
 		g->smp.want_stacks |= !hi;
-	} else if (!g->fix.exit_key_ok || atomic_load_explicit(&s->exiting, memory_order_seq_cst)) {
+	} else if (!g->fix.exit_key_ok || atomic_load_explicit(&s->thr.exiting, memory_order_seq_cst)) {
 		/* A thread that left a wrapped call by longjmp is not held by
 		 * the pin, and may exit: only a thread that will tell us before
 		 * it goes (slot_thread_exit; every thread in a wrapper has set
 		 * the key when it took its slot) has its stack read directly. */
-	} else if (s->stk_gen == gen + 1 && s->stk_tp == s->tp) {
-		lo = s->stk_lo;
-		hi = s->stk_hi;
-	} else if (s->tp) {
+	} else if (s->smp.stk_gen == gen + 1 && s->smp.stk_tp == s->thr.tp) {
+		lo = s->smp.stk_lo;
+		hi = s->smp.stk_hi;
+	} else if (s->thr.tp) {
 		g->smp.want_stacks = 1;
 	}
 	/* The entry used last first: one cache line touched when it matches. */
 	for (i = 0; i < WP_SITES; i++) {
-		uint32_t k = (s->site_last + i) % WP_SITES;
+		uint32_t k = (s->smp.site_last + i) % WP_SITES;
 
 		if (site_matches(&e[k], s, epoch, cap)) {
 			hit = &e[k];
-			s->site_last = k;
+			s->smp.site_last = k;
 			break;
 		}
 	}
@@ -227,14 +227,14 @@ static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, i
 	}
 	/* Fill the entry that matched (it went stale) or the next victim. */
 	if (!hit) {
-		s->site_last = s->site_next++ % WP_SITES;
-		hit = &e[s->site_last];
+		s->smp.site_last = s->smp.site_next++ % WP_SITES;
+		hit = &e[s->smp.site_last];
 	}
 	n = walk_regs(s, out, cap, truncated, hit);
-	hit->rip = s->blk_regs.rip;
-	hit->rsp = s->blk_regs.rsp;
-	hit->rbp = s->blk_regs.rbp;
-	hit->fn = s->blk_fn;
+	hit->rip = s->thr.blk_regs.rip;
+	hit->rsp = s->thr.blk_regs.rsp;
+	hit->rbp = s->thr.blk_regs.rbp;
+	hit->fn = s->thr.blk_fn;
 	hit->epoch = epoch;
 	return n;
 }
@@ -248,29 +248,29 @@ static int unwind_blocked(struct wp_slot *s, uint32_t seq)
 	int truncated = 0;
 
 	atomic_store_explicit(&s->blk_pin, 1, memory_order_seq_cst);
-	if (atomic_load_explicit(&s->blk_seq, memory_order_seq_cst) != seq)
+	if (atomic_load_explicit(&s->thr.blk_seq, memory_order_seq_cst) != seq)
 		goto unpin;
-	memset(&s->stk_ref, 0, sizeof(s->stk_ref));
-	if (atomic_load_explicit(&s->in_loader, memory_order_seq_cst)) {
+	memset(&s->smp.stk_ref, 0, sizeof(s->smp.stk_ref));
+	if (atomic_load_explicit(&s->thr.in_loader, memory_order_seq_cst)) {
 		/* Blocked inside a dl_iterate_phdr callback: the thread holds the
 		 * loader's lock, which libunwind would wait for while the thread
 		 * waits for us. The blocking call alone, as in a handler. */
-		s->stk[n++] = s->blk_fn;
+		s->stk[n++] = s->thr.blk_fn;
 		g->smp.ctr.nr_dl_guarded++;
 		goto done;
 	}
 	/* Leaf: the libc function the thread is blocked in; then the
 	 * wrapper's callers (the wrapper's own frame is skipped). */
-	s->stk[n++] = s->blk_fn;
+	s->stk[n++] = s->thr.blk_fn;
 	n += walk_published(s, s->stk + n, max - n, &truncated);
 done:
 	if (atomic_exchange(&s->blk_pin, 0) == 2)
 		wp_futex_wake(&s->blk_pin);
-	s->cached_nr = n;
-	s->cached_flags = WP_SAMPLE_SYSCALL | (truncated ? WP_SAMPLE_TRUNCATED : 0);
-	s->cached_sysno = s->blk_sysno;
-	s->nr_cached_ok = 1;
-	s->sampled_seq = seq;
+	s->smp.cached_nr = n;
+	s->smp.cached_flags = WP_SAMPLE_SYSCALL | (truncated ? WP_SAMPLE_TRUNCATED : 0);
+	s->smp.cached_sysno = s->thr.blk_sysno;
+	s->smp.nr_cached_ok = 1;
+	s->smp.sampled_seq = seq;
 	if (truncated)
 		g->smp.ctr.nr_truncated++;
 	return 0;
@@ -340,7 +340,7 @@ static void record_blocked_proc(struct wp_slot *s, uint64_t now, uint64_t nr, ui
 {
 	int partial, truncated, n;
 
-	memset(&s->stk_ref, 0, sizeof(s->stk_ref));
+	memset(&s->smp.stk_ref, 0, sizeof(s->smp.stk_ref));
 	/* libdwfl keeps the modules' files open: only in our own descriptor
 	 * table, never the program's (kernels before 5.9). */
 	if (g->smp.fds_private) {
@@ -353,12 +353,12 @@ static void record_blocked_proc(struct wp_slot *s, uint64_t now, uint64_t nr, ui
 		partial = 1;
 		truncated = 0;
 	}
-	s->cached_nr = (uint32_t)n;
-	s->cached_flags = WP_SAMPLE_SYSCALL | (partial ? WP_SAMPLE_PARTIAL : 0) |
+	s->smp.cached_nr = (uint32_t)n;
+	s->smp.cached_flags = WP_SAMPLE_SYSCALL | (partial ? WP_SAMPLE_PARTIAL : 0) |
 			  (truncated ? WP_SAMPLE_TRUNCATED : 0);
-	s->cached_sysno = (uint32_t)nr;
-	s->nr_cached_ok = 1;
-	s->sampled_seq = 0;
+	s->smp.cached_sysno = (uint32_t)nr;
+	s->smp.nr_cached_ok = 1;
+	s->smp.sampled_seq = 0;
 	g->smp.ctr.nr_unwind_failed += n == 1;
 	g->smp.ctr.nr_truncated += truncated != 0;
 	g->smp.ctr.nr_from_proc++;
@@ -385,8 +385,8 @@ static void send_signal(struct wp_slot *s, uint64_t now, uint32_t sysno)
 	struct wp_thread *t = wp_threads_of(s);
 	siginfo_t si;
 
-	s->t_ns = now;
-	s->sig_sysno = sysno;
+	s->smp.t_ns = now;
+	s->smp.sig_sysno = sysno;
 	atomic_store_explicit(&s->state, S_SENT, memory_order_release);
 	memset(&si, 0, sizeof(si));
 	si.si_signo = g->sig.signal;
@@ -413,7 +413,7 @@ static void send_signal(struct wp_slot *s, uint64_t now, uint32_t sysno)
  * ended meanwhile. */
 static int sample_published(struct wp_slot *s, uint32_t seq, uint64_t now)
 {
-	if (seq == s->sampled_seq && s->nr_cached_ok) {
+	if (seq == s->smp.sampled_seq && s->smp.nr_cached_ok) {
 		g->smp.ctr.nr_reused++;
 		record_cached(s, now);
 		return 0;
@@ -432,15 +432,15 @@ static int sample_published(struct wp_slot *s, uint32_t seq, uint64_t now)
  * wp_slot_live: the same test from outside, without the alternate stack). */
 static int blocked_in_call(struct wp_slot *s, uint32_t seq, uint64_t sp)
 {
-	return sp <= s->blk_frame &&
-	       wp_slot_record_holds(g->smp.sampler_tid, s->blk_frame, s, seq) != 0;
+	return sp <= s->thr.blk_frame &&
+	       wp_slot_record_holds(g->smp.sampler_tid, s->thr.blk_frame, s, seq) != 0;
 }
 
 /* One thread, one tick: exactly one sample, with a signal only when the
  * thread is running or nothing else is known about where it blocks. */
 void wp_sample_thread(struct wp_slot *s, uint64_t now)
 {
-	uint32_t seq = atomic_load_explicit(&s->blk_seq, memory_order_acquire);
+	uint32_t seq = atomic_load_explicit(&s->thr.blk_seq, memory_order_acquire);
 	uint32_t tid = atomic_load(&s->tid), st;
 	uint64_t cpu, nr, sp, pc;
 	unsigned long long args[6];
@@ -448,7 +448,7 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 
 	if ((seq & 1) && g->fix.cfg.test_signal_blocked &&
 	    atomic_load_explicit(&s->state, memory_order_acquire) == S_IDLE) {
-		send_signal(s, now, s->blk_sysno); /* tests: force the race */
+		send_signal(s, now, s->thr.blk_sysno); /* tests: force the race */
 		return;
 	}
 	/* In a wrapped blocking call: no signal, ever. Unless a handler of the
@@ -456,19 +456,19 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 	 * call by longjmp, and the thread runs elsewhere): then the thread is
 	 * looked at as one outside a call, below, and its context is used only
 	 * if it is blocked in the call. */
-	if ((seq & 1) && (atomic_load(&s->hdl_seq) != seq || !atomic_load(&s->hdl_depth))) {
+	if ((seq & 1) && (atomic_load(&s->thr.hdl_seq) != seq || !atomic_load(&s->thr.hdl_depth))) {
 		if (sample_published(s, seq, now) == 0)
 			return;
-		seq = atomic_load(&s->blk_seq); /* the call ended meanwhile */
+		seq = atomic_load(&s->thr.blk_seq); /* the call ended meanwhile */
 	}
 	if (thread_cpu_ns(tid, &cpu) < 0) {
 		wp_slot_release(s);
 		return;
 	}
-	ran = cpu != s->cpu_ns;
-	s->cpu_ns = cpu;
+	ran = cpu != s->smp.cpu_ns;
+	s->smp.cpu_ns = cpu;
 	st = atomic_load_explicit(&s->state, memory_order_acquire);
-	if (st == S_SENT && now - s->t_ns >= WP_SENT_TIMEOUT_NS) {
+	if (st == S_SENT && now - s->smp.t_ns >= WP_SENT_TIMEOUT_NS) {
 		/* Never delivered: the thread blocks it with a raw system call
 		 * (our mask wrappers keep it unblocked otherwise), or a raw
 		 * sigwait took it. Give up on it: the new generation makes the
@@ -477,9 +477,9 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 
 		if (atomic_compare_exchange_strong(&s->state, &expect, S_IDLE)) {
 			atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
-			g->smp.ctr.nr_pending += s->nr_pend + 1;
-			s->nr_pend = 0;
-			s->nr_cached_ok = 0;
+			g->smp.ctr.nr_pending += s->smp.nr_pend + 1;
+			s->smp.nr_pend = 0;
+			s->smp.nr_cached_ok = 0;
 			st = S_IDLE;
 		}
 	}
@@ -490,13 +490,13 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 		 * Checked first: the cached stack is older than the signal, and
 		 * the thread ran between the two, so "not run since the last
 		 * tick" does not make the cached stack current. */
-		if (s->nr_pend < WP_SLOT_PEND)
-			s->pend_ns[s->nr_pend++] = now;
+		if (s->smp.nr_pend < WP_SLOT_PEND)
+			s->smp.pend_ns[s->smp.nr_pend++] = now;
 		else
 			g->smp.ctr.nr_pending++;
 		return;
 	}
-	if (!ran && s->nr_cached_ok && !(seq & 1) && s->sampled_seq == 0) {
+	if (!ran && s->smp.nr_cached_ok && !(seq & 1) && s->smp.sampled_seq == 0) {
 		/* Not a single instruction since the last sample: same stack. */
 		g->smp.ctr.nr_reused++;
 		record_cached(s, now);
@@ -513,16 +513,16 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 	case PROBE_BLOCKED:
 		if ((seq & 1) && blocked_in_call(s, seq, sp) && sample_published(s, seq, now) == 0)
 			return;
-		if (s->nr_cached_ok && s->sampled_seq == 0 && !(s->cached_flags & WP_SAMPLE_ON_CPU) &&
-		    s->fp_nr == nr && s->fp_sp == sp && s->fp_pc == pc) {
+		if (s->smp.nr_cached_ok && s->smp.sampled_seq == 0 && !(s->smp.cached_flags & WP_SAMPLE_ON_CPU) &&
+		    s->smp.fp_nr == nr && s->smp.fp_sp == sp && s->smp.fp_pc == pc) {
 			/* Back at the same blocking point: same stack. */
 			g->smp.ctr.nr_reused++;
 			record_cached(s, now);
 			return;
 		}
-		s->fp_nr = nr;
-		s->fp_sp = sp;
-		s->fp_pc = pc;
+		s->smp.fp_nr = nr;
+		s->smp.fp_sp = sp;
+		s->smp.fp_pc = pc;
 		if (!restarts_unseen(nr, args)) {
 			/* Our signal would show (EINTR, a short count, a timeout
 			 * started over): the place it blocks, without a signal. */
@@ -533,14 +533,14 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 		send_signal(s, now, (uint32_t)nr);
 		return;
 	default:
-		s->fp_nr = UINT64_MAX;
+		s->smp.fp_nr = UINT64_MAX;
 		send_signal(s, now, UINT32_MAX);
 	}
 }
 
 static int cmp_slot_tp(const void *a, const void *b)
 {
-	uint64_t x = (*(struct wp_slot *const *)a)->stk_tp, y = (*(struct wp_slot *const *)b)->stk_tp;
+	uint64_t x = (*(struct wp_slot *const *)a)->smp.stk_tp, y = (*(struct wp_slot *const *)b)->smp.stk_tp;
 
 	return x < y ? -1 : x > y;
 }
@@ -573,13 +573,13 @@ void wp_sample_find_stacks(void)
 		struct wp_slot *s = &g->tab.slots[i];
 		uint32_t gen = atomic_load(&s->gen);
 
-		if (atomic_load(&s->state) < S_IDLE || !s->tp ||
+		if (atomic_load(&s->state) < S_IDLE || !s->thr.tp ||
 		    atomic_load(&s->tid) == (uint32_t)g->fix.pid ||
-		    (s->stk_gen == gen + 1 && s->stk_tp == s->tp))
+		    (s->smp.stk_gen == gen + 1 && s->smp.stk_tp == s->thr.tp))
 			continue;
-		s->stk_gen = gen + 1; /* not found unless a mapping holds it */
-		s->stk_tp = s->tp;
-		s->stk_lo = s->stk_hi = 0;
+		s->smp.stk_gen = gen + 1; /* not found unless a mapping holds it */
+		s->smp.stk_tp = s->thr.tp;
+		s->smp.stk_lo = s->smp.stk_hi = 0;
 		want[k++] = s;
 	}
 	qsort(want, k, sizeof(*want), cmp_slot_tp);
@@ -601,11 +601,11 @@ void wp_sample_find_stacks(void)
 			g->smp.main_stk_lo = lo;
 			g->smp.main_stk_hi = hi;
 		}
-		while (i < k && want[i]->stk_tp < lo)
+		while (i < k && want[i]->smp.stk_tp < lo)
 			i++;
-		for (; i < k && want[i]->stk_tp < hi; i++) {
-			want[i]->stk_lo = lo;
-			want[i]->stk_hi = want[i]->stk_tp;
+		for (; i < k && want[i]->smp.stk_tp < hi; i++) {
+			want[i]->smp.stk_lo = lo;
+			want[i]->smp.stk_hi = want[i]->smp.stk_tp;
 		}
 	}
 	if (f) {

@@ -73,77 +73,79 @@ int wp_slots_alloc(const struct wp_config *c)
 	return 0;
 }
 
-/* Forgets what the sampler knows about the slot's thread: its last stack,
- * the ticks waiting for a signal, CPU time, stack bounds, blocking
- * fingerprint, the scan that last listed it, its names entry. Part of
- * wp_slot_reset(); alone when the sampler starts over with the same threads
- * (a failed exec). async-signal-safe */
-WP_AS_SAFE void wp_slot_forget(struct wp_slot *s)
-{
-	s->sampled_seq = 0;
-	s->cached_nr = 0;
-	s->cached_flags = 0;
-	s->cached_sysno = 0;
-	s->sig_sysno = 0;
-	s->nr_cached_ok = 0;
-	s->site_next = 0;
-	s->site_last = 0;
-	s->stk_gen = 0;
-	s->stk_tp = 0;
-	s->stk_lo = 0;
-	s->stk_hi = 0;
-	s->fp_sp = 0;
-	s->fp_pc = 0;
-	s->fp_nr = UINT64_MAX;
-	s->cpu_ns = 0;
-	s->nr_pend = 0;
-	/* As if listed by the scan under way: one that began before can not
-	 * have listed the thread, and must not take it for gone. */
-	s->scan = atomic_load(&g->tab.scan);
-	s->name_idx = UINT32_MAX;
-	memset(&s->stk_ref, 0, sizeof(s->stk_ref));
-}
-
-/* Gives the slot to `tid` (0: nobody) with nothing of its earlier owners:
- * every field a thread, the handler or the sampler keeps in it. The one
- * reset for every change of hands (wp_slot_claim, a forked child). The caller
- * holds the slot (S_CLAIMED) or is the process's only thread.
- * async-signal-safe */
-WP_AS_SAFE void wp_slot_reset(struct wp_slot *s, uint32_t tid)
+/* The one reset of a slot. WP_SLOT_WHOLE gives the slot to `tid` (0:
+ * nobody) with nothing of its earlier owners: every field a thread, the
+ * handler or the sampler keeps in it; it is the reset for every change of
+ * hands (wp_slot_claim, a forked child), and the caller holds the slot
+ * (S_CLAIMED) or is the process's only thread. WP_SLOT_SAMPLER forgets only
+ * what the sampler knows about the slot's thread (its last stack, the ticks
+ * waiting for a signal, CPU time, stack bounds, blocking fingerprint, the
+ * scan that last listed it, its thread-table entry): the sampler starts
+ * over with the same threads (a failed exec), which keep their slots and
+ * what they publish there. async-signal-safe */
+WP_AS_SAFE void wp_slot_reset(struct wp_slot *s, enum wp_slot_scope scope, uint32_t tid)
 {
 	size_t i = (size_t)(s - g->tab.slots);
-	uint32_t q = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
+	uint32_t q = atomic_load_explicit(&s->thr.blk_seq, memory_order_relaxed);
 
-	s->buf = g->tab.bufs + i * g->tab.buf_depth;
-	s->stk = g->tab.stks + i * g->fix.cfg.max_depth;
-	s->nr = 0;
-	s->uflags = 0;
-	s->t_ns = 0;
-	/* Not in a call, at a sequence number no earlier owner holds: one that
-	 * still has the slot (it left a call by longjmp, or was taken for gone)
-	 * leaves it alone (wp_block_leave). */
-	atomic_store_explicit(&s->blk_seq, (q | 1) + 1, memory_order_relaxed);
-	atomic_store_explicit(&s->blk_pin, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->ours_seq, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->nr_foreign, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->hdl_seq, 0, memory_order_relaxed);
-	atomic_store_explicit(&s->hdl_depth, 0, memory_order_relaxed);
-	s->blk_foreign = 0;
-	s->blk_sysno = 0;
-	s->blk_fn = 0;
-	atomic_store_explicit(&s->in_loader, 0, memory_order_relaxed);
-	memset(&s->blk_regs, 0, sizeof(s->blk_regs));
-	s->blk_frame = 0;
-	s->tp = 0;
-	atomic_store_explicit(&s->exiting, 0, memory_order_relaxed);
-	s->rst_seq = 0;
-	s->rst_pc = s->rst_nr = s->rst_sp = 0;
-	s->cut_seq = 0;
-	s->cut_ret = 0;
-	wp_slot_forget(s);
-	atomic_store_explicit(&s->tid, tid, memory_order_relaxed);
-	/* A late handler or cookie of the earlier owner's sees a new generation. */
-	atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
+	if (scope == WP_SLOT_WHOLE) {
+		s->buf = g->tab.bufs + i * g->tab.buf_depth;
+		s->stk = g->tab.stks + i * g->fix.cfg.max_depth;
+		s->hdl.nr = 0;
+		s->hdl.uflags = 0;
+		/* the tick of a signal in flight: kept by a sampler restart,
+		 * whose first ticks give such a signal up after its time */
+		s->smp.t_ns = 0;
+		/* Not in a call, at a sequence number no earlier owner holds: one
+		 * that still has the slot (it left a call by longjmp, or was taken
+		 * for gone) leaves it alone (wp_block_leave). */
+		atomic_store_explicit(&s->thr.blk_seq, (q | 1) + 1, memory_order_relaxed);
+		atomic_store_explicit(&s->blk_pin, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->hdl.ours_seq, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->thr.nr_foreign, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->thr.hdl_seq, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->thr.hdl_depth, 0, memory_order_relaxed);
+		s->thr.blk_foreign = 0;
+		s->thr.blk_sysno = 0;
+		s->thr.blk_fn = 0;
+		atomic_store_explicit(&s->thr.in_loader, 0, memory_order_relaxed);
+		memset(&s->thr.blk_regs, 0, sizeof(s->thr.blk_regs));
+		s->thr.blk_frame = 0;
+		s->thr.tp = 0;
+		atomic_store_explicit(&s->thr.exiting, 0, memory_order_relaxed);
+		s->hdl.rst_seq = 0;
+		s->hdl.rst_pc = s->hdl.rst_nr = s->hdl.rst_sp = 0;
+		s->hdl.cut_seq = 0;
+		s->hdl.cut_ret = 0;
+	}
+	s->smp.sampled_seq = 0;
+	s->smp.cached_nr = 0;
+	s->smp.cached_flags = 0;
+	s->smp.cached_sysno = 0;
+	s->smp.sig_sysno = 0;
+	s->smp.nr_cached_ok = 0;
+	s->smp.site_next = 0;
+	s->smp.site_last = 0;
+	s->smp.stk_gen = 0;
+	s->smp.stk_tp = 0;
+	s->smp.stk_lo = 0;
+	s->smp.stk_hi = 0;
+	s->smp.fp_sp = 0;
+	s->smp.fp_pc = 0;
+	s->smp.fp_nr = UINT64_MAX;
+	s->smp.cpu_ns = 0;
+	s->smp.nr_pend = 0;
+	/* As if listed by the scan under way: one that began before can not
+	 * have listed the thread, and must not take it for gone. */
+	s->smp.scan = atomic_load(&g->tab.scan);
+	s->smp.name_idx = UINT32_MAX;
+	memset(&s->smp.stk_ref, 0, sizeof(s->smp.stk_ref));
+	if (scope == WP_SLOT_WHOLE) {
+		atomic_store_explicit(&s->tid, tid, memory_order_relaxed);
+		/* A late handler or cookie of the earlier owner's sees a new
+		 * generation. */
+		atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
+	}
 }
 
 /* Used by the sampler (threads found in /proc) and by threads themselves
@@ -165,7 +167,7 @@ WP_AS_SAFE struct wp_slot *wp_slot_claim(uint32_t tid)
 
 		if (!atomic_compare_exchange_strong(&s->state, &expect, S_CLAIMED))
 			continue;
-		wp_slot_reset(s, tid);
+		wp_slot_reset(s, WP_SLOT_WHOLE, tid);
 		/* One slot per tid: whoever publishes first wins. */
 		want = i + 1;
 		if (!atomic_compare_exchange_strong(&g->tab.tid_slot[tid], &cur, want)) {
@@ -196,7 +198,7 @@ void wp_slots_after_fork(int follow)
 		return;
 	}
 	for (i = 0; i < atomic_load(&g->tab.hiwater); i++) {
-		wp_slot_reset(&g->tab.slots[i], 0);
+		wp_slot_reset(&g->tab.slots[i], WP_SLOT_WHOLE, 0);
 		atomic_store(&g->tab.slots[i].state, S_FREE);
 	}
 	atomic_store(&g->tab.hiwater, 0);
@@ -208,7 +210,7 @@ void wp_slots_after_fork(int follow)
 void wp_slots_sampler_restart(void)
 {
 	for (uint32_t i = 0; i < atomic_load(&g->tab.hiwater); i++)
-		wp_slot_forget(&g->tab.slots[i]);
+		wp_slot_reset(&g->tab.slots[i], WP_SLOT_SAMPLER, 0);
 }
 
 /* Sampler only: the thread is gone. */
@@ -246,7 +248,7 @@ WP_AS_SAFE struct wp_slot *wp_slot_self(void)
 	s = wp_slot_claim(wp_tls_tid);
 	wp_tls_slot = s;
 	if (s) {
-		s->tp = (uint64_t)pthread_self(); /* a read of %fs: no call into libc state */
+		s->thr.tp = (uint64_t)pthread_self(); /* a read of %fs: no call into libc state */
 		/* A key below 32 lives in the thread's descriptor: storing it
 		 * allocates nothing (and cannot fail). */
 		if (g->fix.exit_key_ok)
@@ -278,7 +280,7 @@ WP_AS_SAFE void wp_slot_exiting(struct wp_slot *s)
 {
 	if (s && s == wp_tls_slot &&
 	    atomic_load_explicit(&s->tid, memory_order_relaxed) == wp_tls_tid) {
-		atomic_store_explicit(&s->exiting, 1, memory_order_seq_cst);
+		atomic_store_explicit(&s->thr.exiting, 1, memory_order_seq_cst);
 		if (atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
 			wp_slot_wait_unpinned(s);
 	}
@@ -339,8 +341,8 @@ WP_AS_SAFE int wp_slot_live(struct wp_slot *s, uint32_t seq, uint64_t sp, const 
 		alt = wp_slot_alt_stack(&ss);
 	else if (alt->ss_flags & SS_DISABLE)
 		alt = NULL;
-	live = !wp_slot_frame_left((uintptr_t)s->blk_frame, (uintptr_t)sp, alt) &&
-	       wp_slot_record_holds((pid_t)wp_syscall(SYS_gettid), s->blk_frame, s, seq) != 0;
+	live = !wp_slot_frame_left((uintptr_t)s->thr.blk_frame, (uintptr_t)sp, alt) &&
+	       wp_slot_record_holds((pid_t)wp_syscall(SYS_gettid), s->thr.blk_frame, s, seq) != 0;
 	errno = saved;
 	return live;
 }
@@ -378,7 +380,7 @@ WP_AS_SAFE void wp_sampler_loader_enter(void)
 	wp_tls_in_loader++;
 	atomic_fetch_add(&g->sh.loader_users, 1);
 	if (s)
-		atomic_fetch_add(&s->in_loader, 1);
+		atomic_fetch_add(&s->thr.in_loader, 1);
 }
 
 /* async-signal-safe */
@@ -390,8 +392,8 @@ WP_AS_SAFE void wp_sampler_loader_leave(void)
 	atomic_fetch_sub(&g->sh.loader_users, 1);
 	/* The slot the enter counted in, unless it changed hands since. */
 	if (s && atomic_load_explicit(&s->tid, memory_order_relaxed) == wp_tls_tid &&
-	    atomic_load(&s->in_loader) > 0)
-		atomic_fetch_sub(&s->in_loader, 1);
+	    atomic_load(&s->thr.in_loader) > 0)
+		atomic_fetch_sub(&s->thr.in_loader, 1);
 }
 
 /* async-signal-safe */

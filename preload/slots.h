@@ -3,17 +3,26 @@
  * the table of them (slots.c): claim, the one reset, release, the calling
  * thread's own slot, and whether a published call is still live.
  *
- * Who writes what:
+ * The record's fields are grouped by the context that writes them: the
+ * ownership words (state, gen, tid) and the pin at the top; `thr`, the
+ * thread itself (its wrapped call's publication, its program handlers, the
+ * loader, its exit); `hdl`, our signal handlers on that thread (the capture,
+ * and what a wrapper needs to undo our interruption); `smp`, the sampler
+ * alone. The claimer resets all of it (wp_slot_reset) while it holds the
+ * slot in S_CLAIMED.
+ *
  * - the sampler claims/frees slots for threads it discovers, moves state
- *   IDLE->SENT and READY->IDLE, owns every field marked "sampler";
- * - the handler (on the thread itself) moves SENT->READY and fills nr/uflags,
- *   and retracts a publication the thread left by longjmp (wp_slot_live);
+ *   IDLE->SENT and READY->IDLE, owns `smp`;
+ * - the handler (on the thread itself) moves SENT->READY and fills hdl.nr
+ *   and hdl.uflags, and retracts a publication the thread left by longjmp
+ *   (wp_slot_live);
  * - the thread itself, in a wrapped blocking call, publishes its registers
- *   and bumps blk_seq to odd on entry and even on exit (a seqlock, moved
- *   only by compare-and-swap), and waits on exit while the sampler has the
- *   slot pinned (its stack is being read), so the frames above the call
+ *   and bumps thr.blk_seq to odd on entry and even on exit (a seqlock,
+ *   moved only by compare-and-swap), and waits on exit while the sampler has
+ *   the slot pinned (its stack is being read), so the frames above the call
  *   stay valid during the unwind; the program's handlers, run through our
- *   trampoline, mark the publication they run over (hdl_seq, hdl_depth). */
+ *   trampoline, mark the publication they run over (thr.hdl_seq,
+ *   thr.hdl_depth). */
 #ifndef WP_SLOTS_H
 #define WP_SLOTS_H
 
@@ -41,64 +50,90 @@ struct wp_regs {
 };
 
 struct wp_slot {
+	/* Ownership: the claimer (FREE->CLAIMED->IDLE); the sampler (IDLE->SENT,
+	 * READY->IDLE, SENT->IDLE when it gives up, ->FREE at release); the
+	 * handler (SENT->READY, by compare-and-swap). */
 	_Atomic uint32_t state;
-	_Atomic uint32_t gen;      /* bumped when the slot changes owner */
-	_Atomic uint32_t tid;      /* owner thread */
-	uint32_t nr;               /* handler: frames in buf */
-	uint32_t uflags;           /* handler: WP_UNW_* */
-	uint64_t t_ns;             /* sampler: tick of the signal in flight */
-	uint64_t *buf;             /* handler: max_depth + WP_UNW_SCRATCH entries */
+	_Atomic uint32_t gen;      /* bumped when the slot changes owner or a signal is given up */
+	_Atomic uint32_t tid;      /* owner thread; the claimer, cleared by the sampler */
+	/* The sampler while it reads the pinned thread's stack (1, then 0); the
+	 * thread, to wait on the futex (2). */
+	_Atomic uint32_t blk_pin;
+	/* The claimer: this slot's buffers in the table's arrays. */
+	uint64_t *buf;             /* max_depth + WP_UNW_SCRATCH entries: the handler's capture */
+	uint64_t *stk;             /* max_depth entries: the last stack of this thread (sampler) */
 
-	/* published by the thread in a wrapped blocking call */
-	_Atomic uint32_t blk_seq;  /* odd while inside the call */
-	_Atomic uint32_t blk_pin;  /* sampler is reading the stack */
-	_Atomic uint32_t ours_seq; /* handler: blk_seq during which our signal landed */
-	_Atomic uint32_t nr_foreign; /* signals the program handled on this thread */
-	/* handlers of the program's running over the published call with
-	 * sequence hdl_seq (or that left it by longjmp): the sampler watches
-	 * the thread then (sample_thread) */
-	_Atomic uint32_t hdl_seq, hdl_depth;
-	uint32_t blk_foreign;      /* nr_foreign when the wrapped call began */
-	uint32_t blk_sysno;        /* system call the wrapper issues */
-	uint64_t blk_fn;           /* the real libc function: the leaf frame */
-	_Atomic uint32_t in_loader; /* inside dl_iterate_phdr/dlclose: never unwound by the sampler */
-	struct wp_regs blk_regs;   /* the wrapper's registers at entry */
-	uint64_t blk_frame;        /* the wrapper's struct wp_blk, in its frame */
-	uint64_t tp;               /* the thread's pthread_self(), stored when it takes the slot */
-	_Atomic uint32_t exiting;  /* the thread runs its exit destructors: its stack may go */
-	/* handler, for the program's handlers on the same thread: our signal
-	 * left the wrapped call with sequence rst_seq to be restarted by the
-	 * kernel at rst_pc (a `syscall` instruction), number rst_nr */
-	uint32_t rst_seq;
-	uint64_t rst_pc, rst_nr, rst_sp;
-	/* handler: our signal came as the wrapped call with sequence cut_seq
-	 * returned cut_ret > 0 from a system call: a transfer it cut short */
-	uint32_t cut_seq;
-	uint64_t cut_ret;
+	/* The thread itself. */
+	struct wp_slot_thread {
+		/* its wrapped blocking call: odd while inside (also moved by the
+		 * thread's interposed longjmp, our handler retracting a call the
+		 * thread left, and the claimer) */
+		_Atomic uint32_t blk_seq;
+		/* written in wp_block_enter while blk_seq is still even */
+		uint32_t blk_foreign;      /* nr_foreign when the wrapped call began */
+		uint32_t blk_sysno;        /* system call the wrapper issues */
+		uint64_t blk_fn;           /* the real libc function: the leaf frame */
+		struct wp_regs blk_regs;   /* the wrapper's registers at entry */
+		uint64_t blk_frame;        /* the wrapper's struct wp_blk, in its frame */
+		/* in our trampoline or forward_foreign, around each program
+		 * handler */
+		_Atomic uint32_t nr_foreign; /* signals the program handled on this thread */
+		/* handlers of the program's running over the published call with
+		 * sequence hdl_seq (or that left it by longjmp): the sampler watches
+		 * the thread then (wp_sample_thread) */
+		_Atomic uint32_t hdl_seq, hdl_depth;
+		_Atomic uint32_t in_loader; /* inside dl_iterate_phdr/dlclose: never unwound */
+		uint64_t tp;               /* its pthread_self(), stored when it takes the slot */
+		_Atomic uint32_t exiting;  /* it runs its exit destructors: its stack may go */
+	} thr;
 
-	/* sampler only */
-	uint32_t sampled_seq;      /* blk_seq of the cached stack, 0 if none */
-	uint32_t cached_nr;        /* frames in stk */
-	uint32_t cached_flags;     /* WP_SAMPLE_* of the cached stack */
-	uint32_t cached_sysno;
-	uint32_t sig_sysno;        /* syscall seen by the probe before a last-resort signal */
-	uint32_t nr_cached_ok;     /* stk holds a valid stack */
-	uint32_t site_next;        /* next entry of the slot's walk cache to replace */
-	uint32_t site_last;        /* the entry hit or filled last */
-	uint32_t stk_gen;          /* gen (+1) the stack bounds were found for, 0: none */
-	uint64_t stk_tp;           /* ... and the tp they were found for */
-	uint64_t stk_lo, stk_hi;   /* memory from the thread's stack pointer up that stays
-				    * mapped while it lives: [start of the mapping holding
-				    * its thread control block, the TCB) */
-	uint64_t fp_sp, fp_pc, fp_nr; /* /proc fingerprint of the cached blocked stack */
-	uint64_t cpu_ns;           /* thread CPU time at the last tick */
-	uint64_t pend_ns[WP_SLOT_PEND]; /* ticks that came while our signal was pending */
-	uint32_t nr_pend;
-	uint64_t scan;             /* last /proc scan that listed the thread, or under way
-				    * when the slot was claimed */
-	uint32_t name_idx;         /* entry in the names table, UINT32_MAX until assigned */
-	uint64_t *stk;             /* max_depth entries: the last stack of this thread */
-	struct wp_ring_ref stk_ref; /* stk's place in the ring, zeroed when stk changes */
+	/* Our handlers on the thread. */
+	struct wp_slot_handler {
+		uint32_t nr;               /* frames in buf, between SENT and READY */
+		uint32_t uflags;           /* WP_UNW_* of that capture */
+		/* blk_seq during which our signal landed (also the snapshot
+		 * handler, and forward_foreign deferring a program signal):
+		 * consumed by the wrapper (wp_block_ours) */
+		_Atomic uint32_t ours_seq;
+		/* for the program's handlers on the same thread: our signal left
+		 * the wrapped call with sequence rst_seq to be restarted by the
+		 * kernel at rst_pc (a `syscall` instruction), number rst_nr;
+		 * rst_seq cleared by the trampoline when it undoes the restart */
+		uint32_t rst_seq;
+		uint64_t rst_pc, rst_nr, rst_sp;
+		/* our signal came as the wrapped call with sequence cut_seq
+		 * returned cut_ret > 0 from a system call: a transfer it cut short
+		 * (consumed by the wrapper, wp_block_cut) */
+		uint32_t cut_seq;
+		uint64_t cut_ret;
+	} hdl;
+
+	/* The sampler only (and, once it has stopped, the exit path's
+	 * collect). */
+	struct wp_slot_sampler {
+		uint64_t t_ns;             /* tick of the signal in flight */
+		uint32_t sig_sysno;        /* syscall seen by the probe before a last-resort signal */
+		uint32_t sampled_seq;      /* blk_seq of the cached stack, 0 if none */
+		uint32_t cached_nr;        /* frames in stk */
+		uint32_t cached_flags;     /* WP_SAMPLE_* of the cached stack */
+		uint32_t cached_sysno;
+		uint32_t nr_cached_ok;     /* stk holds a valid stack */
+		uint32_t site_next;        /* next entry of the slot's walk cache to replace */
+		uint32_t site_last;        /* the entry hit or filled last */
+		uint32_t stk_gen;          /* gen (+1) the stack bounds were found for, 0: none */
+		uint64_t stk_tp;           /* ... and the tp they were found for */
+		uint64_t stk_lo, stk_hi;   /* memory from the thread's stack pointer up that
+					    * stays mapped while it lives: [start of the mapping
+					    * holding its thread control block, the TCB) */
+		uint64_t fp_sp, fp_pc, fp_nr; /* /proc fingerprint of the cached blocked stack */
+		uint64_t cpu_ns;           /* thread CPU time at the last tick */
+		uint64_t pend_ns[WP_SLOT_PEND]; /* ticks that came while our signal was pending */
+		uint32_t nr_pend;
+		uint64_t scan;             /* last /proc scan that listed the thread, or under
+					    * way when the slot was claimed */
+		uint32_t name_idx;         /* entry in the thread table, UINT32_MAX until assigned */
+		struct wp_ring_ref stk_ref; /* stk's place in the ring, zeroed when stk changes */
+	} smp;
 };
 
 /* ---- the table (slots.c) ---------------------------------------------- */
@@ -126,7 +161,7 @@ int wp_slots_alloc(const struct wp_config *c);
 void wp_slots_after_fork(int follow);
 
 /* A restarted sampler (a failed exec) forgets what it knew about every
- * slot's thread (wp_slot_forget); the threads keep their slots. Sampler. */
+ * slot's thread (WP_SLOT_SAMPLER); the threads keep their slots. Sampler. */
 void wp_slots_sampler_restart(void);
 
 /* Claims a free slot for `tid` (or returns the one it has) and publishes
@@ -136,14 +171,20 @@ void wp_slots_sampler_restart(void);
  * async-signal-safe */
 WP_AS_SAFE struct wp_slot *wp_slot_claim(uint32_t tid);
 
-/* Gives the slot to `tid` (0: nobody) with nothing of its earlier owners.
- * The caller holds the slot (S_CLAIMED) or is the process's only thread.
- * async-signal-safe */
-WP_AS_SAFE void wp_slot_reset(struct wp_slot *s, uint32_t tid);
+/* What wp_slot_reset puts back. */
+enum wp_slot_scope {
+	WP_SLOT_WHOLE,   /* everything: the slot changes hands (a claim, a forked child) */
+	WP_SLOT_SAMPLER, /* `smp` only (t_ns and pend_ns kept): the sampler starts over,
+			  * the thread keeps its slot and its publication (a failed exec) */
+};
 
-/* Forgets what the sampler knows about the slot's thread (the "sampler"
- * fields); part of wp_slot_reset. async-signal-safe */
-WP_AS_SAFE void wp_slot_forget(struct wp_slot *s);
+/* The one reset of a slot. WP_SLOT_WHOLE gives it to `tid` (0: nobody)
+ * with nothing of its earlier owners, at a new generation and a sequence
+ * number no earlier owner holds; the caller holds the slot (S_CLAIMED) or is
+ * the process's only thread. WP_SLOT_SAMPLER forgets what the sampler knew
+ * about the slot's thread (`tid` unused); the sampler only.
+ * async-signal-safe */
+WP_AS_SAFE void wp_slot_reset(struct wp_slot *s, enum wp_slot_scope scope, uint32_t tid);
 
 /* The slot's thread is gone: the slot is free again, and a late handler or
  * cookie of its sees a new generation. Sampler only. */
@@ -255,28 +296,28 @@ wp_block_enter(struct wp_blk *b, unsigned sysno, void *fn)
 	if (!s)
 		return;
 	for (;;) {
-		q = atomic_load_explicit(&s->blk_seq, memory_order_relaxed);
+		q = atomic_load_explicit(&s->thr.blk_seq, memory_order_relaxed);
 		if (q & 1) {
 			if (wp_slot_live(s, q, (uint64_t)(uintptr_t)b, NULL))
 				return; /* nested: the outer call keeps the published context */
-			if (!atomic_compare_exchange_strong(&s->blk_seq, &q, q + 1))
+			if (!atomic_compare_exchange_strong(&s->thr.blk_seq, &q, q + 1))
 				continue;
 			q++;
 			/* The sampler may be reading the fields about to change. */
 			if (atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
 				wp_slot_wait_unpinned(s);
 		}
-		s->blk_sysno = sysno;
-		s->blk_fn = (uint64_t)(uintptr_t)fn;
-		s->blk_foreign = atomic_load_explicit(&s->nr_foreign, memory_order_relaxed);
-		s->blk_frame = (uint64_t)(uintptr_t)b;
-		wp_regs_capture(&s->blk_regs);
+		s->thr.blk_sysno = sysno;
+		s->thr.blk_fn = (uint64_t)(uintptr_t)fn;
+		s->thr.blk_foreign = atomic_load_explicit(&s->thr.nr_foreign, memory_order_relaxed);
+		s->thr.blk_frame = (uint64_t)(uintptr_t)b;
+		wp_regs_capture(&s->thr.blk_regs);
 		b->s = s;
 		b->seq = q + 1;
 		if (__builtin_expect(wp_test_enter_signal != 0, 0) && sysno == SYS_read && !raised++)
 			wp_test_enter_raise();
 		/* Release: the fields are visible before the odd sequence. */
-		if (atomic_compare_exchange_strong_explicit(&s->blk_seq, &q, q + 1,
+		if (atomic_compare_exchange_strong_explicit(&s->thr.blk_seq, &q, q + 1,
 							    memory_order_release,
 							    memory_order_relaxed))
 			return;
@@ -287,14 +328,14 @@ wp_block_enter(struct wp_blk *b, unsigned sysno, void *fn)
 /* Exit of a wrapped blocking call. Dekker with the sampler's pin: either the
  * sampler sees the new sequence and gives up, or we see its pin and wait.
  * Only the call's own publication is retracted: a slot reset since (given
- * to another thread, slot_reset) has moved on to another sequence.
+ * to another thread, wp_slot_reset) has moved on to another sequence.
  * async-signal-safe */
 WP_AS_SAFE static inline __attribute__((always_inline)) void
 wp_block_leave(struct wp_slot *s, uint32_t seq)
 {
 	if (!s)
 		return;
-	atomic_compare_exchange_strong_explicit(&s->blk_seq, &seq, seq + 1, memory_order_seq_cst,
+	atomic_compare_exchange_strong_explicit(&s->thr.blk_seq, &seq, seq + 1, memory_order_seq_cst,
 						memory_order_seq_cst);
 	if (atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
 		wp_slot_wait_unpinned(s);
@@ -309,11 +350,11 @@ WP_AS_SAFE static inline int wp_block_cut(struct wp_slot *s, uint32_t seq, long 
 {
 	int cut;
 
-	if (!s || s->cut_seq != seq)
+	if (!s || s->hdl.cut_seq != seq)
 		return 0;
-	cut = s->cut_ret == (uint64_t)ret &&
-	      atomic_load_explicit(&s->nr_foreign, memory_order_relaxed) == s->blk_foreign;
-	s->cut_seq = 0;
+	cut = s->hdl.cut_ret == (uint64_t)ret &&
+	      atomic_load_explicit(&s->thr.nr_foreign, memory_order_relaxed) == s->thr.blk_foreign;
+	s->hdl.cut_seq = 0;
 	return cut;
 }
 
@@ -323,8 +364,8 @@ WP_AS_SAFE static inline int wp_block_cut(struct wp_slot *s, uint32_t seq, long 
  * async-signal-safe */
 WP_AS_SAFE static inline int wp_block_ours(struct wp_slot *s, uint32_t seq)
 {
-	return s && atomic_exchange(&s->ours_seq, 0) == seq &&
-	       atomic_load_explicit(&s->nr_foreign, memory_order_relaxed) == s->blk_foreign;
+	return s && atomic_exchange(&s->hdl.ours_seq, 0) == seq &&
+	       atomic_load_explicit(&s->thr.nr_foreign, memory_order_relaxed) == s->thr.blk_foreign;
 }
 
 WP_AS_SAFE static inline struct wp_slot *wp_slot_mine(void)

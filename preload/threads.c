@@ -59,8 +59,8 @@ struct wp_thread *wp_threads_of(struct wp_slot *s)
 {
 	struct wp_thread *t;
 
-	if (s->name_idx != UINT32_MAX)
-		return &thr.names[s->name_idx];
+	if (s->smp.name_idx != UINT32_MAX)
+		return &thr.names[s->smp.name_idx];
 	if (thr.nr_names == thr.cap_names) {
 		size_t cap = thr.cap_names ? thr.cap_names * 2 : 64;
 		struct wp_thread *n = realloc(thr.names, cap * sizeof(*n));
@@ -75,7 +75,7 @@ struct wp_thread *wp_threads_of(struct wp_slot *s)
 	t->tid = atomic_load(&s->tid);
 	t->last_ns = wp_mono_ns();
 	read_comm(t->tid, t->name);
-	s->name_idx = (uint32_t)thr.nr_names++;
+	s->smp.name_idx = (uint32_t)thr.nr_names++;
 	return t;
 }
 
@@ -89,7 +89,7 @@ void wp_threads_scan(void)
 	if (fd < 0)
 		return;
 	/* Before the listing: a thread that takes a slot from now on, maybe
-	 * too late to be listed, takes this number with it (wp_slot_forget). */
+	 * too late to be listed, takes this number with it (wp_slot_reset). */
 	atomic_fetch_add(&g->tab.scan, 1);
 	for (;;) {
 		long n = wp_syscall(SYS_getdents64, fd, thr.dents, thr.dents_len);
@@ -120,7 +120,7 @@ void wp_threads_scan(void)
 				g->smp.ctr.nr_threads_untracked++;
 				continue;
 			}
-			s->scan = atomic_load_explicit(&g->tab.scan, memory_order_relaxed);
+			s->smp.scan = atomic_load_explicit(&g->tab.scan, memory_order_relaxed);
 		}
 	}
 	close(fd);
@@ -137,7 +137,7 @@ void wp_threads_scan(void)
 
 		/* Neither listed nor claimed since the listing began: gone. */
 		if (st >= S_IDLE &&
-		    s->scan != atomic_load_explicit(&g->tab.scan, memory_order_relaxed))
+		    s->smp.scan != atomic_load_explicit(&g->tab.scan, memory_order_relaxed))
 			wp_slot_release(s);
 	}
 }
@@ -238,8 +238,8 @@ void wp_threads_prune(uint64_t now)
 	for (i = 0; i < hw; i++) {
 		struct wp_slot *s = &g->tab.slots[i];
 
-		if (atomic_load(&s->state) >= S_IDLE && s->name_idx != UINT32_MAX)
-			live[s->name_idx] = 1;
+		if (atomic_load(&s->state) >= S_IDLE && s->smp.name_idx != UINT32_MAX)
+			live[s->smp.name_idx] = 1;
 	}
 	for (k = 0; k < thr.nr_names; k++) {
 		map[k] = UINT32_MAX;
@@ -254,8 +254,8 @@ void wp_threads_prune(uint64_t now)
 
 		/* A free slot's index is stale, and a thread claiming it now
 		 * resets it (wp_slot_reset): not written here. */
-		if (atomic_load(&s->state) >= S_IDLE && s->name_idx != UINT32_MAX)
-			s->name_idx = map[s->name_idx];
+		if (atomic_load(&s->state) >= S_IDLE && s->smp.name_idx != UINT32_MAX)
+			s->smp.name_idx = map[s->smp.name_idx];
 	}
 out:
 	free(live);
@@ -270,8 +270,8 @@ void wp_threads_refresh_names(void)
 	for (i = 0; i < hw; i++) {
 		struct wp_slot *s = &g->tab.slots[i];
 
-		if (atomic_load(&s->state) >= S_IDLE && s->name_idx < thr.nr_names)
-			read_comm(thr.names[s->name_idx].tid, thr.names[s->name_idx].name);
+		if (atomic_load(&s->state) >= S_IDLE && s->smp.name_idx < thr.nr_names)
+			read_comm(thr.names[s->smp.name_idx].tid, thr.names[s->smp.name_idx].name);
 	}
 }
 
@@ -286,7 +286,7 @@ WP_AS_SAFE void wp_threads_mark_live(void)
 		thr.names[i].flags &= ~WP_THREAD_LIVE;
 	for (i = 0; i < hw; i++) {
 		struct wp_slot *s = &g->tab.slots[i];
-		uint32_t k = s->name_idx;
+		uint32_t k = s->smp.name_idx;
 
 		if (atomic_load(&s->state) >= S_IDLE && k < thr.nr_names)
 			thr.names[k].flags |= WP_THREAD_LIVE;

@@ -59,7 +59,7 @@ WP_AS_SAFE void wp_threads_mark_live(void);
 WP_AS_SAFE const struct wp_thread *wp_threads_table(size_t *nr);
 
 /* A restarted sampler starts a new table (slots reset their entries with
- * wp_slot_forget). */
+ * wp_slot_reset, WP_SLOT_SAMPLER). */
 void wp_threads_restart(void);
 
 #endif
