@@ -19,6 +19,7 @@
 #include "../output/raw.h"
 #include "convert.h"
 #include "dump.h"
+#include "lifecycle.h"
 #include "runtime.h"
 #include "sample.h"
 #include "sampler.h"
@@ -30,7 +31,7 @@
  * profile in a process of its own (convert.h). One dump space per path that
  * may run at the same time: `exit_space` for the exit, an exec, a fatal
  * signal and an exit or exec from a signal handler (one at a time: the
- * raw_taken guard), `snap_space` for the sampler's snapshots. Off the stack:
+ * dump_once guard), `snap_space` for the sampler's snapshots. Off the stack:
  * a fatal signal may run on an 8 KiB alternate signal stack, of which the
  * kernel's signal frame already takes 3.3 KiB with AVX-512. */
 struct dump_names {
@@ -50,6 +51,57 @@ static struct dump_names exit_names; /* computed at start and in a forked child 
 static char out_base[WP_PATH_MAX]; /* the profile's name without ".json": exec dumps add to it */
 static int snapshot_seq;           /* snapshots taken (the sampler's) */
 static int snapshots_waiting;      /* snapshots asked for while one converts (the sampler's) */
+
+/* The raw dump of the process (exit_space) is written at most once: FREE,
+ * TAKEN by its one writer (the exit path, or the first handler path), then
+ * DONE. The exit path before an exec gives it back (the exec may fail), and
+ * so does the thaw after a failed exec from a handler (wp_dump_rearm). A
+ * futex word: a second dumper waits for DONE. Inherited by a forked child
+ * as it is. */
+enum { DUMP_FREE, DUMP_TAKEN, DUMP_DONE };
+static _Atomic uint32_t dump_once;
+
+/* Takes the process's raw dump for the caller: 1, or 0 when another has it
+ * or had it. async-signal-safe */
+WP_AS_SAFE static int dump_take(void)
+{
+	uint32_t v = DUMP_FREE;
+
+	return atomic_compare_exchange_strong(&dump_once, &v, DUMP_TAKEN);
+}
+
+/* Waits up to 2 s for the one who took the dump to finish it.
+ * async-signal-safe */
+WP_AS_SAFE static void dump_wait_done(void)
+{
+	for (int i = 0; i < 200; i++) {
+		uint32_t v = atomic_load(&dump_once);
+		struct timespec ts = { 0, 10000000 };
+
+		if (v == DUMP_DONE)
+			return;
+		wp_syscall(SYS_futex, &dump_once, FUTEX_WAIT_PRIVATE, v, &ts, NULL, 0);
+	}
+}
+
+/* The dump is written: waiters go on. async-signal-safe */
+WP_AS_SAFE static void dump_done(void)
+{
+	atomic_store(&dump_once, DUMP_DONE);
+	wp_futex_wake(&dump_once);
+}
+
+/* async-signal-safe */
+WP_AS_SAFE int wp_dump_busy(void)
+{
+	return atomic_load(&dump_once) != DUMP_FREE;
+}
+
+/* async-signal-safe */
+WP_AS_SAFE void wp_dump_rearm(void)
+{
+	atomic_store(&dump_once, DUMP_FREE);
+}
 
 /* async-signal-safe */
 WP_AS_SAFE static size_t put(char *buf, size_t n, size_t cap, const char *s)
@@ -340,14 +392,10 @@ WP_AS_SAFE void wp_dump_handler(int sig, int exec)
 {
 	int i;
 
-	if (!g->sh.started || getpid() != g->fix.pid || !g->smp.ring)
+	if (!wp_life_started() || getpid() != g->fix.pid || !g->smp.ring)
 		return;
-	if (atomic_exchange(&g->sh.raw_taken, 1)) {
-		for (i = 0; i < 200 && !atomic_load(&g->sh.raw_done); i++) {
-			struct timespec ts = { 0, 10000000 };
-
-			wp_syscall(SYS_futex, &g->sh.raw_done, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
-		}
+	if (!dump_take()) {
+		dump_wait_done();
 		return;
 	}
 	atomic_store(&g->sh.sampling, 0);
@@ -365,8 +413,7 @@ WP_AS_SAFE void wp_dump_handler(int sig, int exec)
 		exit_space.n = exit_names;
 	if ((!exec || exec_paths(&exit_space) >= 0) && dump(&exit_space, sig, 0, detached()) == 0)
 		wp_convert_wait(&exit_space.conv, convert_deadline(), 1);
-	atomic_store(&g->sh.raw_done, 1);
-	wp_futex_wake(&g->sh.raw_done);
+	dump_done();
 }
 
 /* The exit dump (`exec` 0), or the image's before an exec, from a program
@@ -374,12 +421,9 @@ WP_AS_SAFE void wp_dump_handler(int sig, int exec)
  * its last captures collected. */
 void wp_dump_exit(int exec)
 {
-	int i;
-
-	if (atomic_exchange(&g->sh.raw_taken, 1)) {
+	if (!dump_take()) {
 		/* a fatal signal's dump on another thread: it is the profile */
-		for (i = 0; i < 200 && !atomic_load(&g->sh.raw_done); i++)
-			wp_futex_wait_until(&g->sh.raw_done, 0, wp_mono_ns() + 10000000ull);
+		dump_wait_done();
 		return;
 	}
 	wp_threads_refresh_names();
@@ -391,11 +435,10 @@ void wp_dump_exit(int exec)
 		 dump(&exit_space, 0, 0, detached()) == 0)
 		wp_convert_wait(&exit_space.conv, convert_deadline(), 1);
 	if (exec) {
-		atomic_store(&g->sh.raw_taken, 0); /* the exec may fail: later dumps */
+		atomic_store(&dump_once, DUMP_FREE); /* the exec may fail: later dumps */
 		return;
 	}
-	atomic_store(&g->sh.raw_done, 1);
-	wp_futex_wake(&g->sh.raw_done);
+	dump_done();
 	wp_tree_report(convert_deadline()); /* the root's final exit: one word for the tree */
 }
 

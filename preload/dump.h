@@ -34,6 +34,15 @@ WP_AS_SAFE void wp_dump_handler(int sig, int exec);
  * the root's final exit, also the tree's report. Not async-signal-safe. */
 void wp_dump_exit(int exec);
 
+/* Whether the process's raw dump is taken or written (by the exit path or a
+ * handler path): a failed exec must not restart the sampler under it.
+ * async-signal-safe */
+WP_AS_SAFE int wp_dump_busy(void);
+
+/* An exec from a signal handler failed: the process goes on, and a later
+ * dump may be written again. async-signal-safe */
+WP_AS_SAFE void wp_dump_rearm(void);
+
 /* Sampler thread: a snapshot of the window (SIGUSR2), converted in the
  * background; one asked for while another converts waits for it. */
 void wp_dump_snapshot(void);

@@ -1,7 +1,8 @@
 /* lifecycle: start, and everything that ends or restarts the runtime: the
  * exit, an exec (and its failure), fork, main() leaving by pthread_exit and
  * the last program thread after it, the program's threads counted from
- * their start to their end. */
+ * their start to their end. The states and their moves are in lifecycle.h;
+ * this file is the only one that moves them. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include "convert.h"
 #include "dump.h"
 #include "handler.h"
+#include "lifecycle.h"
 #include "runtime.h"
 #include "sample.h"
 #include "sampler.h"
@@ -28,9 +30,36 @@ struct wp_rt wp_rt;
 
 static __thread int tls_counted __attribute__((tls_model("initial-exec"))); /* in live_threads */
 
+/* Moves the state from `from` to `to`. Returns 1, or 0 when another thread
+ * moved it first. async-signal-safe */
+WP_AS_SAFE static int life_move(enum wp_life from, enum wp_life to)
+{
+	uint32_t v = from;
+
+	return atomic_compare_exchange_strong(&g->sh.life, &v, to);
+}
+
+/* An exit or exec path takes over from RUNNING or JOINED: `to_running`
+ * (from RUNNING) or `to_joined` (from JOINED). Returns the state it moved
+ * from, or WP_LIFE_OFF when the runtime was not (or no longer) started.
+ * async-signal-safe */
+WP_AS_SAFE static enum wp_life life_take_over(enum wp_life to_running, enum wp_life to_joined)
+{
+	for (;;) {
+		enum wp_life l = wp_life_get();
+
+		if (l == WP_LIFE_RUNNING && life_move(l, to_running))
+			return l;
+		if (l == WP_LIFE_JOINED && life_move(l, to_joined))
+			return l;
+		if (l != WP_LIFE_RUNNING && l != WP_LIFE_JOINED)
+			return WP_LIFE_OFF;
+	}
+}
+
 int wp_sampler_thread_created(void)
 {
-	if (!g->sh.started || getpid() != g->fix.pid || wp_tls_internal || !g->fix.exit_key_ok)
+	if (!wp_life_started() || getpid() != g->fix.pid || wp_tls_internal || !g->fix.exit_key_ok)
 		return 0;
 	atomic_fetch_add(&g->sh.live_threads, 1);
 	return 1;
@@ -59,11 +88,11 @@ void wp_sampler_thread_begins(void)
  * see tick). */
 static void stop_if_last(void)
 {
-	if (atomic_load(&g->sh.live_threads) == 0 && g->sh.started && !wp_tls_internal &&
+	if (atomic_load(&g->sh.live_threads) == 0 && wp_life_started() && !wp_tls_internal &&
 	    getpid() == g->fix.pid &&
 	    (atomic_load(&g->sh.main_exited) || wp_threads_leader_ended()) &&
 	    wp_threads_others_gone((uint32_t)wp_syscall(SYS_gettid)) &&
-	    !atomic_exchange(&g->sh.sampler_stopped, 1)) {
+	    life_move(WP_LIFE_RUNNING, WP_LIFE_JOINED)) {
 		atomic_fetch_or(&g->sh.events, EV_STOP);
 		wp_futex_wake(&g->sh.events);
 		pthread_join(g->smp.sampler, NULL);
@@ -72,20 +101,17 @@ static void stop_if_last(void)
 
 void wp_sampler_main_exiting(void)
 {
-	if (!g->sh.started || getpid() != g->fix.pid || wp_syscall(SYS_gettid) != g->fix.pid)
+	if (!wp_life_started() || getpid() != g->fix.pid || wp_syscall(SYS_gettid) != g->fix.pid)
 		return;
 	atomic_store(&g->sh.main_exited, 1);
 	stop_if_last();
 }
 
-/* The pthread key's destructor: a thread that holds a slot, or was counted
- * at its start, is ending. */
+/* The pthread key's destructor: a thread that holds a slot (the value is
+ * its slot), or was counted at its start, or leads the process, is ending. */
 static void thread_exit(void *p)
 {
-	/* The thread group leader ending as a thread: main() through
-	 * pthread_exit, or, in a child forked from another thread, that
-	 * thread returning from its start routine (after_fork_child set the
-	 * key for it). Without us the process would end with its last thread. */
+	/* From now on the sampler must not load from its stack directly. */
 	wp_slot_exiting(p);
 	if (tls_counted) {
 		tls_counted = 0;
@@ -93,7 +119,12 @@ static void thread_exit(void *p)
 		if (atomic_fetch_sub(&g->sh.live_threads, 1) == 1)
 			stop_if_last();
 	}
-	wp_sampler_main_exiting(); /* the leader: stops our threads if it is the last */
+	/* The thread group leader ending as a thread: main() through
+	 * pthread_exit, or, in a child forked from another thread, that
+	 * thread returning from its start routine (after_fork_child set the
+	 * key for it). Without us the process would end with its last thread:
+	 * our threads are stopped if it is the last. */
+	wp_sampler_main_exiting();
 }
 
 /* In the child of fork(): only the forking thread exists. Forget the
@@ -102,13 +133,13 @@ static void thread_exit(void *p)
 static void after_fork_child(void)
 {
 	wp_slot_forked();
-	if (!g->sh.started)
+	if (!wp_life_started())
 		return;
 	if (!g->fix.cfg.follow_children) {
 		/* Children are not profiled: this one leaves its parent's ring
 		 * alone and its snapshot signal gets its old meaning back. */
 		atomic_store(&g->sh.sampling, 0);
-		g->sh.started = 0;
+		atomic_store(&g->sh.life, WP_LIFE_OFF);
 		wp_slots_after_fork(0);
 		if (g->sig.snapshot_signal)
 			__sigaction(g->sig.snapshot_signal, &g->sig.prev_snap_act, NULL);
@@ -126,16 +157,17 @@ static void after_fork_child(void)
 	wp_slots_after_fork(1);
 	atomic_store(&g->sh.events, 0);
 	atomic_store(&g->sh.main_exited, 0);
-	atomic_store(&g->sh.sampler_stopped, 0);
+	/* Whether the parent's sampler was running or joined, the child's is
+	 * about to run (the only thread here: a plain store). */
+	atomic_store(&g->sh.life, WP_LIFE_RUNNING);
 	/* The forking thread is the child's leader: not among the others. */
 	atomic_store(&g->sh.live_threads, 0);
 	tls_counted = 0;
 	wp_dump_forked();
 	g->smp.sampler_tid = 0;
-	g->smp.need_reset = 1;
-	if (wp_tick_spawn() != 0) {
+	if (wp_tick_spawn(1) != 0) {
 		atomic_store(&g->sh.sampling, 0);
-		g->sh.started = 0;
+		atomic_store(&g->sh.life, WP_LIFE_OFF);
 		wp_log(WP_LOG_ERROR, "forked child %d: cannot start the sampler; profiling is off",
 		       g->fix.pid);
 	}
@@ -209,12 +241,12 @@ int wp_sampler_start(void)
 	wp_dump_install_fatal();
 	wp_tick_mark_start();
 	atomic_store(&g->sh.sampling, 1);
-	if (wp_tick_spawn() != 0) {
+	if (wp_tick_spawn(0) != 0) {
 		atomic_store(&g->sh.sampling, 0);
 		wp_log(WP_LOG_ERROR, "cannot start the sampler thread; profiling is off");
 		return -1;
 	}
-	g->sh.started = 1;
+	life_move(WP_LIFE_OFF, WP_LIFE_RUNNING);
 	pthread_atfork(NULL, NULL, after_fork_child);
 	wp_log(WP_LOG_DEBUG, "sampling every thread at %u Hz with %s, window %u s, depth %u",
 	       g->fix.cfg.hz, wp_signal_name(g->sig.signal, a, sizeof(a)), g->fix.cfg.ring_seconds,
@@ -227,18 +259,25 @@ int wp_sampler_start(void)
  * or exec from a signal handler), only the raw dump of wp_dump_handler. */
 static void stop_and_dump(int exec)
 {
-	if (!g->sh.started || getpid() != g->fix.pid)
+	enum wp_life was;
+
+	if (!wp_life_started() || getpid() != g->fix.pid)
 		return;
 	if (wp_handler_in_program()) {
-		/* _exit, exit or exec from a signal handler */
+		/* _exit, exit or exec from a signal handler: the raw dump, the
+		 * sampler parked, then STOPPED, or PARKED (thawed if the exec
+		 * fails) */
 		wp_dump_handler(0, exec);
 		if (exec)
-			atomic_store(&g->sh.exec_thaw, 1); /* thawed if the exec fails */
-		g->sh.started = 0;
+			life_take_over(WP_LIFE_PARKED, WP_LIFE_PARKED_JOINED);
+		else
+			life_take_over(WP_LIFE_STOPPED, WP_LIFE_STOPPED);
 		return;
 	}
-	g->sh.started = 0;
-	if (atomic_load(&g->sh.sampler_stopped)) {
+	was = life_take_over(WP_LIFE_STOPPED, WP_LIFE_STOPPED);
+	if (was == WP_LIFE_OFF)
+		return; /* another thread's exit or exec took over first */
+	if (was == WP_LIFE_JOINED) {
 		/* the last program thread stopped it (thread_exit) */
 	} else if (!pthread_equal(pthread_self(), g->smp.sampler)) {
 		atomic_fetch_or(&g->sh.events, EV_STOP);
@@ -258,36 +297,45 @@ void wp_sampler_stop_and_dump(void)
 /* Before exec: the image's profile, as at exit. */
 void wp_sampler_before_exec(void)
 {
-	if (!g->sh.started || getpid() != g->fix.pid)
+	if (!wp_life_started() || getpid() != g->fix.pid)
 		return;
 	stop_and_dump(1);
 }
 
-/* exec failed: the program goes on, so does profiling (a fresh window). */
+/* An exec from a signal handler failed: its raw dump parked the sampler,
+ * which goes on where it was (from PARKED; from PARKED_JOINED there is no
+ * sampler, and the state goes back to JOINED). async-signal-safe */
+WP_AS_SAFE static void thaw(enum wp_life parked, enum wp_life back)
+{
+	wp_dump_rearm();
+	atomic_fetch_and(&g->sh.events, ~(uint32_t)EV_FREEZE);
+	wp_futex_wake(&g->sh.events);
+	atomic_store(&g->sh.sampling, 1);
+	life_move(parked, back);
+}
+
+/* exec failed: the program goes on, so does profiling (a fresh window).
+ * From a handler, only the thaw runs (the exec from a handler parked the
+ * sampler). */
 void wp_sampler_exec_failed(void)
 {
-	if (g->sh.started || !g->fix.pid || getpid() != g->fix.pid || !g->smp.ring)
+	enum wp_life l = wp_life_get();
+
+	if ((l != WP_LIFE_STOPPED && l != WP_LIFE_PARKED && l != WP_LIFE_PARKED_JOINED) ||
+	    !g->fix.pid || getpid() != g->fix.pid || !g->smp.ring)
 		return;
-	if (atomic_exchange(&g->sh.exec_thaw, 0)) {
-		/* An exec from a signal handler: its raw dump parked the sampler,
-		 * which goes on where it was (all of this async-signal-safe). */
-		atomic_store(&g->sh.raw_taken, 0);
-		atomic_store(&g->sh.raw_done, 0);
-		atomic_fetch_and(&g->sh.events, ~(uint32_t)EV_FREEZE);
-		wp_futex_wake(&g->sh.events);
-		atomic_store(&g->sh.sampling, 1);
-		g->sh.started = 1;
+	if (l == WP_LIFE_PARKED || l == WP_LIFE_PARKED_JOINED) {
+		thaw(l, l == WP_LIFE_PARKED ? WP_LIFE_RUNNING : WP_LIFE_JOINED);
 		return;
 	}
-	if (atomic_load(&g->sh.frozen) || atomic_load(&g->sh.raw_taken))
+	if (atomic_load(&g->sh.frozen) || wp_dump_busy())
 		return; /* another thread's raw dump holds the sampler still */
-	atomic_store(&g->sh.sampler_stopped, 0);
+	if (!life_move(WP_LIFE_STOPPED, WP_LIFE_RUNNING))
+		return; /* another thread's failed exec restarts it */
 	atomic_store(&g->sh.events, 0);
 	atomic_store(&g->sh.sampling, 1);
-	g->smp.need_reset = 1;
-	g->sh.started = 1;
-	if (wp_tick_spawn() != 0) {
+	if (wp_tick_spawn(1) != 0) {
 		atomic_store(&g->sh.sampling, 0);
-		g->sh.started = 0;
+		life_move(WP_LIFE_RUNNING, WP_LIFE_STOPPED); /* the next failed exec tries again */
 	}
 }

@@ -90,29 +90,22 @@ struct wp_rt_sampler {
 	int want_stacks;            /* a pinned thread's stack bounds are not known yet */
 	uint64_t stacks_tick;       /* tick of the last look at /proc/self/maps for them */
 	int go_checked;             /* looked for Go's runtime (go_notice) */
-	int need_reset;             /* forked child: the sampler starts from scratch */
 	char cmdline[1024];
 	uint64_t start_ns;
 	int64_t rt_offset;
 };
 
-/* Shared with every thread and handler: atomics (started excepted, see
- * lifecycle.c). */
+/* Shared with every thread and handler: atomics. */
 struct wp_rt_shared {
-	int started;                /* lifecycle.c */
-	_Atomic int sampling;       /* handler does captures; sampler sends */
+	_Atomic uint32_t life;      /* enum wp_life: see lifecycle.h, moved by lifecycle.c */
+	_Atomic int sampling;       /* handler does captures; sampler sends; wrappers claim */
 	_Atomic uint32_t events;    /* EV_*: any thread sets, the sampler clears */
-	_Atomic uint32_t frozen;    /* the sampler parked for a raw dump */
-	_Atomic int main_exited;    /* main() left through pthread_exit */
-	_Atomic int sampler_stopped;/* stopped and joined by the last program thread */
+	_Atomic uint32_t frozen;    /* the sampler parked for a raw dump (it sets, then clears) */
+	_Atomic int main_exited;    /* main() left through pthread_exit (or was seen ended) */
 	_Atomic uint32_t live_threads; /* threads counted by pthread_create, not yet ended */
 	_Atomic int names_dirty;    /* a thread was renamed */
 	_Atomic int loader_users;   /* threads inside our dl_iterate_phdr/dlclose wrappers */
 	_Atomic uint64_t nr_eintr_retried; /* written by wrappers on any thread */
-	_Atomic int raw_taken;      /* the raw dump has a writer (once per process) */
-	_Atomic uint32_t raw_done;  /* ... and it is written */
-	_Atomic int exec_thaw;      /* an exec from a handler parked the sampler: thaw if it
-				     * fails */
 };
 
 /* Signal dispositions: the constructor, then the interposed sigaction() on

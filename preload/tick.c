@@ -93,7 +93,6 @@ void wp_tick_mark_start(void)
  * fresh names and counters; the module map is the parent's (same mappings). */
 static void reset_after_fork(void)
 {
-	g->smp.need_reset = 0;
 	wp_ring_destroy(g->smp.ring);
 	g->smp.ring = wp_ring_create(&g->fix.ring_cfg);
 	if (!g->smp.ring) {
@@ -191,7 +190,6 @@ static void *sampler_main(void *arg)
 	uint64_t period = 1000000000ull / g->fix.cfg.hz;
 	uint64_t next = wp_mono_ns();
 
-	(void)arg;
 	/* Before anything opens a file: our descriptors in a table of our own
 	 * (before the name, which tests take as the sign that it is done). */
 	g->smp.fds_private = wp_fds_go_private() == 0;
@@ -200,7 +198,7 @@ static void *sampler_main(void *arg)
 	wp_sigmask_bypass = 1;
 	g->smp.sampler_tid = (pid_t)wp_syscall(SYS_gettid); /* never samples itself */
 	wp_sample_find_own_code();
-	if (g->smp.need_reset)
+	if (arg) /* restarted: a forked child, a failed exec */
 		reset_after_fork();
 	for (;;) {
 		uint32_t ev;
@@ -251,7 +249,7 @@ int wp_sampler_create_thread_real(pthread_t *t, const pthread_attr_t *attr,
 	return real_create ? real_create(t, attr, fn, arg) : ENOSYS;
 }
 
-int wp_tick_spawn(void)
+int wp_tick_spawn(int restart)
 {
 	sigset_t all, old;
 	int rc;
@@ -259,7 +257,8 @@ int wp_tick_spawn(void)
 	/* Helper threads never take the program's signals. */
 	sigfillset(&all);
 	wp_sigmask_raw(SIG_SETMASK, &all, &old);
-	rc = wp_sampler_create_thread_real(&g->smp.sampler, NULL, sampler_main, NULL);
+	rc = wp_sampler_create_thread_real(&g->smp.sampler, NULL, sampler_main,
+					   restart ? &wp_rt : NULL);
 	wp_sigmask_raw(SIG_SETMASK, &old, NULL);
 	return rc;
 }

@@ -17,9 +17,9 @@ void wp_tick_read_cmdline(void);
 void wp_tick_mark_start(void);
 
 /* Starts the sampler thread (g->smp.sampler) with every signal blocked.
- * With g->smp.need_reset set, it starts over first (a forked child, a
- * failed exec): a fresh ring, thread table and counters. Returns 0 or an
- * error number. */
-int wp_tick_spawn(void);
+ * With `restart`, it starts over first (a forked child, a failed exec): a
+ * fresh ring, thread table and counters, and every slot's sampler fields
+ * forgotten. Returns 0 or an error number. */
+int wp_tick_spawn(int restart);
 
 #endif
