@@ -20,6 +20,15 @@
 /* The program's handlers, installed behind the trampoline. */
 static struct sigaction prog_handlers[NSIG];
 
+/* `s` after the `n` bytes of `buf` (of `cap`), cut to fit. async-signal-safe */
+WP_AS_SAFE static size_t put(char *buf, size_t n, size_t cap, const char *s)
+{
+	while (*s && n + 1 < cap)
+		buf[n++] = *s++;
+	buf[n] = 0;
+	return n;
+}
+
 /* Runs the program's handler for `sig` as the kernel would have: its mask
  * (the sampling signal kept deliverable), SA_RESETHAND, then our
  * bookkeeping around it. async-signal-safe */
@@ -122,10 +131,17 @@ WP_AS_SAFE int wp_sampler_sigaction(int sig, const struct sigaction *act, struct
 		int rc;
 
 		if (act && (act->sa_handler != SIG_DFL || (act->sa_flags & SA_SIGINFO))) {
-			/* The program wins its signal; snapshots stop. */
+			char line[96];
+			size_t n = 0;
+
+			/* The program wins its signal; snapshots stop. Said in one
+			 * line written as a handler may: sigaction() is
+			 * async-signal-safe, so must this be. */
 			g->sig.snapshot_signal = 0;
-			wp_log(WP_LOG_INFO, "the program installed its own %s handler; snapshots are off",
-			       wp_signal_name(sig, a, sizeof(a)));
+			n = put(line, n, sizeof(line), "the program installed its own ");
+			n = put(line, n, sizeof(line), wp_signal_name(sig, a, sizeof(a)));
+			n = put(line, n, sizeof(line), " handler; snapshots are off");
+			wp_log_raw(WP_LOG_INFO, "info", NULL, 0, line, n);
 			rc = program_sigaction(sig, act, NULL);
 			if (rc == 0 && old)
 				*old = g->sig.prev_snap_act;
