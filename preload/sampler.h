@@ -47,7 +47,7 @@ WP_AS_SAFE void wp_sampler_count_eintr_retry(void);
  * leader of a child forked from another thread returns from its start
  * routine): the process must end when its last other thread does, on that
  * thread. If no counted thread is left, our threads are stopped now
- * (joined: not from a signal handler). */
+ * (joined: not async-signal-safe). */
 void wp_sampler_main_exiting(void);
 
 /* lifecycle.c: exec is about to replace the image: stop and write the
@@ -70,13 +70,14 @@ WP_AS_SAFE void wp_sampler_longjmp(const void *env);
  * creation failed; the new thread, first thing, says it began: its end is
  * then seen, and when main() has left by pthread_exit, the last counted
  * thread to end stops our threads, so that glibc's exit(0) runs on a thread
- * of the program. */
+ * of the program. Not async-signal-safe (nor is pthread_create). */
 int wp_sampler_thread_created(void);
 void wp_sampler_thread_create_failed(void);
 void wp_sampler_thread_begins(void);
 
 /* tick.c: pthread_create itself, past our interposer: for our own threads
- * (never counted), and for the interposer to create the program's. */
+ * (never counted), and for the interposer to create the program's. Not
+ * async-signal-safe. */
 int wp_sampler_create_thread_real(pthread_t *t, const pthread_attr_t *attr,
 				  void *(*fn)(void *), void *arg);
 

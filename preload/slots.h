@@ -1,7 +1,9 @@
 /* slots: the per-thread record shared by the sampler thread, the profiling
  * signal handler and the interposed blocking calls (preload/block.c), and
  * the table of them (slots.c): claim, the one reset, release, the calling
- * thread's own slot, and whether a published call is still live.
+ * thread's own slot, and whether a published call is still live. The
+ * functions tagged WP_AS_SAFE are async-signal-safe (the wrappers and our
+ * handlers use them); the others are the constructor's or the sampler's.
  *
  * The record's fields are grouped by the context that writes them: the
  * ownership words (state, gen, tid) and the pin at the top; `thr`, the

@@ -2,7 +2,9 @@
  * signal and sample counts: what the dump lists), and what /proc tells
  * about the process's threads. The table belongs to the sampler thread
  * (after it has stopped, to the exiting thread); a raw dump reads it while
- * the sampler is parked. */
+ * the sampler is parked. Only the functions tagged WP_AS_SAFE are
+ * async-signal-safe; the others run on the sampler thread or on a program
+ * thread's exit path (stdio formatting, malloc, /proc reads). */
 #ifndef WP_THREADS_H
 #define WP_THREADS_H
 
@@ -34,8 +36,8 @@ void wp_threads_scan(void);
 int wp_threads_user_left(void);
 
 /* Whether the thread group's leader has ended as a thread (a zombie while
- * the other threads live on). Any thread; system calls only but for
- * snprintf. */
+ * the other threads live on). Any thread, not in a signal handler
+ * (snprintf). */
 int wp_threads_leader_ended(void);
 
 /* Whether every thread of the program but `self` and the exited leader is
