@@ -343,7 +343,7 @@ WP_AS_SAFE static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 	    atomic_load_explicit(&s->state, memory_order_acquire) != S_SENT)
 		goto out; /* stale: the slot was recycled */
 	seq = atomic_load_explicit(&s->thr.blk_seq, memory_order_relaxed);
-	/* A call the thread has left by longjmp (sample_thread sends to such
+	/* A call the thread has left by longjmp (wp_sample_thread sends to such
 	 * a thread when it runs): its context goes, and this is an ordinary
 	 * sample. */
 	if ((seq & 1) &&
@@ -400,7 +400,7 @@ WP_AS_SAFE static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 		s->hdl.uflags = fl;
 	}
 	wp_sigmask_bypass--;
-	/* Unless the sampler gave up on this signal meanwhile (sample_thread). */
+	/* Unless the sampler gave up on this signal meanwhile (wp_sample_thread). */
 	atomic_compare_exchange_strong_explicit(&s->state, &(uint32_t){ S_SENT }, S_READY,
 						memory_order_release, memory_order_relaxed);
 out:

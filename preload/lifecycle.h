@@ -2,18 +2,25 @@
  * of the image, at an exec), as one atomic word (g->sh.life), moved only
  * by lifecycle.c:
  *
- *   OFF ──start──> RUNNING ──last program thread after main's pthread_exit──> JOINED
- *   RUNNING, JOINED ──exit or exec (outside a handler)──────────────────────> STOPPED
- *   RUNNING, JOINED ──exit from a program's handler, after the raw dump─────> STOPPED
- *   RUNNING ──exec from a program's handler, after the raw dump─────────────> PARKED
- *   JOINED  ──exec from a program's handler, after the raw dump─────────────> PARKED_JOINED
- *   STOPPED ──the exec failed: a new sampler, a fresh window─────────────────> RUNNING
- *                (unless a raw dump holds the process; STOPPED again if the
- *                 sampler cannot start)
- *   PARKED ──the exec failed: the parked sampler goes on (thaw)──────────────> RUNNING
- *   PARKED_JOINED ──the exec failed (thaw)───────────────────────────────────> JOINED
- *   RUNNING, JOINED ──fork, in the child: followed──> RUNNING (OFF if its sampler
- *                                                    cannot start); not followed──> OFF
+ *   OFF -> RUNNING            start
+ *   RUNNING -> JOINED         the last program thread after main's
+ *                             pthread_exit stopped and joined the sampler
+ *   RUNNING, JOINED -> STOPPED
+ *                             an exit or exec outside a program's handler
+ *                             took over; or an exit from a program's
+ *                             handler, after its raw dump
+ *   RUNNING -> PARKED, JOINED -> PARKED_JOINED
+ *                             an exec from a program's handler, after its
+ *                             raw dump (the sampler stays parked)
+ *   PARKED -> RUNNING, PARKED_JOINED -> JOINED
+ *                             that exec failed: the parked sampler goes on
+ *                             (the thaw)
+ *   STOPPED -> RUNNING        an exec failed: a new sampler, a fresh window,
+ *                             unless a raw dump holds the process (STOPPED
+ *                             again if the sampler cannot start)
+ *   RUNNING, JOINED -> RUNNING or OFF
+ *                             fork, in the child: followed (OFF if its
+ *                             sampler cannot start), or not followed
  *
  * A fatal signal moves nothing: its raw dump runs from RUNNING or JOINED,
  * guarded by the dump's own once-per-process word (dump.c), and the process

@@ -73,7 +73,7 @@ struct wp_rt_table {
 	_Atomic uint64_t scan;      /* scans of /proc/self/task begun */
 };
 
-/* The sampler thread's (sampler.c, sample.c, threads.c, dump.c's
+/* The sampler thread's (tick.c, sample.c, threads.c, dump.c's
  * snapshots). After the sampler has stopped and been joined, the exiting
  * thread's (collect, the exit dump); a raw dump reads it while the sampler
  * is parked. start_ns, rt_offset and cmdline are set at start and again by

@@ -97,13 +97,13 @@ void wp_sample_collect(void)
 		if (n > 0) {
 			uint32_t k;
 
-			wp_ring_add(g->smp.ring, s->smp.t_ns, atomic_load(&s->tid), flags, s->smp.sig_sysno,
-				    s->buf, n, 1);
+			wp_ring_add(g->smp.ring, s->smp.t_ns, atomic_load(&s->tid), flags,
+			            s->smp.sig_sysno, s->buf, n, 1);
 			/* The thread had not run since the signal was sent, so
 			 * this stack is also where it was at those ticks. */
 			for (k = 0; k < s->smp.nr_pend; k++)
-				wp_ring_add(g->smp.ring, s->smp.pend_ns[k], atomic_load(&s->tid), flags,
-					    s->smp.sig_sysno, s->buf, n, 1);
+				wp_ring_add(g->smp.ring, s->smp.pend_ns[k], atomic_load(&s->tid),
+				            flags, s->smp.sig_sysno, s->buf, n, 1);
 			g->smp.ctr.nr_samples += s->smp.nr_pend;
 			if (t)
 				t->nr_samples += s->smp.nr_pend;
@@ -136,8 +136,8 @@ static void record_cached(struct wp_slot *s, uint64_t now)
 	/* The same stack as last time: no hashing of its frames again. */
 	if (wp_ring_add_ref(g->smp.ring, now, tid, s->smp.cached_flags, s->smp.cached_sysno,
 			    &s->smp.stk_ref) < 0)
-		wp_ring_add_get_ref(g->smp.ring, now, tid, s->smp.cached_flags, s->smp.cached_sysno, s->stk,
-				    s->smp.cached_nr, 1, &s->smp.stk_ref);
+		wp_ring_add_get_ref(g->smp.ring, now, tid, s->smp.cached_flags, s->smp.cached_sysno,
+		                    s->stk, s->smp.cached_nr, 1, &s->smp.stk_ref);
 	g->smp.ctr.nr_samples++;
 	if (t) {
 		t->nr_samples++;
@@ -174,7 +174,8 @@ static int site_matches(const struct wp_unw_site *e, const struct wp_slot *s, ui
 			uint32_t cap)
 {
 	return e->nr && e->nr <= cap && e->epoch == epoch && e->rip == s->thr.blk_regs.rip &&
-	       e->rsp == s->thr.blk_regs.rsp && e->rbp == s->thr.blk_regs.rbp && e->fn == s->thr.blk_fn;
+	       e->rsp == s->thr.blk_regs.rsp && e->rbp == s->thr.blk_regs.rbp &&
+	       e->fn == s->thr.blk_fn;
 }
 
 static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, int *truncated)
@@ -191,10 +192,11 @@ static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, i
 		lo = g->smp.main_stk_lo;
 		hi = g->smp.main_stk_hi;
 		g->smp.want_stacks |= !hi;
-	} else if (!g->fix.exit_key_ok || atomic_load_explicit(&s->thr.exiting, memory_order_seq_cst)) {
+	} else if (!g->fix.exit_key_ok ||
+	           atomic_load_explicit(&s->thr.exiting, memory_order_seq_cst)) {
 		/* A thread that left a wrapped call by longjmp is not held by
 		 * the pin, and may exit: only a thread that will tell us before
-		 * it goes (slot_thread_exit; every thread in a wrapper has set
+		 * it goes (thread_exit; every thread in a wrapper has set
 		 * the key when it took its slot) has its stack read directly. */
 	} else if (s->smp.stk_gen == gen + 1 && s->smp.stk_tp == s->thr.tp) {
 		lo = s->smp.stk_lo;
@@ -513,8 +515,9 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 	case PROBE_BLOCKED:
 		if ((seq & 1) && blocked_in_call(s, seq, sp) && sample_published(s, seq, now) == 0)
 			return;
-		if (s->smp.nr_cached_ok && s->smp.sampled_seq == 0 && !(s->smp.cached_flags & WP_SAMPLE_ON_CPU) &&
-		    s->smp.fp_nr == nr && s->smp.fp_sp == sp && s->smp.fp_pc == pc) {
+		if (s->smp.nr_cached_ok && s->smp.sampled_seq == 0 &&
+		    !(s->smp.cached_flags & WP_SAMPLE_ON_CPU) && s->smp.fp_nr == nr &&
+		    s->smp.fp_sp == sp && s->smp.fp_pc == pc) {
 			/* Back at the same blocking point: same stack. */
 			g->smp.ctr.nr_reused++;
 			record_cached(s, now);
@@ -540,7 +543,8 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 
 static int cmp_slot_tp(const void *a, const void *b)
 {
-	uint64_t x = (*(struct wp_slot *const *)a)->smp.stk_tp, y = (*(struct wp_slot *const *)b)->smp.stk_tp;
+	uint64_t x = (*(struct wp_slot *const *)a)->smp.stk_tp,
+	         y = (*(struct wp_slot *const *)b)->smp.stk_tp;
 
 	return x < y ? -1 : x > y;
 }

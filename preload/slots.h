@@ -114,7 +114,7 @@ struct wp_slot {
 	 * collect). */
 	struct wp_slot_sampler {
 		uint64_t t_ns;             /* tick of the signal in flight */
-		uint32_t sig_sysno;        /* syscall seen by the probe before a last-resort signal */
+		uint32_t sig_sysno;        /* syscall the probe saw before a last-resort signal */
 		uint32_t sampled_seq;      /* blk_seq of the cached stack, 0 if none */
 		uint32_t cached_nr;        /* frames in stk */
 		uint32_t cached_flags;     /* WP_SAMPLE_* of the cached stack */
@@ -133,7 +133,7 @@ struct wp_slot {
 		uint32_t nr_pend;
 		uint64_t scan;             /* last /proc scan that listed the thread, or under
 					    * way when the slot was claimed */
-		uint32_t name_idx;         /* entry in the thread table, UINT32_MAX until assigned */
+		uint32_t name_idx;         /* thread-table entry, UINT32_MAX until assigned */
 		struct wp_ring_ref stk_ref; /* stk's place in the ring, zeroed when stk changes */
 	} smp;
 };
@@ -337,8 +337,8 @@ wp_block_leave(struct wp_slot *s, uint32_t seq)
 {
 	if (!s)
 		return;
-	atomic_compare_exchange_strong_explicit(&s->thr.blk_seq, &seq, seq + 1, memory_order_seq_cst,
-						memory_order_seq_cst);
+	atomic_compare_exchange_strong_explicit(&s->thr.blk_seq, &seq, seq + 1,
+	                                        memory_order_seq_cst, memory_order_seq_cst);
 	if (atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
 		wp_slot_wait_unpinned(s);
 }
