@@ -1,7 +1,7 @@
 /* block: interposed blocking libc calls: sleeping, waiting for descriptors,
  * signals, threads and children (files and sockets: block_io.c; System V and
  * POSIX IPC and syscall(): block_ipc.c). On entry each one publishes the
- * caller's registers in the thread's slot (slot.h), so the sampler can take
+ * caller's registers in the thread's slot (slots.h), so the sampler can take
  * the blocked thread's stack without signalling it; on exit it retracts them.
  * If our signal interrupted the call anyway (it raced into the call), the
  * call is retried with the time it had left, and only then: an EINTR from

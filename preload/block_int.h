@@ -23,7 +23,7 @@
 #include <time.h>
 
 #include "sampler.h"
-#include "slot.h"
+#include "slots.h"
 
 #define WP_EXPORT __attribute__((visibility("default")))
 
@@ -58,7 +58,7 @@ void wp_block_ipc_init(void);
 /* Runs on every way out of the wrapper, thread cancellation included
  * (the library is built with -fexceptions), but a longjmp (see
  * wp_slot_live). async-signal-safe */
-static inline void blk_leave(struct wp_blk *b)
+WP_AS_SAFE static inline void blk_leave(struct wp_blk *b)
 {
 	wp_block_leave(b->s, b->seq);
 }

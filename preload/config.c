@@ -23,7 +23,7 @@ static ino_t stderr_ino;
 static int stderr_ok = -1; /* -1: not yet looked at */
 
 /* Whether `fd` (the program's fd 2) is still the stderr we started with. */
-static int stderr_same(int fd)
+WP_AS_SAFE static int stderr_same(int fd)
 {
 	struct stat st;
 
@@ -40,14 +40,14 @@ static int stderr_same(int fd)
 }
 
 /* async-signal-safe (from a thread of the program's, where fd 2 is direct) */
-int wp_log_stderr_ok(void)
+WP_AS_SAFE int wp_log_stderr_ok(void)
 {
 	return stderr_same(STDERR_FILENO);
 }
 
 /* Whether an event goes to the tree's index: all of a descendant's lines,
  * the root's files and too-short notes. async-signal-safe */
-static int records(int level, const char *kind)
+WP_AS_SAFE static int records(int level, const char *kind)
 {
 	if (!wp_tree_is_root())
 		return level <= WP_LOG_INFO;
@@ -101,8 +101,8 @@ static void log_line(int level, const char *kind, const char *path, unsigned lon
 }
 
 /* async-signal-safe (from a thread of the program's, where fd 2 is direct) */
-void wp_log_raw(int level, const char *kind, const char *path, unsigned long long lost,
-		const char *msg, size_t len)
+WP_AS_SAFE void wp_log_raw(int level, const char *kind, const char *path, unsigned long long lost,
+                           const char *msg, size_t len)
 {
 	int saved = errno, shown = 0, speak = level <= wp_log_level;
 	int record = records(level, kind);
@@ -135,7 +135,7 @@ void wp_log_event(int level, const char *kind, const char *path, unsigned long l
 }
 
 /* async-signal-safe */
-void wp_log_forked(void)
+WP_AS_SAFE void wp_log_forked(void)
 {
 	wp_tree_forked();
 	if (!log_explicit)
@@ -224,16 +224,43 @@ check:
 	return sig;
 }
 
-const char *wp_signal_name(int sig, char *buf, size_t len)
+/* `s` after the `n` bytes of `buf` (of `len`), cut to fit and terminated as
+ * snprintf would. async-signal-safe */
+WP_AS_SAFE static size_t name_put(char *buf, size_t n, size_t len, const char *s)
+{
+	while (*s && n + 1 < len)
+		buf[n++] = *s++;
+	if (n < len)
+		buf[n] = 0;
+	return n;
+}
+
+/* No snprintf: the interposed sigaction, which names a signal in its one
+ * line, may run in a signal handler. */
+WP_AS_SAFE const char *wp_signal_name(int sig, char *buf, size_t len)
 {
 	const char *abbrev = sig > 0 && sig < SIGRTMIN ? sigabbrev_np(sig) : NULL;
+	char num[16], *p = num + sizeof(num);
+	unsigned v;
+	size_t n;
 
 	if (abbrev)
-		snprintf(buf, len, "SIG%s", abbrev);
-	else if (sig >= SIGRTMIN && sig <= SIGRTMAX)
-		snprintf(buf, len, "SIGRTMIN+%d", sig - SIGRTMIN);
-	else
-		snprintf(buf, len, "signal %d", sig);
+		return name_put(buf, name_put(buf, 0, len, "SIG"), len, abbrev), buf;
+	if (sig >= SIGRTMIN && sig <= SIGRTMAX) {
+		n = name_put(buf, 0, len, "SIGRTMIN+");
+		sig -= SIGRTMIN;
+	} else {
+		n = name_put(buf, 0, len, "signal ");
+	}
+	v = sig < 0 ? 0u - (unsigned)sig : (unsigned)sig;
+	*--p = 0;
+	do {
+		*--p = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	if (sig < 0)
+		*--p = '-';
+	name_put(buf, n, len, p);
 	return buf;
 }
 

@@ -94,7 +94,7 @@ void wp_convert_init(const struct wp_config *c)
 }
 
 /* async-signal-safe */
-const char *wp_convert_program(void)
+WP_AS_SAFE const char *wp_convert_program(void)
 {
 	return program[0] ? program : NULL;
 }
@@ -113,7 +113,7 @@ struct spawn {
 /* Runs in the child, on its own stack, sharing our memory until execve:
  * system calls only, nothing that writes memory the parent uses except
  * `err`. async-signal-safe */
-static int child(void *arg)
+WP_AS_SAFE static int child(void *arg)
 {
 	struct spawn *s = arg;
 	unsigned long dfl[4] = { 0 }; /* the kernel's sigaction: SIG_DFL, no flags */
@@ -160,7 +160,7 @@ static int child(void *arg)
  * it): it starts the converter and ends at once, so that the converter is
  * nobody's child of ours (init, or the nearest subreaper, reaps it).
  * async-signal-safe */
-static int intermediate(void *arg)
+WP_AS_SAFE static int intermediate(void *arg)
 {
 	struct spawn *s = arg;
 	long pid = clone(child, s->stack2, CLONE_VM | CLONE_VFORK | SIGCHLD, s);
@@ -173,7 +173,7 @@ static int intermediate(void *arg)
 /* ---- starting it ------------------------------------------------------- */
 
 /* async-signal-safe */
-static size_t put(char *buf, size_t n, size_t cap, const char *s)
+WP_AS_SAFE static size_t put(char *buf, size_t n, size_t cap, const char *s)
 {
 	while (*s && n + 1 < cap)
 		buf[n++] = *s++;
@@ -183,7 +183,7 @@ static size_t put(char *buf, size_t n, size_t cap, const char *s)
 }
 
 /* async-signal-safe */
-static void fmt_uint(char out[24], unsigned long long v)
+WP_AS_SAFE static void fmt_uint(char out[24], unsigned long long v)
 {
 	char tmp[24];
 	size_t n = 0, i;
@@ -199,7 +199,7 @@ static void fmt_uint(char out[24], unsigned long long v)
 
 /* Appends one argument to the command line in `cv`; one that does not fit
  * is left out (paths are bounded well below the room). async-signal-safe */
-static void arg(struct wp_conv *cv, size_t *n, int *argc, const char *s)
+WP_AS_SAFE static void arg(struct wp_conv *cv, size_t *n, int *argc, const char *s)
 {
 	size_t start = *n;
 
@@ -216,7 +216,7 @@ static void arg(struct wp_conv *cv, size_t *n, int *argc, const char *s)
 }
 
 /* async-signal-safe */
-int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq)
+WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq)
 {
 	char num[24], tid[24];
 	size_t an = 0;
@@ -328,7 +328,7 @@ int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq)
 
 /* One report line: "<level> TAB <kind> TAB <path> TAB <lost> TAB <message>".
  * async-signal-safe when `as_safe` */
-static void relay(char *line, size_t len, int as_safe)
+WP_AS_SAFE static void relay(char *line, size_t len, int as_safe)
 {
 	char *f[5], *p = line, *end = line + len;
 	unsigned long long lost = 0;
@@ -358,7 +358,7 @@ static void relay(char *line, size_t len, int as_safe)
 
 /* Reads what is there (non-blocking); returns 1 at end of file.
  * async-signal-safe when `as_safe` */
-static int drain(struct wp_conv *cv, int as_safe)
+WP_AS_SAFE static int drain(struct wp_conv *cv, int as_safe)
 {
 	for (;;) {
 		long n;
@@ -382,7 +382,7 @@ static int drain(struct wp_conv *cv, int as_safe)
 	}
 }
 
-static uint64_t now_ns(void)
+WP_AS_SAFE static uint64_t now_ns(void)
 {
 	struct timespec ts;
 
@@ -392,7 +392,7 @@ static uint64_t now_ns(void)
 
 /* The converter is not our child (see intermediate): forgetting it is all.
  * async-signal-safe */
-static void reap(struct wp_conv *cv)
+WP_AS_SAFE static void reap(struct wp_conv *cv)
 {
 	if (cv->pidfd >= 0)
 		wp_syscall(SYS_close, cv->pidfd);
@@ -403,7 +403,7 @@ static void reap(struct wp_conv *cv)
 }
 
 /* async-signal-safe when `as_safe` */
-int wp_convert_wait(struct wp_conv *cv, uint64_t deadline_ns, int as_safe)
+WP_AS_SAFE int wp_convert_wait(struct wp_conv *cv, uint64_t deadline_ns, int as_safe)
 {
 	int saved = errno, eof = 0, gone = 0, rc = 0;
 

@@ -24,7 +24,7 @@
 void wp_convert_init(const struct wp_config *c);
 
 /* The converter found, or NULL. async-signal-safe */
-const char *wp_convert_program(void);
+WP_AS_SAFE const char *wp_convert_program(void);
 
 /* One conversion in flight. */
 struct wp_conv {
@@ -52,7 +52,7 @@ struct wp_conv_req {
 /* Starts the converter. Returns 0, or -1 with nothing running (no
  * converter, no process): the caller says so and the dump stays.
  * async-signal-safe */
-int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq);
+WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq);
 
 /* Waits until the conversion ends or CLOCK_MONOTONIC reaches `deadline_ns`,
  * relaying each line it reports through the log (`as_safe`: with
@@ -61,7 +61,7 @@ int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq);
  * line says the raw dump stays. Returns 0 when it ended by itself, -1 when
  * killed. A detached conversion is not waited for: returns 0 at once.
  * async-signal-safe when `as_safe` */
-int wp_convert_wait(struct wp_conv *cv, uint64_t deadline_ns, int as_safe);
+WP_AS_SAFE int wp_convert_wait(struct wp_conv *cv, uint64_t deadline_ns, int as_safe);
 
 /* Relays what the converter reported so far without waiting; returns 1 once
  * it has ended (and is reaped), else 0. Sampler thread. */

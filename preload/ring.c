@@ -56,7 +56,7 @@ static uint64_t ref_gen(const struct wp_ring *r)
 	return (r->serial << 32) + r->stats.nr_compactions + 1;
 }
 
-static size_t pow2_at_least(size_t n)
+WP_AS_SAFE static size_t pow2_at_least(size_t n)
 {
 	size_t p = 16;
 
@@ -90,7 +90,7 @@ struct layout {
 	size_t samples, pcs, pc_hash, words, stack_off, stack_len, stack_hashv, stack_hash, total;
 };
 
-static void plan(const struct wp_ring_config *cfg, struct layout *l)
+WP_AS_SAFE static void plan(const struct wp_ring_config *cfg, struct layout *l)
 {
 	size_t off = 0;
 
@@ -116,7 +116,7 @@ void wp_ring_default_config(struct wp_ring_config *cfg, uint64_t samples, uint64
 	cfg->window_ns = window_ns;
 }
 
-size_t wp_ring_bytes(const struct wp_ring_config *cfg)
+WP_AS_SAFE size_t wp_ring_bytes(const struct wp_ring_config *cfg)
 {
 	struct layout l;
 
@@ -525,7 +525,7 @@ size_t wp_ring_nr_pcs(const struct wp_ring *r)
 #define RING_RAW_HEAD_WORDS 14 /* u64 fields before the tables */
 
 /* async-signal-safe */
-void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o)
+WP_AS_SAFE void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o)
 {
 	uint64_t cap = 0, head = 0, ns = 0, np = 0, nst = 0, nw = 0, k, i;
 
@@ -607,7 +607,7 @@ void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o)
 }
 
 /* async-signal-safe */
-int wp_ring_raw_write(const struct wp_ring *r, int fd)
+WP_AS_SAFE int wp_ring_raw_write(const struct wp_ring *r, int fd)
 {
 	struct wp_raw_out o;
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "../output/profile.h"
+#include "as_safe.h"
 
 struct wp_ring_config {
 	size_t nr_samples; /* samples kept at most */
@@ -29,7 +30,7 @@ struct wp_ring_stats {
 struct wp_ring;
 
 /* Bytes the ring needs for `cfg` (for logging and caps). */
-size_t wp_ring_bytes(const struct wp_ring_config *cfg);
+WP_AS_SAFE size_t wp_ring_bytes(const struct wp_ring_config *cfg);
 
 /* The library's sizing before WALLPROF_RING_MB: `samples` (capped at 4 Mi)
  * over `window_ns`, 64 Ki addresses, 64 Ki stacks, 2 Mi frame words. */
@@ -92,11 +93,11 @@ const struct wp_ring_stats *wp_ring_stats(const struct wp_ring *r);
 
 /* Writes the RING section through `o` (no file header). async-signal-safe */
 struct wp_raw_out;
-void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o);
+WP_AS_SAFE void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o);
 
 /* Writes the RING section alone to `fd`. Returns 0, or -1 when a write
  * failed. May change errno. async-signal-safe */
-int wp_ring_raw_write(const struct wp_ring *r, int fd);
+WP_AS_SAFE int wp_ring_raw_write(const struct wp_ring *r, int fd);
 
 /* Tests only: makes the ring's internals inconsistent the way a torn update
  * could (WP_RING_SCRAMBLE_*), or worse. The ring is then only fit for

@@ -27,7 +27,7 @@
 
 static int the_signal;
 
-static void raise_deferred(void);
+WP_AS_SAFE static void raise_deferred(void);
 
 __thread int wp_sigmask_bypass __attribute__((tls_model("initial-exec")));
 
@@ -42,7 +42,7 @@ static int (*real_sigprocmask)(int, const sigset_t *, sigset_t *);
 static int (*real_signalfd)(int, const sigset_t *, int);
 
 /* async-signal-safe */
-int wp_sigmask_raw(int how, const sigset_t *set, sigset_t *old)
+WP_AS_SAFE int wp_sigmask_raw(int how, const sigset_t *set, sigset_t *old)
 {
 	return (int)wp_syscall(SYS_rt_sigprocmask, how, set, old, _NSIG / 8);
 }
@@ -70,7 +70,7 @@ void wp_sigmask_set_signal(int sig)
 }
 
 /* async-signal-safe */
-int wp_sigmask_handler_enter(const sigset_t *mask)
+WP_AS_SAFE int wp_sigmask_handler_enter(const sigset_t *mask)
 {
 	int prev = tls_blocked;
 
@@ -80,7 +80,7 @@ int wp_sigmask_handler_enter(const sigset_t *mask)
 }
 
 /* async-signal-safe */
-void wp_sigmask_handler_leave(int prev)
+WP_AS_SAFE void wp_sigmask_handler_leave(int prev)
 {
 	int was = tls_blocked;
 
@@ -90,7 +90,7 @@ void wp_sigmask_handler_leave(int prev)
 }
 
 /* async-signal-safe */
-const sigset_t *wp_sigmask_wait_set(const sigset_t *set, sigset_t *tmp)
+WP_AS_SAFE const sigset_t *wp_sigmask_wait_set(const sigset_t *set, sigset_t *tmp)
 {
 	if (!set || !the_signal || sigismember(set, the_signal) != 1)
 		return set;
@@ -100,7 +100,7 @@ const sigset_t *wp_sigmask_wait_set(const sigset_t *set, sigset_t *tmp)
 }
 
 /* async-signal-safe */
-int wp_sigmask_defer(const siginfo_t *si)
+WP_AS_SAFE int wp_sigmask_defer(const siginfo_t *si)
 {
 	if (!tls_blocked)
 		return 0;
@@ -113,7 +113,7 @@ int wp_sigmask_defer(const siginfo_t *si)
 }
 
 /* async-signal-safe */
-int wp_sigmask_take_deferred(const sigset_t *set, siginfo_t *info)
+WP_AS_SAFE int wp_sigmask_take_deferred(const sigset_t *set, siginfo_t *info)
 {
 	if (!tls_deferred || !set || sigismember(set, the_signal) != 1)
 		return 0;
@@ -125,7 +125,7 @@ int wp_sigmask_take_deferred(const sigset_t *set, siginfo_t *info)
 
 /* The program unblocked it: a held signal is delivered now, as the kernel
  * would on the unblocking call. async-signal-safe */
-static void raise_deferred(void)
+WP_AS_SAFE static void raise_deferred(void)
 {
 	siginfo_t si;
 
@@ -139,8 +139,8 @@ static void raise_deferred(void)
 
 /* Shared by both calls: `call` is the real one; returns its result (the
  * error convention is the caller's). async-signal-safe */
-static int mask_call(int (*call)(int, const sigset_t *, sigset_t *), int how,
-		     const sigset_t *set, sigset_t *old)
+WP_AS_SAFE static int mask_call(int (*call)(int, const sigset_t *, sigset_t *), int how,
+                                const sigset_t *set, sigset_t *old)
 {
 	int sig = wp_sigmask_bypass ? 0 : the_signal, was = tls_blocked, now = was, rc;
 	sigset_t k;

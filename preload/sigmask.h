@@ -7,6 +7,8 @@
 
 #include <signal.h>
 
+#include "as_safe.h"
+
 /* Non-zero on a thread while the library runs its own code there (the
  * sampler and dumper threads for good; our handler while it unwinds, since
  * libunwind masks signals around its locks): the mask calls are then the
@@ -15,7 +17,7 @@ extern __thread int wp_sigmask_bypass __attribute__((tls_model("initial-exec")))
 
 /* The library's own mask changes: the system call, past the wrappers (the
  * sampler thread must really block everything). async-signal-safe */
-int wp_sigmask_raw(int how, const sigset_t *set, sigset_t *old);
+WP_AS_SAFE int wp_sigmask_raw(int how, const sigset_t *set, sigset_t *old);
 
 /* Resolves the real calls; from the constructor. Not async-signal-safe. */
 void wp_sigmask_init(void);
@@ -27,24 +29,24 @@ void wp_sigmask_set_signal(int sig);
 /* `set` without the sampling signal, in `*tmp` (returns tmp), or `set`
  * itself when it does not hold it. For the sets of sigwait and friends.
  * async-signal-safe */
-const sigset_t *wp_sigmask_wait_set(const sigset_t *set, sigset_t *tmp);
+WP_AS_SAFE const sigset_t *wp_sigmask_wait_set(const sigset_t *set, sigset_t *tmp);
 
 /* A sampling signal that is not ours (the program's own SIGPROF, say)
  * arrived while the program believes this thread blocks it: it is kept
  * and raised again when the program unblocks it. Returns 1 when kept,
  * 0 when the program's handler should run now. async-signal-safe */
-int wp_sigmask_defer(const siginfo_t *si);
+WP_AS_SAFE int wp_sigmask_defer(const siginfo_t *si);
 
 /* A handler of the program's with `mask` as its sa_mask starts / ends
  * (the sigaction trampoline): the kernel must not block the sampling signal
  * while it runs, so the program's view does. Returns / takes the view to
  * restore. async-signal-safe */
-int wp_sigmask_handler_enter(const sigset_t *mask);
-void wp_sigmask_handler_leave(int prev);
+WP_AS_SAFE int wp_sigmask_handler_enter(const sigset_t *mask);
+WP_AS_SAFE void wp_sigmask_handler_leave(int prev);
 
 /* A kept signal of the program's that the wait set `set` (as the program
  * passed it) asks for: returns its number and fills *info, or 0.
  * async-signal-safe */
-int wp_sigmask_take_deferred(const sigset_t *set, siginfo_t *info);
+WP_AS_SAFE int wp_sigmask_take_deferred(const sigset_t *set, siginfo_t *info);
 
 #endif

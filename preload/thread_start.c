@@ -18,11 +18,10 @@
 #include <threads.h>
 
 #include "sampler.h"
+#include "thread_start.h"
 
 #define WP_EXPORT __attribute__((visibility("default")))
 #define POOL 256
-
-typedef int (*wp_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
 struct start {
 	_Atomic int busy;
@@ -33,7 +32,6 @@ struct start {
 
 static struct start pool[POOL];
 static _Atomic unsigned hint;
-static wp_create_fn real_create;
 
 static struct start *start_get(void)
 {
@@ -85,7 +83,7 @@ static void *start_routine(void *p)
 
 /* In a fork()ed child: records other threads of the parent held while
  * creating a thread are nobody's now. */
-void wp_thread_start_forked(void)
+static void start_forked(void)
 {
 	unsigned i;
 
@@ -107,14 +105,6 @@ static void *c11_start(void *p)
 	return (void *)(intptr_t)fn(arg);
 }
 
-int wp_thread_create_real(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
-			  void *arg)
-{
-	if (!real_create)
-		real_create = (wp_create_fn)dlsym(RTLD_NEXT, "pthread_create");
-	return real_create ? real_create(t, attr, fn, arg) : ENOSYS;
-}
-
 WP_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
 			     void *arg)
 {
@@ -122,14 +112,19 @@ WP_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*f
 	int rc;
 
 	if (!st)
-		return wp_thread_create_real(t, attr, fn, arg);
+		return wp_sampler_create_thread_real(t, attr, fn, arg);
 	st->fn = fn;
 	st->c11 = NULL;
 	st->arg = arg;
-	rc = wp_thread_create_real(t, attr, start_routine, st);
+	rc = wp_sampler_create_thread_real(t, attr, start_routine, st);
 	if (rc != 0)
 		start_give_back(st);
 	return rc;
+}
+
+void wp_thread_start_init(void)
+{
+	pthread_atfork(NULL, NULL, start_forked);
 }
 
 /* thrd_create does not go through pthread_create inside glibc: the same,
@@ -149,7 +144,7 @@ WP_EXPORT int thrd_create(thrd_t *thr, thrd_start_t func, void *arg)
 	st->fn = NULL;
 	st->c11 = func;
 	st->arg = arg;
-	rc = wp_thread_create_real((pthread_t *)thr, NULL, c11_start, st);
+	rc = wp_sampler_create_thread_real((pthread_t *)thr, NULL, c11_start, st);
 	if (rc == 0)
 		return thrd_success;
 	start_give_back(st);

@@ -95,27 +95,27 @@ void wp_tree_export(const struct wp_config *c)
 }
 
 /* async-signal-safe */
-int wp_tree_is_root(void)
+WP_AS_SAFE int wp_tree_is_root(void)
 {
 	return is_root;
 }
 
 /* async-signal-safe */
-void wp_tree_forked(void)
+WP_AS_SAFE void wp_tree_forked(void)
 {
 	is_root = 0;
 }
 
 /* async-signal-safe */
-void wp_tree_record(const char *kind, const char *path, unsigned long long lost,
-		    const char *msg, size_t len, int create)
+WP_AS_SAFE void wp_tree_record(const char *kind, const char *path, unsigned long long lost,
+                               const char *msg, size_t len, int create)
 {
 	(void)wp_event_append(index_path, (unsigned)wp_syscall(SYS_getpid), kind, path, lost, msg,
 			      len, create || !is_root);
 }
 
 /* async-signal-safe */
-const char *wp_tree_index(void)
+WP_AS_SAFE const char *wp_tree_index(void)
 {
 	return index_path[0] ? index_path : NULL;
 }

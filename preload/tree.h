@@ -35,22 +35,22 @@ void wp_tree_load(void);
 void wp_tree_export(const struct wp_config *c);
 
 /* Whether this process is the root. async-signal-safe */
-int wp_tree_is_root(void);
+WP_AS_SAFE int wp_tree_is_root(void);
 
 /* In a fork()ed child: it is a descendant from now on. async-signal-safe */
-void wp_tree_forked(void);
+WP_AS_SAFE void wp_tree_forked(void);
 
 /* Appends one event line to the index: descendants create it, the root
  * adds to an existing one (a tree without descendants has no index) unless
  * `create` (a line its closed or replaced stderr could not show). `path`
  * may be NULL; a `path` or `msg` with control characters is replaced by a
  * note saying so. async-signal-safe */
-void wp_tree_record(const char *kind, const char *path, unsigned long long lost,
-		    const char *msg, size_t len, int create);
+WP_AS_SAFE void wp_tree_record(const char *kind, const char *path, unsigned long long lost,
+                               const char *msg, size_t len, int create);
 
 /* The index's path, or NULL when this process has none (a root that does
  * not follow its children). async-signal-safe */
-const char *wp_tree_index(void);
+WP_AS_SAFE const char *wp_tree_index(void);
 
 /* The root at its final exit: one summary of its descendants' lines in the
  * index, at info level (nothing when there is no index). Dumps that

@@ -16,6 +16,7 @@
 #include "sys.h"
 #include "block.h"
 #include "sampler.h"
+#include "thread_start.h"
 
 #define WP_EXPORT __attribute__((visibility("default")))
 
@@ -55,7 +56,8 @@ __attribute__((constructor)) static void wp_init(void)
 	real_execvp = (wp_execv_fn)dlsym(RTLD_NEXT, "execvp");
 	real_fexecve = (wp_fexecve_fn)dlsym(RTLD_NEXT, "fexecve");
 	wp_block_init();
-	wp_sampler_start();
+	if (wp_sampler_start() == 0)
+		wp_thread_start_init();
 }
 
 /* Runs on return from main() and on exit(), after the program's atexit

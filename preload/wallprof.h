@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "../symbolize/symbolize.h"
+#include "as_safe.h"
 
 enum wp_log_level { WP_LOG_QUIET, WP_LOG_ERROR, WP_LOG_INFO, WP_LOG_DEBUG };
 
@@ -62,8 +63,9 @@ void wp_config_load(struct wp_config *c);
  * Returns the number, 0 for "off"/"none"/"0" when allow_off, -1 if invalid. */
 int wp_config_parse_signal(const char *s, int allow_off);
 
-/* Signal name for messages ("SIGPROF", "SIGRTMIN+3"). */
-const char *wp_signal_name(int sig, char *buf, size_t len);
+/* Signal name for messages ("SIGPROF", "SIGRTMIN+3"), in `buf` (cut to
+ * `len` as snprintf would). async-signal-safe */
+WP_AS_SAFE const char *wp_signal_name(int sig, char *buf, size_t len);
 
 /* Logging: one line "wallprof: ..." on stderr with write(2), no stdio, when
  * `level` <= wp_log_level. Nothing is written once fd 2 is no longer the file
@@ -74,7 +76,7 @@ const char *wp_signal_name(int sig, char *buf, size_t len);
 extern int wp_log_level;
 
 /* Whether fd 2 is still the stderr we started with. async-signal-safe */
-int wp_log_stderr_ok(void);
+WP_AS_SAFE int wp_log_stderr_ok(void);
 void wp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* wp_log with the index line's kind ("wrote", "short"; see tree.h), the
@@ -86,12 +88,12 @@ void wp_log_event(int level, const char *kind, const char *path, unsigned long l
 /* wp_log for a signal handler: `msg` (no prefix, no newline) written with one
  * system call, or recorded in the tree's index as wp_log_event would.
  * async-signal-safe (on a thread of the program's) */
-void wp_log_raw(int level, const char *kind, const char *path, unsigned long long lost,
-		const char *msg, size_t len);
+WP_AS_SAFE void wp_log_raw(int level, const char *kind, const char *path, unsigned long long lost,
+                           const char *msg, size_t len);
 
 /* In a fork()ed child: a descendant from now on (quiet unless WALLPROF_LOG
  * was set). async-signal-safe */
-void wp_log_forked(void);
+WP_AS_SAFE void wp_log_forked(void);
 
 /* Module map: every ELF object ever loaded, kept after dlclose. */
 struct wp_modmap {

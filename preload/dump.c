@@ -1,0 +1,541 @@
+/* dump: everything the library writes is a raw dump of the window
+ * (output/raw.h), written with system calls only on memory prepared at
+ * start, and handed to the converter program (convert.h) in a process of
+ * its own: at exit, before an exec, for a snapshot, on a fatal signal and
+ * for an exit or exec from a signal handler. Also the fatal-signal handler
+ * itself and its installation (see dump.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../output/output.h"
+#include "../output/raw.h"
+#include "convert.h"
+#include "dump.h"
+#include "lifecycle.h"
+#include "runtime.h"
+#include "sample.h"
+#include "sampler.h"
+#include "threads.h"
+#include "tree.h"
+
+/* Everything the library writes is a raw dump of the window (output/raw.h),
+ * written with system calls only; the converter program turns it into the
+ * profile in a process of its own (convert.h). One dump space per path that
+ * may run at the same time: `exit_space` for the exit, an exec, a fatal
+ * signal and an exit or exec from a signal handler (one at a time: the
+ * dump_once guard), `snap_space` for the sampler's snapshots. Off the stack:
+ * a fatal signal may run on an 8 KiB alternate signal stack, of which the
+ * kernel's signal frame already takes 3.3 KiB with AVX-512. */
+struct dump_names {
+	char json[WP_PATH_MAX], json_fb[WP_PATH_MAX]; /* the profile, and its fallback */
+	char raw[WP_PATH_MAX], raw_fb[WP_PATH_MAX];   /* the dump, and its fallback */
+};
+struct dump_space {
+	struct wp_raw_meta meta;
+	struct wp_counters ctr;
+	struct wp_raw_out out;
+	struct wp_conv conv;
+	struct dump_names n;
+	char line[WP_PATH_MAX + 200];
+};
+static struct dump_space exit_space, snap_space;
+static struct dump_names exit_names; /* computed at start and in a forked child */
+static char out_base[WP_PATH_MAX]; /* the profile's name without ".json": exec dumps add to it */
+static int snapshot_seq;           /* snapshots taken (the sampler's) */
+static int snapshots_waiting;      /* snapshots asked for while one converts (the sampler's) */
+
+/* The raw dump of the process (exit_space) is written at most once: FREE,
+ * TAKEN by its one writer (the exit path, or the first handler path), then
+ * DONE. The exit path before an exec gives it back (the exec may fail), and
+ * so does the thaw after a failed exec from a handler (wp_dump_rearm). A
+ * futex word: a second dumper waits for DONE. Inherited by a forked child
+ * as it is. */
+enum { DUMP_FREE, DUMP_TAKEN, DUMP_DONE };
+static _Atomic uint32_t dump_once;
+
+/* Takes the process's raw dump for the caller: 1, or 0 when another has it
+ * or had it. async-signal-safe */
+WP_AS_SAFE static int dump_take(void)
+{
+	uint32_t v = DUMP_FREE;
+
+	return atomic_compare_exchange_strong(&dump_once, &v, DUMP_TAKEN);
+}
+
+/* Waits up to 2 s for the one who took the dump to finish it.
+ * async-signal-safe */
+WP_AS_SAFE static void dump_wait_done(void)
+{
+	for (int i = 0; i < 200; i++) {
+		uint32_t v = atomic_load(&dump_once);
+		struct timespec ts = { 0, 10000000 };
+
+		if (v == DUMP_DONE)
+			return;
+		wp_syscall(SYS_futex, &dump_once, FUTEX_WAIT_PRIVATE, v, &ts, NULL, 0);
+	}
+}
+
+/* The dump is written: waiters go on. async-signal-safe */
+WP_AS_SAFE static void dump_done(void)
+{
+	atomic_store(&dump_once, DUMP_DONE);
+	wp_futex_wake(&dump_once);
+}
+
+/* async-signal-safe */
+WP_AS_SAFE int wp_dump_busy(void)
+{
+	return atomic_load(&dump_once) != DUMP_FREE;
+}
+
+/* async-signal-safe */
+WP_AS_SAFE void wp_dump_rearm(void)
+{
+	atomic_store(&dump_once, DUMP_FREE);
+}
+
+/* async-signal-safe */
+WP_AS_SAFE static size_t put(char *buf, size_t n, size_t cap, const char *s)
+{
+	while (*s && n + 1 < cap)
+		buf[n++] = *s++;
+	buf[n] = 0;
+	return n;
+}
+
+/* async-signal-safe */
+WP_AS_SAFE static size_t put_uint(char *buf, size_t n, size_t cap, unsigned long long v)
+{
+	char tmp[24];
+	size_t k = 0;
+
+	do {
+		tmp[k++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (k && n + 1 < cap)
+		buf[n++] = tmp[--k];
+	buf[n] = 0;
+	return n;
+}
+
+/* The four paths of a dump: `base` is the profile's name without ".json",
+ * `tag` "", ".<n>" (snapshot) or ".exec<k>"; the fallbacks are the same
+ * names in $TMPDIR (or /tmp), unique per process whatever the configured
+ * name. async-signal-safe */
+WP_AS_SAFE static void dump_paths(struct dump_names *d, const char *json, const char *tag)
+{
+	size_t n;
+
+	if (json != d->json)
+		put(d->json, 0, sizeof(d->json), json);
+	n = strlen(d->json);
+	n = n > 5 && !strcmp(d->json + n - 5, ".json") ? n - 5 : n;
+	if (n + 5 < sizeof(d->raw)) {
+		memcpy(d->raw, d->json, n);
+		memcpy(d->raw + n, ".raw", 5);
+	} else {
+		d->raw[0] = 0;
+	}
+	n = put(d->json_fb, 0, sizeof(d->json_fb), g->fix.cfg.tmpdir);
+	n = put(d->json_fb, n, sizeof(d->json_fb), "/wallprof.");
+	n = put_uint(d->json_fb, n, sizeof(d->json_fb), (unsigned)g->fix.pid);
+	n = put(d->json_fb, n, sizeof(d->json_fb), tag);
+	memcpy(d->raw_fb, d->json_fb, n);
+	put(d->raw_fb, n, sizeof(d->raw_fb), ".raw");
+	put(d->json_fb, n, sizeof(d->json_fb), ".json");
+}
+
+/* Whether some thread has two samples: else Sentry would reject the
+ * profile (NotEnoughSamples), and a child that exec'd or _exit'ed at once
+ * is not worth a dump. The converter decides on the window; this is the
+ * cheap check before it (counts since start: the window of a process that
+ * lived less than it, which is when this says no). Not in a handler: says
+ * so in one line. */
+static int long_enough(int level, int snapshot)
+{
+	const struct wp_ring_stats *rs = wp_ring_stats(g->smp.ring);
+	unsigned long long dropped = g->smp.ctr.nr_pending + g->smp.ctr.nr_send_failed +
+				     rs->nr_dropped_full + rs->nr_overwritten;
+	size_t i, nr;
+	const struct wp_thread *t = wp_threads_table(&nr);
+
+	for (i = 0; i < nr; i++)
+		if (t[i].nr_samples >= 2)
+			return 1;
+	wp_log_event(level, "short", NULL, dropped,
+		     "%s%llu sample%s in %.0f ms, fewer than 2 on every thread: too short for a "
+		     "profile, none written (WALLPROF_HZ=%u)",
+		     snapshot ? "snapshot: " : "", (unsigned long long)g->smp.ctr.nr_samples,
+		     g->smp.ctr.nr_samples == 1 ? "" : "s",
+		     (double)(wp_mono_ns() - g->smp.start_ns) / 1e6,
+		     g->fix.cfg.hz);
+	return 0;
+}
+
+/* Writes the raw dump of the window to sp->raw (else sp->raw_fb), locked
+ * for the converter, and starts the converter on it (`detach`: nobody will
+ * wait for it). The ring, names and module map hold still meanwhile (the
+ * sampler is stopped, parked, or the caller). `sig`: the fatal signal, or 0.
+ * Returns 0 when the converter runs; else one line says where the dump
+ * stays, or that none could be written. async-signal-safe */
+WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int detach)
+{
+	struct wp_raw_meta *meta = &sp->meta;
+	const struct wp_thread *threads;
+	size_t nr_threads;
+	struct wp_conv_req rq;
+	const char *path = sp->n.raw, *abbrev = sig ? sigabbrev_np(sig) : NULL;
+	size_t n = 0, cap = sizeof(sp->line);
+	int fd = -1, rc = -1, i, xfsz_was_pending;
+	/* the kernel's 8-byte masks: a sigset_t is 128 bytes of stack each */
+	unsigned long xfsz = 1ul << (SIGXFSZ - 1), old_mask, pending;
+
+	memset(meta, 0, sizeof(*meta));
+	meta->pid = (uint32_t)g->fix.pid;
+	meta->main_tid = (uint32_t)g->fix.pid;
+	meta->hz = g->fix.cfg.hz;
+	meta->ring_seconds = g->fix.cfg.ring_seconds;
+	meta->max_depth = g->fix.cfg.max_depth;
+	meta->realtime_offset_ns = g->smp.rt_offset;
+	meta->start_ns = g->smp.start_ns;
+	meta->snapshot = (uint32_t)snapshot;
+	meta->ring_bytes = wp_ring_bytes(&g->fix.ring_cfg);
+	memcpy(meta->cmdline, g->smp.cmdline, sizeof(meta->cmdline));
+	meta->cmdline[sizeof(meta->cmdline) - 1] = 0;
+	meta->signal = sig;
+	sp->ctr = g->smp.ctr;
+	sp->ctr.nr_eintr_retried = atomic_load(&g->sh.nr_eintr_retried);
+	wp_threads_mark_live();
+	threads = wp_threads_table(&nr_threads);
+	/* SIGXFSZ held back: past RLIMIT_FSIZE the write must fail with EFBIG,
+	 * not kill the program. One our write raised is taken off again; one
+	 * that was already pending stays. */
+	wp_syscall(SYS_rt_sigprocmask, SIG_BLOCK, &xfsz, &old_mask, 8);
+	pending = 0;
+	wp_syscall(SYS_rt_sigpending, &pending, 8);
+	xfsz_was_pending = !!(pending & xfsz);
+	/* System calls, not libc's names: those would reach our own wrappers. */
+	for (i = 0; i < 2 && rc < 0; i++) {
+		path = i ? sp->n.raw_fb : sp->n.raw;
+		if (!path[0])
+			continue;
+		fd = (int)wp_syscall(SYS_openat, AT_FDCWD, path,
+				     O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+		if (fd < 0)
+			continue;
+		/* Held by the converter while it runs: a dump being converted is
+		 * told from one left behind (tree.c waits on it). */
+		wp_syscall(SYS_flock, fd, LOCK_EX);
+		rc = wp_raw_write_out(&sp->out, fd, meta, g->smp.ring, g->smp.mods.mods,
+				      g->smp.mods.nr, threads, nr_threads, &sp->ctr);
+		if (rc < 0) {
+			wp_syscall(SYS_close, fd);
+			wp_syscall(SYS_unlink, path);
+			fd = -1;
+		}
+	}
+	pending = 0;
+	wp_syscall(SYS_rt_sigpending, &pending, 8);
+	if (!xfsz_was_pending && (pending & xfsz)) {
+		struct timespec zero = { 0, 0 };
+
+		while (wp_syscall(SYS_rt_sigtimedwait, &xfsz, NULL, &zero, 8) < 0 && errno == EINTR)
+			;
+	}
+	wp_syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old_mask, NULL, 8);
+	if (sig) {
+		n = put(sp->line, n, cap, "SIG");
+		n = put(sp->line, n, cap, abbrev ? abbrev : "?");
+		n = put(sp->line, n, cap, ": ");
+	}
+	if (rc < 0) {
+		n = put(sp->line, n, cap, "could not write the raw profile; no profile");
+		wp_log_raw(WP_LOG_ERROR, "error", NULL, 0, sp->line, n);
+		return -1;
+	}
+	rq.raw_fd = fd;
+	rq.raw = path;
+	rq.json = sp->n.json;
+	rq.fallback = sp->n.json_fb;
+	rq.detach = detach;
+	if (wp_convert_start(&sp->conv, &rq) < 0) {
+		wp_syscall(SYS_close, fd);
+		n = put(sp->line, n, cap, "wrote raw profile ");
+		n = put(sp->line, n, cap, path);
+		n = put(sp->line, n, cap, wp_convert_program() ? "; could not start " :
+				    "; no converter found (WALLPROF_CONVERTER, or wallprof-convert "
+				    "beside libwallprof.so): convert it with wallprof-convert");
+		if (wp_convert_program())
+			n = put(sp->line, n, cap, wp_convert_program());
+		wp_log_raw(WP_LOG_ERROR, "wrote", path, 0, sp->line, n);
+		return -1;
+	}
+	wp_syscall(SYS_close, fd);
+	if (detach)
+		/* for the root's report: a dump converting in the background */
+		wp_tree_record("raw", path, 0, "converting", 10, 0);
+	return 0;
+}
+
+/* CLOCK_MONOTONIC deadline for a conversion the caller waits for. */
+/* async-signal-safe */
+WP_AS_SAFE static uint64_t convert_deadline(void)
+{
+	return wp_mono_ns() + (uint64_t)g->fix.cfg.convert_timeout * 1000000000ull;
+}
+
+/* The root waits for its conversions, so that the profile exists when the
+ * program's parent sees it end; a descendant's goes on in the background
+ * (its exit is not delayed by more than its raw dump), unless WALLPROF_LOG
+ * asks every process to speak: then its lines come on its own stderr, as
+ * the root's. async-signal-safe */
+WP_AS_SAFE static int detached(void)
+{
+	return !wp_tree_is_root() && !g->fix.cfg.log_explicit;
+}
+
+/* Sampler thread: a snapshot of the window, converted in the background;
+ * the sampler relays its report on later ticks (wp_dump_snapshot_poll). */
+void wp_dump_snapshot(void)
+{
+	char json[WP_PATH_MAX], tag[24];
+	int n;
+
+	if (snap_space.conv.pid && !wp_convert_poll(&snap_space.conv)) {
+		snapshots_waiting++;
+		return;
+	}
+	wp_sample_collect();
+	n = ++snapshot_seq;
+	if (wp_out_expand_path(g->fix.cfg.output, (unsigned)g->fix.pid, n, json,
+			       sizeof(json)) < 0) {
+		wp_log(WP_LOG_ERROR, "WALLPROF_OUTPUT expands to a path that is too long; "
+		       "snapshot %d not written", n);
+		return;
+	}
+	wp_threads_refresh_names();
+	if (!long_enough(WP_LOG_INFO, n))
+		return;
+	snprintf(tag, sizeof(tag), ".%d", n);
+	dump_paths(&snap_space.n, json, tag);
+	dump(&snap_space, 0, n, 0);
+}
+
+/* Sampler thread, every tick: a finished snapshot conversion is reported,
+ * and the next requested snapshot starts. */
+void wp_dump_snapshot_poll(void)
+{
+	if (!snap_space.conv.pid || !wp_convert_poll(&snap_space.conv))
+		return;
+	if (snapshots_waiting) {
+		snapshots_waiting--;
+		wp_dump_snapshot();
+	}
+}
+
+/* Sampler thread, stopping: a snapshot being converted is finished, not
+ * lost. */
+void wp_dump_snapshot_finish(void)
+{
+	if (snap_space.conv.pid)
+		wp_convert_wait(&snap_space.conv, convert_deadline(), 0);
+}
+
+/* The paths of the image's profile before an exec: "<name>.exec<k>.json",
+ * the first k with neither the profile nor its dump (which the converter
+ * may still hold) there; the exec'd image has the same pid and writes the
+ * plain name at its own exit. Returns k, or -1 when the name is too long.
+ * async-signal-safe (access(2) and string copies) */
+WP_AS_SAFE __attribute__((noinline)) static int exec_paths(struct dump_space *sp)
+{
+	char tag[32];
+	char *json = sp->n.json, *raw = sp->n.raw; /* built in place, off the stack */
+	size_t n;
+	int k;
+
+	if (!out_base[0])
+		return -1;
+	for (k = 0; k < 1000; k++) {
+		put_uint(tag, put(tag, 0, sizeof(tag), ".exec"), sizeof(tag), (unsigned)k);
+		n = put(json, put(json, 0, sizeof(sp->n.json), out_base), sizeof(sp->n.json), tag);
+		if (n + 6 >= sizeof(sp->n.raw))
+			return -1;
+		memcpy(raw, json, n + 1);
+		put(json, n, sizeof(sp->n.json), ".json");
+		put(raw, n, sizeof(sp->n.raw), ".raw");
+		if (access(json, F_OK) != 0 && access(raw, F_OK) != 0)
+			break;
+	}
+	dump_paths(&sp->n, json, tag);
+	return k;
+}
+
+/* The dump of a fatal signal (`sig`), or of an exit or exec (`exec`) from a
+ * signal handler: the thread may hold any lock of the program's (malloc's
+ * among them), so only system calls on memory prepared beforehand. Once
+ * per process: a second caller waits for the first (a SIGSEGV while an
+ * exit from a handler dumps), up to 2 s, then returns. The sampler is
+ * parked meanwhile so that the ring, names and module map hold still; it
+ * stays parked (the process is ending) unless an exec fails.
+ * async-signal-safe */
+WP_AS_SAFE void wp_dump_handler(int sig, int exec)
+{
+	int i;
+
+	if (!wp_life_started() || getpid() != g->fix.pid || !g->smp.ring)
+		return;
+	if (!dump_take()) {
+		dump_wait_done();
+		return;
+	}
+	atomic_store(&g->sh.sampling, 0);
+	if (wp_syscall(SYS_gettid) != g->smp.sampler_tid) {
+		/* give up waiting after 200 ms (the reader copes) */
+		atomic_fetch_or(&g->sh.events, EV_FREEZE);
+		wp_futex_wake(&g->sh.events);
+		for (i = 0; i < 20 && !atomic_load(&g->sh.frozen); i++) {
+			struct timespec ts = { 0, 10000000 };
+
+			wp_syscall(SYS_futex, &g->sh.frozen, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+		}
+	}
+	if (!exec)
+		exit_space.n = exit_names;
+	if ((!exec || exec_paths(&exit_space) >= 0) && dump(&exit_space, sig, 0, detached()) == 0)
+		wp_convert_wait(&exit_space.conv, convert_deadline(), 1);
+	dump_done();
+}
+
+/* The exit dump (`exec` 0), or the image's before an exec, from a program
+ * thread outside any handler of its own, once the sampler is stopped and
+ * its last captures collected. */
+void wp_dump_exit(int exec)
+{
+	if (!dump_take()) {
+		/* a fatal signal's dump on another thread: it is the profile */
+		dump_wait_done();
+		return;
+	}
+	wp_threads_refresh_names();
+	exit_space.n = exit_names;
+	if (exec && exec_paths(&exit_space) < 0)
+		wp_log(WP_LOG_ERROR, "WALLPROF_OUTPUT expands to a path that is too long; "
+		       "no profile before exec");
+	else if (long_enough(exec ? WP_LOG_DEBUG : WP_LOG_INFO, 0) &&
+		 dump(&exit_space, 0, 0, detached()) == 0)
+		wp_convert_wait(&exit_space.conv, convert_deadline(), 1);
+	if (exec) {
+		atomic_store(&dump_once, DUMP_FREE); /* the exec may fail: later dumps */
+		return;
+	}
+	dump_done();
+	wp_tree_report(convert_deadline()); /* the root's final exit: one word for the tree */
+}
+
+
+/* Terminating signals whose default action we wrap: on death, a raw dump of
+ * the ring first (async-signal-safe), then the same death. */
+static const int fatal_signals[] = {
+	SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS, SIGQUIT, SIGXCPU,
+	SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGALRM, SIGUSR1,
+};
+
+/* Stack the fatal path uses below the kernel's signal frame (3.3 KiB with
+ * AVX-512; an 8 KiB alternate stack leaves 4.7 KiB), measured on a painted
+ * alternate stack (test exit_altstack_depth; gcc 12 -O2): 8.3 KiB before
+ * (raw_dump's line, meta and counters and wp_raw_write's 2 KiB writer on
+ * the stack), 11.1 KiB when a libc function on the way was still unbound
+ * (the loader's lazy binding saves the vector registers on the stack); now
+ * 496 bytes: the big items are in `exit_space`, and files are opened and written
+ * with system calls. The library is linked with -z now, so that no libc
+ * function is ever bound on this path. */
+/* async-signal-safe */
+WP_AS_SAFE static void on_fatal_signal(int sig, siginfo_t *si, void *uc)
+{
+	static const struct sigaction dfl = { .sa_handler = SIG_DFL };
+	int saved = errno;
+
+	(void)si;
+	(void)uc;
+	wp_dump_handler(sig, 0);
+	/* Die exactly as without us: default action, same signal, core dump
+	 * if enabled. The signal is blocked in here, so it hits on return
+	 * (a faulting instruction would also fault again). */
+	__sigaction(sig, &dfl, NULL);
+	wp_syscall(SYS_tgkill, getpid(), wp_syscall(SYS_gettid), sig);
+	errno = saved;
+}
+
+/* async-signal-safe */
+WP_AS_SAFE int wp_dump_install_fatal_one(int sig)
+{
+	struct sigaction act;
+
+	memset(&act, 0, sizeof(act));
+	act.sa_sigaction = on_fatal_signal;
+	act.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+	/* Every signal waits while it runs (then the process is gone): no
+	 * handler lands on top of it on a small alternate stack, ours for
+	 * sampling least of all (the unwinder needs 8 KiB). A fault in it
+	 * still kills, by that signal: the kernel unblocks it. */
+	sigfillset(&act.sa_mask);
+	return __sigaction(sig, &act, NULL);
+}
+
+/* The exit dump's paths, and the base of the exec dumps' names: computed
+ * here, not in a signal handler. At start and in a forked child. */
+static void set_dump_paths(void)
+{
+	char json[WP_PATH_MAX];
+
+	if (wp_out_sibling_path(g->fix.cfg.output, (unsigned)g->fix.pid, "", out_base,
+				sizeof(out_base)) < 0)
+		out_base[0] = 0;
+	if (wp_out_expand_path(g->fix.cfg.output, (unsigned)g->fix.pid, 0, json, sizeof(json)) < 0)
+		json[0] = 0;
+	dump_paths(&exit_names, json, "");
+}
+
+void wp_dump_install_fatal(void)
+{
+	size_t i;
+
+	set_dump_paths();
+	for (i = 0; i < sizeof(fatal_signals) / sizeof(*fatal_signals); i++) {
+		int sig = fatal_signals[i];
+		struct sigaction old;
+
+		if (sig == g->sig.signal || sig == g->sig.snapshot_signal)
+			continue;
+		if (__sigaction(sig, NULL, &old) < 0 || (old.sa_flags & SA_SIGINFO) ||
+		    old.sa_handler != SIG_DFL)
+			continue; /* the program (or the parent's SIG_IGN) has it */
+		if (wp_dump_install_fatal_one(sig) == 0)
+			g->sig.fatal_installed[sig] = 1;
+	}
+}
+
+/* async-signal-safe */
+WP_AS_SAFE int wp_dump_fatal_ours(const struct sigaction *a)
+{
+	return (a->sa_flags & SA_SIGINFO) && a->sa_sigaction == on_fatal_signal;
+}
+
+void wp_dump_forked(void)
+{
+	snap_space.conv.pid = 0; /* the parent's */
+	exit_space.conv.pid = 0;
+	snapshots_waiting = 0;
+	snapshot_seq = 0;
+	set_dump_paths();
+}

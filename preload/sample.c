@@ -1,0 +1,628 @@
+/* sample: the sampler's per-thread policy. Every tick each tracked thread
+ * gets exactly one sample (or a counted loss): from the context a wrapped
+ * blocking call published, its last stack again when it has not run or
+ * blocks where it blocked before, a walk from what /proc shows for a thread
+ * blocked elsewhere, or our signal when it runs. Also moving the handlers'
+ * captures into the ring (collect), and the stack bounds that let replayed
+ * walks read stack words with plain loads. Sampler thread only (collect
+ * also on the exiting thread once the sampler is joined). */
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "../unwind/unwind.h"
+#include "proc_unwind.h"
+#include "runtime.h"
+#include "sample.h"
+#include "slots.h"
+#include "threads.h"
+
+/* A sampling signal still undelivered after this long is given up. */
+#define WP_SENT_TIMEOUT_NS 200000000ull
+
+/* This library's executable segment, so that the return addresses inside
+ * our wrappers can be left out of stacks (see drop_own_frames). */
+static int own_segment(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	uint64_t self = (uint64_t)(uintptr_t)&own_segment;
+
+	(void)size;
+	(void)arg;
+	for (int j = 0; j < info->dlpi_phnum; j++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[j];
+		uint64_t lo = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && lo <= self &&
+		    self < lo + ph->p_memsz) {
+			g->smp.own_lo = lo;
+			g->smp.own_hi = lo + ph->p_memsz;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* A signal that lands while a wrapped call runs (the race the wrappers
+ * retry) finds our wrapper among the callers. The wrappers stand for the
+ * libc function the program called, which is the frame below them, so they
+ * are left out; a leaf inside them (the signal came while the wrapper's own
+ * code ran) stays, the only place the sample can point to. */
+static uint32_t drop_own_frames(uint64_t *pc, uint32_t n)
+{
+	uint32_t i, k = 1;
+
+	for (i = 1; i < n; i++)
+		if (pc[i] < g->smp.own_lo || pc[i] >= g->smp.own_hi)
+			pc[k++] = pc[i];
+	return n ? k : 0;
+}
+
+/* Moves every finished capture into the ring and the slot's cache. */
+void wp_sample_collect(void)
+{
+	uint32_t i, hw = atomic_load(&g->tab.hiwater);
+
+	for (i = 0; i < hw; i++) {
+		struct wp_slot *s = &g->tab.slots[i];
+		struct wp_thread *t;
+		uint32_t flags = 0, n;
+
+		if (atomic_load_explicit(&s->state, memory_order_acquire) != S_READY)
+			continue;
+		if (!(s->hdl.uflags & WP_UNW_BLOCKED))
+			flags |= WP_SAMPLE_ON_CPU;
+		else if (s->smp.sig_sysno != UINT32_MAX)
+			flags |= WP_SAMPLE_SYSCALL;
+		if (s->hdl.uflags & WP_UNW_TRUNCATED) {
+			flags |= WP_SAMPLE_TRUNCATED;
+			g->smp.ctr.nr_truncated++;
+		}
+		if (s->hdl.uflags & WP_UNW_FAILED) {
+			flags |= WP_SAMPLE_PARTIAL;
+			g->smp.ctr.nr_unwind_failed++;
+		}
+		if (s->hdl.uflags & WP_UNW_DL_GUARD)
+			g->smp.ctr.nr_dl_guarded++;
+		n = s->hdl.nr < g->fix.cfg.max_depth ? s->hdl.nr : g->fix.cfg.max_depth;
+		n = drop_own_frames(s->buf, n);
+		t = wp_threads_of(s);
+		if (n > 0) {
+			uint32_t k;
+
+			wp_ring_add(g->smp.ring, s->smp.t_ns, atomic_load(&s->tid), flags,
+			            s->smp.sig_sysno, s->buf, n, 1);
+			/* The thread had not run since the signal was sent, so
+			 * this stack is also where it was at those ticks. */
+			for (k = 0; k < s->smp.nr_pend; k++)
+				wp_ring_add(g->smp.ring, s->smp.pend_ns[k], atomic_load(&s->tid),
+				            flags, s->smp.sig_sysno, s->buf, n, 1);
+			g->smp.ctr.nr_samples += s->smp.nr_pend;
+			if (t)
+				t->nr_samples += s->smp.nr_pend;
+		}
+		s->smp.nr_pend = 0;
+		/* Cache it: reused while the thread does not run. */
+		memcpy(s->stk, s->buf, n * sizeof(*s->stk));
+		memset(&s->smp.stk_ref, 0, sizeof(s->smp.stk_ref));
+		s->smp.cached_nr = n;
+		s->smp.cached_flags = flags;
+		s->smp.cached_sysno = s->smp.sig_sysno;
+		s->smp.nr_cached_ok = n > 0;
+		s->smp.sampled_seq = 0;
+		g->smp.ctr.nr_samples++;
+		if (t) {
+			t->nr_samples++;
+			t->last_ns = s->smp.t_ns;
+		}
+		atomic_store_explicit(&s->state, S_IDLE, memory_order_release);
+	}
+}
+
+/* Records the slot's cached stack for this tick. */
+static void record_cached(struct wp_slot *s, uint64_t now)
+{
+	struct wp_thread *t = wp_threads_of(s);
+
+	uint32_t tid = atomic_load(&s->tid);
+
+	/* The same stack as last time: no hashing of its frames again. */
+	if (wp_ring_add_ref(g->smp.ring, now, tid, s->smp.cached_flags, s->smp.cached_sysno,
+			    &s->smp.stk_ref) < 0)
+		wp_ring_add_get_ref(g->smp.ring, now, tid, s->smp.cached_flags, s->smp.cached_sysno,
+		                    s->stk, s->smp.cached_nr, 1, &s->smp.stk_ref);
+	g->smp.ctr.nr_samples++;
+	if (t) {
+		t->nr_samples++;
+		t->last_ns = now;
+	}
+}
+
+/* The walk from a blocked thread's published registers. A thread that
+ * blocks again where it blocked before (same wrapper, same stack pointer and
+ * frame pointer, every return address and saved frame pointer the walk read
+ * unchanged on its stack) has the same callers: the walk is replayed from the
+ * slot's small cache after a look at those words (plain loads on the thread's
+ * own stack, else one process_vm_readv) instead of libunwind's unw_step,
+ * which costs system calls per frame on libunwind 1.6. With
+ * WALLPROF_TEST_SITE_CHECK=1 every replay is checked against a real walk. */
+static uint32_t walk_regs(struct wp_slot *s, uint64_t *out, uint32_t cap, int *truncated,
+			  struct wp_unw_site *site)
+{
+	ucontext_t uc;
+
+	memset(&uc, 0, sizeof(uc));
+	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)s->thr.blk_regs.rip;
+	uc.uc_mcontext.gregs[REG_RSP] = (greg_t)s->thr.blk_regs.rsp;
+	uc.uc_mcontext.gregs[REG_RBP] = (greg_t)s->thr.blk_regs.rbp;
+	uc.uc_mcontext.gregs[REG_RBX] = (greg_t)s->thr.blk_regs.rbx;
+	uc.uc_mcontext.gregs[REG_R12] = (greg_t)s->thr.blk_regs.r12;
+	uc.uc_mcontext.gregs[REG_R13] = (greg_t)s->thr.blk_regs.r13;
+	uc.uc_mcontext.gregs[REG_R14] = (greg_t)s->thr.blk_regs.r14;
+	uc.uc_mcontext.gregs[REG_R15] = (greg_t)s->thr.blk_regs.r15;
+	return (uint32_t)wp_unwind_regs(&uc, out, (int)cap, truncated, site);
+}
+
+static int site_matches(const struct wp_unw_site *e, const struct wp_slot *s, uint64_t epoch,
+			uint32_t cap)
+{
+	return e->nr && e->nr <= cap && e->epoch == epoch && e->rip == s->thr.blk_regs.rip &&
+	       e->rsp == s->thr.blk_regs.rsp && e->rbp == s->thr.blk_regs.rbp &&
+	       e->fn == s->thr.blk_fn;
+}
+
+static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, int *truncated)
+{
+	struct wp_unw_site *e = &g->tab.sites[(size_t)(s - g->tab.slots) * WP_SITES], *hit = NULL;
+	uint32_t gen = atomic_load(&s->gen);
+	uint64_t epoch = ((uint64_t)gen << 32) ^ g->smp.mods.subs;
+	uint64_t lo = 0, hi = 0;
+	uint32_t i, n;
+	int ok;
+
+	/* Where plain loads are safe: see find_stacks(). */
+	if (atomic_load(&s->tid) == (uint32_t)g->fix.pid) {
+		lo = g->smp.main_stk_lo;
+		hi = g->smp.main_stk_hi;
+		g->smp.want_stacks |= !hi;
+	} else if (!g->fix.exit_key_ok ||
+	           atomic_load_explicit(&s->thr.exiting, memory_order_seq_cst)) {
+		/* A thread that left a wrapped call by longjmp is not held by
+		 * the pin, and may exit: only a thread that will tell us before
+		 * it goes (thread_exit; every thread in a wrapper has set
+		 * the key when it took its slot) has its stack read directly. */
+	} else if (s->smp.stk_gen == gen + 1 && s->smp.stk_tp == s->thr.tp) {
+		lo = s->smp.stk_lo;
+		hi = s->smp.stk_hi;
+	} else if (s->thr.tp) {
+		g->smp.want_stacks = 1;
+	}
+	/* The entry used last first: one cache line touched when it matches. */
+	for (i = 0; i < WP_SITES; i++) {
+		uint32_t k = (s->smp.site_last + i) % WP_SITES;
+
+		if (site_matches(&e[k], s, epoch, cap)) {
+			hit = &e[k];
+			s->smp.site_last = k;
+			break;
+		}
+	}
+	if (hit && (ok = wp_unwind_site_check(hit, g->smp.sampler_tid, lo, hi)) != 0) {
+		g->smp.ctr.nr_site_replayed++;
+		g->smp.ctr.nr_site_direct += ok == 2;
+		*truncated = 0;
+		if (!g->fix.cfg.test_site_check) {
+			memcpy(out, hit->ip, hit->nr * sizeof(*out));
+			return hit->nr;
+		}
+		n = walk_regs(s, out, cap, truncated, NULL);
+		if (n != hit->nr || *truncated || memcmp(out, hit->ip, n * sizeof(*out)))
+			g->smp.ctr.nr_site_mismatch++;
+		return n;
+	}
+	/* Fill the entry that matched (it went stale) or the next victim. */
+	if (!hit) {
+		s->smp.site_last = s->smp.site_next++ % WP_SITES;
+		hit = &e[s->smp.site_last];
+	}
+	n = walk_regs(s, out, cap, truncated, hit);
+	hit->rip = s->thr.blk_regs.rip;
+	hit->rsp = s->thr.blk_regs.rsp;
+	hit->rbp = s->thr.blk_regs.rbp;
+	hit->fn = s->thr.blk_fn;
+	hit->epoch = epoch;
+	return n;
+}
+
+/* Unwinds a thread blocked in a wrapped call from the registers it
+ * published, while it is pinned (it cannot return past the wrapper).
+ * Returns 0 with the stack in the slot's cache, or -1 if the call ended. */
+static int unwind_blocked(struct wp_slot *s, uint32_t seq)
+{
+	uint32_t n = 0, max = g->fix.cfg.max_depth;
+	int truncated = 0;
+
+	atomic_store_explicit(&s->blk_pin, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&s->thr.blk_seq, memory_order_seq_cst) != seq)
+		goto unpin;
+	memset(&s->smp.stk_ref, 0, sizeof(s->smp.stk_ref));
+	if (atomic_load_explicit(&s->thr.in_loader, memory_order_seq_cst)) {
+		/* Blocked inside a dl_iterate_phdr callback: the thread holds the
+		 * loader's lock, which libunwind would wait for while the thread
+		 * waits for us. The blocking call alone, as in a handler. */
+		s->stk[n++] = s->thr.blk_fn;
+		g->smp.ctr.nr_dl_guarded++;
+		goto done;
+	}
+	/* Leaf: the libc function the thread is blocked in; then the
+	 * wrapper's callers (the wrapper's own frame is skipped). */
+	s->stk[n++] = s->thr.blk_fn;
+	n += walk_published(s, s->stk + n, max - n, &truncated);
+done:
+	if (atomic_exchange(&s->blk_pin, 0) == 2)
+		wp_futex_wake(&s->blk_pin);
+	s->smp.cached_nr = n;
+	s->smp.cached_flags = WP_SAMPLE_SYSCALL | (truncated ? WP_SAMPLE_TRUNCATED : 0);
+	s->smp.cached_sysno = s->thr.blk_sysno;
+	s->smp.nr_cached_ok = 1;
+	s->smp.sampled_seq = seq;
+	if (truncated)
+		g->smp.ctr.nr_truncated++;
+	return 0;
+unpin:
+	if (atomic_exchange(&s->blk_pin, 0) == 2)
+		wp_futex_wake(&s->blk_pin);
+	return -1;
+}
+
+/* What /proc/self/task/T/syscall says, read without disturbing the thread. */
+enum { PROBE_GONE, PROBE_RUNNING, PROBE_BLOCKED };
+
+static int probe_syscall(uint32_t tid, uint64_t *nr, uint64_t *sp, uint64_t *pc,
+			 unsigned long long a[6])
+{
+	char path[64], buf[256];
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%u/syscall", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return PROBE_GONE;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return PROBE_RUNNING;
+	buf[n] = 0;
+	if (!strncmp(buf, "running", 7))
+		return PROBE_RUNNING;
+	/* "nr a1 a2 a3 a4 a5 a6 sp pc", or "-1 sp pc" outside a system call */
+	if (sscanf(buf, "%llu %llx %llx %llx %llx %llx %llx %llx %llx", (unsigned long long *)nr,
+		   &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], (unsigned long long *)sp,
+		   (unsigned long long *)pc) == 9)
+		return PROBE_BLOCKED;
+	return PROBE_RUNNING;
+}
+
+/* Whether the kernel restarts system call `nr` (arguments `a`), blocked,
+ * after our SA_RESTART handler without the program seeing anything: it
+ * returns -ERESTARTSYS and has no timeout to start over. Only those may get
+ * a signal while blocked; signal(7) lists the many that end with EINTR
+ * (poll, nanosleep, System V IPC, any futex wait with a timeout, ...), and
+ * a write or send would return a short count. */
+static int restarts_unseen(uint64_t nr, const unsigned long long *a)
+{
+	switch (nr) {
+	case SYS_futex:
+		return ((a[1] & FUTEX_CMD_MASK) == FUTEX_WAIT ||
+			(a[1] & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET) && a[3] == 0;
+	case SYS_wait4:
+	case SYS_waitid:
+	case SYS_flock:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* A thread blocked in a system call that no wrapper published and that a
+ * signal would disturb: its stack is walked from the stack pointer and PC
+ * the kernel reports, without a signal (proc_unwind.c), as far as it can be
+ * trusted (marked partial when cut short, the PC alone at worst), with the
+ * call's name; reused while the thread stays blocked there. */
+static void record_blocked_proc(struct wp_slot *s, uint64_t now, uint64_t nr, uint64_t sp,
+				uint64_t pc)
+{
+	int partial, truncated, n;
+
+	memset(&s->smp.stk_ref, 0, sizeof(s->smp.stk_ref));
+	/* libdwfl keeps the modules' files open: only in our own descriptor
+	 * table, never the program's (kernels before 5.9). */
+	if (g->smp.fds_private) {
+		n = wp_proc_unwind((pid_t)atomic_load(&s->tid), sp, pc,
+				   g->smp.mods.adds ^ (g->smp.mods.subs << 32), s->stk,
+				   (int)g->fix.cfg.max_depth, &partial, &truncated);
+	} else {
+		s->stk[0] = pc;
+		n = 1;
+		partial = 1;
+		truncated = 0;
+	}
+	s->smp.cached_nr = (uint32_t)n;
+	s->smp.cached_flags = WP_SAMPLE_SYSCALL | (partial ? WP_SAMPLE_PARTIAL : 0) |
+			  (truncated ? WP_SAMPLE_TRUNCATED : 0);
+	s->smp.cached_sysno = (uint32_t)nr;
+	s->smp.nr_cached_ok = 1;
+	s->smp.sampled_seq = 0;
+	g->smp.ctr.nr_unwind_failed += n == 1;
+	g->smp.ctr.nr_truncated += truncated != 0;
+	g->smp.ctr.nr_from_proc++;
+	record_cached(s, now);
+}
+
+/* Thread CPU time without a file descriptor: the kernel derives a per-thread
+ * CPU clock id from the tid. Returns -1 once the thread is gone. */
+static int thread_cpu_ns(uint32_t tid, uint64_t *ns)
+{
+	struct timespec ts;
+	clockid_t id = (clockid_t)((~(unsigned)tid << 3) | 6); /* CPUCLOCK_SCHED | PERTHREAD */
+
+	if (clock_gettime(id, &ts) < 0)
+		return -1;
+	*ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return 0;
+}
+
+static void send_signal(struct wp_slot *s, uint64_t now, uint32_t sysno)
+{
+	uint32_t idx = (uint32_t)(s - g->tab.slots);
+	uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed) & 0xffffff;
+	struct wp_thread *t = wp_threads_of(s);
+	siginfo_t si;
+
+	s->smp.t_ns = now;
+	s->smp.sig_sysno = sysno;
+	atomic_store_explicit(&s->state, S_SENT, memory_order_release);
+	memset(&si, 0, sizeof(si));
+	si.si_signo = g->sig.signal;
+	si.si_code = SI_QUEUE;
+	si.si_pid = g->fix.pid;
+	si.si_uid = g->fix.uid;
+	si.si_value.sival_ptr = (void *)(uintptr_t)((COOKIE_MAGIC << 48) | ((uint64_t)gen << 24) | idx);
+	if (wp_syscall(SYS_rt_tgsigqueueinfo, g->fix.pid, atomic_load(&s->tid), g->sig.signal, &si) == 0) {
+		g->smp.ctr.nr_signals++;
+		if (t)
+			t->nr_signals++;
+		return;
+	}
+	if (errno == ESRCH) {
+		wp_slot_release(s); /* exited since we looked */
+		return;
+	}
+	atomic_store_explicit(&s->state, S_IDLE, memory_order_release);
+	g->smp.ctr.nr_send_failed++;
+}
+
+/* A thread in the wrapped call with sequence `seq`: its stack from the
+ * context the call published, cached per call. Returns -1 if the call
+ * ended meanwhile. */
+static int sample_published(struct wp_slot *s, uint32_t seq, uint64_t now)
+{
+	if (seq == s->smp.sampled_seq && s->smp.nr_cached_ok) {
+		g->smp.ctr.nr_reused++;
+		record_cached(s, now);
+		return 0;
+	}
+	if (unwind_blocked(s, seq) == 0) {
+		g->smp.ctr.nr_from_wrapper++;
+		record_cached(s, now);
+		return 0;
+	}
+	return -1;
+}
+
+/* Whether a thread that /proc shows blocked at stack pointer `sp` is
+ * blocked in its published call `seq`, not in a system call of a handler
+ * above it, nor somewhere else after a longjmp out of it (see
+ * wp_slot_live: the same test from outside, without the alternate stack). */
+static int blocked_in_call(struct wp_slot *s, uint32_t seq, uint64_t sp)
+{
+	return sp <= s->thr.blk_frame &&
+	       wp_slot_record_holds(g->smp.sampler_tid, s->thr.blk_frame, s, seq) != 0;
+}
+
+/* One thread, one tick: exactly one sample, with a signal only when the
+ * thread is running or nothing else is known about where it blocks. */
+void wp_sample_thread(struct wp_slot *s, uint64_t now)
+{
+	uint32_t seq = atomic_load_explicit(&s->thr.blk_seq, memory_order_acquire);
+	uint32_t tid = atomic_load(&s->tid), st;
+	uint64_t cpu, nr, sp, pc;
+	unsigned long long args[6];
+	int ran;
+
+	if ((seq & 1) && g->fix.cfg.test_signal_blocked &&
+	    atomic_load_explicit(&s->state, memory_order_acquire) == S_IDLE) {
+		send_signal(s, now, s->thr.blk_sysno); /* tests: force the race */
+		return;
+	}
+	/* In a wrapped blocking call: no signal, ever. Unless a handler of the
+	 * program's runs over the call, or ran and did not return (it left the
+	 * call by longjmp, and the thread runs elsewhere): then the thread is
+	 * looked at as one outside a call, below, and its context is used only
+	 * if it is blocked in the call. */
+	if ((seq & 1) && (atomic_load(&s->thr.hdl_seq) != seq || !atomic_load(&s->thr.hdl_depth))) {
+		if (sample_published(s, seq, now) == 0)
+			return;
+		seq = atomic_load(&s->thr.blk_seq); /* the call ended meanwhile */
+	}
+	if (thread_cpu_ns(tid, &cpu) < 0) {
+		wp_slot_release(s);
+		return;
+	}
+	ran = cpu != s->smp.cpu_ns;
+	s->smp.cpu_ns = cpu;
+	st = atomic_load_explicit(&s->state, memory_order_acquire);
+	if (st == S_SENT && now - s->smp.t_ns >= WP_SENT_TIMEOUT_NS) {
+		/* Never delivered: the thread blocks it with a raw system call
+		 * (our mask wrappers keep it unblocked otherwise), or a raw
+		 * sigwait took it. Give up on it: the new generation makes the
+		 * handler ignore it if it ever comes; its ticks are lost. */
+		uint32_t expect = S_SENT;
+
+		if (atomic_compare_exchange_strong(&s->state, &expect, S_IDLE)) {
+			atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
+			g->smp.ctr.nr_pending += s->smp.nr_pend + 1;
+			s->smp.nr_pend = 0;
+			s->smp.nr_cached_ok = 0;
+			st = S_IDLE;
+		}
+	}
+	if (st != S_IDLE) {
+		/* Our last signal is still undelivered (the thread waits for a
+		 * CPU, or blocks the signal): its capture will stand for this
+		 * tick too; beyond WP_SLOT_PEND ticks they are counted lost.
+		 * Checked first: the cached stack is older than the signal, and
+		 * the thread ran between the two, so "not run since the last
+		 * tick" does not make the cached stack current. */
+		if (s->smp.nr_pend < WP_SLOT_PEND)
+			s->smp.pend_ns[s->smp.nr_pend++] = now;
+		else
+			g->smp.ctr.nr_pending++;
+		return;
+	}
+	if (!ran && s->smp.nr_cached_ok && !(seq & 1) && s->smp.sampled_seq == 0) {
+		/* Not a single instruction since the last sample: same stack. */
+		g->smp.ctr.nr_reused++;
+		record_cached(s, now);
+		return;
+	}
+	/* Even a thread that used most of the period may have blocked since
+	 * (3 ms of work, then a 7 ms raw nanosleep: every sleep ended early
+	 * when such threads were signalled unseen): the /proc probe (three
+	 * system calls) decides for every thread that ran. */
+	switch (probe_syscall(tid, &nr, &sp, &pc, args)) {
+	case PROBE_GONE:
+		wp_slot_release(s);
+		return;
+	case PROBE_BLOCKED:
+		if ((seq & 1) && blocked_in_call(s, seq, sp) && sample_published(s, seq, now) == 0)
+			return;
+		if (s->smp.nr_cached_ok && s->smp.sampled_seq == 0 &&
+		    !(s->smp.cached_flags & WP_SAMPLE_ON_CPU) && s->smp.fp_nr == nr &&
+		    s->smp.fp_sp == sp && s->smp.fp_pc == pc) {
+			/* Back at the same blocking point: same stack. */
+			g->smp.ctr.nr_reused++;
+			record_cached(s, now);
+			return;
+		}
+		s->smp.fp_nr = nr;
+		s->smp.fp_sp = sp;
+		s->smp.fp_pc = pc;
+		if (!restarts_unseen(nr, args)) {
+			/* Our signal would show (EINTR, a short count, a timeout
+			 * started over): the place it blocks, without a signal. */
+			record_blocked_proc(s, now, nr, sp, pc);
+			return;
+		}
+		g->smp.ctr.nr_signals_blocked++;
+		send_signal(s, now, (uint32_t)nr);
+		return;
+	default:
+		s->smp.fp_nr = UINT64_MAX;
+		send_signal(s, now, UINT32_MAX);
+	}
+}
+
+static int cmp_slot_tp(const void *a, const void *b)
+{
+	uint64_t x = (*(struct wp_slot *const *)a)->smp.stk_tp,
+	         y = (*(struct wp_slot *const *)b)->smp.stk_tp;
+
+	return x < y ? -1 : x > y;
+}
+
+/* For threads seen blocked in wrapped calls, the memory their stack words
+ * can be read from with plain loads: the mapping that holds the thread's
+ * control block (pthread_self()), from its start up to the control block.
+ * glibc puts the control block at the top of the thread's stack mapping (the
+ * guard page below it is a mapping of its own), so this is the thread's
+ * stack, and it stays mapped while the thread lives. Whatever else it may be
+ * (a program-provided stack, a heap), the stack pointer must lie in it for
+ * the bounds to be used, and the thread, pinned, is running on it. One read
+ * of /proc/self/maps for all of them, at most every ticks_per_scan ticks;
+ * until then their words are read through the kernel. The same read finds
+ * the main thread's [stack] mapping, which only ever grows downwards. */
+void wp_sample_find_stacks(void)
+{
+	uint32_t i, k = 0, hw = atomic_load(&g->tab.hiwater);
+	struct wp_slot **want;
+	unsigned long lo, hi;
+	char line[512];
+	FILE *f;
+
+	g->smp.want_stacks = 0;
+	g->smp.stacks_tick = g->smp.ctr.nr_ticks;
+	want = malloc(hw * sizeof(*want) + 1);
+	if (!want)
+		return;
+	for (i = 0; i < hw; i++) {
+		struct wp_slot *s = &g->tab.slots[i];
+		uint32_t gen = atomic_load(&s->gen);
+
+		if (atomic_load(&s->state) < S_IDLE || !s->thr.tp ||
+		    atomic_load(&s->tid) == (uint32_t)g->fix.pid ||
+		    (s->smp.stk_gen == gen + 1 && s->smp.stk_tp == s->thr.tp))
+			continue;
+		s->smp.stk_gen = gen + 1; /* not found unless a mapping holds it */
+		s->smp.stk_tp = s->thr.tp;
+		s->smp.stk_lo = s->smp.stk_hi = 0;
+		want[k++] = s;
+	}
+	qsort(want, k, sizeof(*want), cmp_slot_tp);
+	/* thread-self: once the leader has exited, /proc/self/maps is empty. */
+	f = k || !g->smp.main_stk_hi ? fopen("/proc/thread-self/maps", "re") : NULL;
+	i = 0;
+	while (f && (i < k || !g->smp.main_stk_hi) && fgets(line, sizeof(line), f)) {
+		size_t n = strlen(line);
+
+		if (n && line[n - 1] != '\n') { /* a long path: skip the rest of the line */
+			int c;
+
+			while ((c = fgetc(f)) != EOF && c != '\n')
+				;
+		}
+		if (sscanf(line, "%lx-%lx", &lo, &hi) != 2)
+			continue;
+		if (n > 8 && !strcmp(line + n - 8, "[stack]\n")) {
+			g->smp.main_stk_lo = lo;
+			g->smp.main_stk_hi = hi;
+		}
+		while (i < k && want[i]->smp.stk_tp < lo)
+			i++;
+		for (; i < k && want[i]->smp.stk_tp < hi; i++) {
+			want[i]->smp.stk_lo = lo;
+			want[i]->smp.stk_hi = want[i]->smp.stk_tp;
+		}
+	}
+	if (f) {
+		/* The loop read to the end if it did not find [stack]: none.
+		 * [0, 1) holds no stack word and is never looked up again. */
+		if (!g->smp.main_stk_hi)
+			g->smp.main_stk_hi = 1;
+		fclose(f);
+	}
+	free(want);
+}
+
+void wp_sample_find_own_code(void)
+{
+	dl_iterate_phdr(own_segment, NULL);
+}

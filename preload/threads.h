@@ -1,0 +1,67 @@
+/* threads: the table of every thread the sampler has seen (latest name,
+ * signal and sample counts: what the dump lists), and what /proc tells
+ * about the process's threads. The table belongs to the sampler thread
+ * (after it has stopped, to the exiting thread); a raw dump reads it while
+ * the sampler is parked. Only the functions tagged WP_AS_SAFE are
+ * async-signal-safe; the others run on the sampler thread or on a program
+ * thread's exit path (stdio formatting, malloc, /proc reads). */
+#ifndef WP_THREADS_H
+#define WP_THREADS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../output/profile.h"
+#include "as_safe.h"
+
+struct wp_slot;
+
+/* Maps the buffer /proc/self/task is listed into. Returns 0 or -1. At
+ * start. Not async-signal-safe. */
+int wp_threads_alloc(void);
+
+/* The table entry of the slot's thread, made on first use (one per thread
+ * lifetime: a slot reset gets a new one), or NULL without memory. Sampler.
+ * Not async-signal-safe (grows the table). */
+struct wp_thread *wp_threads_of(struct wp_slot *s);
+
+/* Lists /proc/self/task: claims slots for threads no wrapper or
+ * pthread_create hook registered (raw clone, threads started before us),
+ * and releases the slots of threads no longer listed. Sampler. */
+void wp_threads_scan(void);
+
+/* Whether a thread of the program (not ours, not the exited main thread)
+ * is still alive; confirmed by a fresh listing before answering no.
+ * Sampler. */
+int wp_threads_user_left(void);
+
+/* Whether the thread group's leader has ended as a thread (a zombie while
+ * the other threads live on). Any thread, not in a signal handler
+ * (snprintf). */
+int wp_threads_leader_ended(void);
+
+/* Whether every thread of the program but `self` and the exited leader is
+ * gone from /proc/self/task, waiting up to 50 ms for those still listed. A
+ * program thread's exit path. */
+int wp_threads_others_gone(uint32_t self);
+
+/* Forgets threads that are gone and whose samples all left the window
+ * (before `now`), so that thread churn costs no memory over time. Sampler. */
+void wp_threads_prune(uint64_t now);
+
+/* Re-reads the names of live threads from /proc. Sampler, or the exiting
+ * thread; not in a signal handler. */
+void wp_threads_refresh_names(void);
+
+/* Marks the entries of live threads WP_THREAD_LIVE (and only those), for a
+ * dump. async-signal-safe */
+WP_AS_SAFE void wp_threads_mark_live(void);
+
+/* The table, `*nr` entries, for a dump. async-signal-safe */
+WP_AS_SAFE const struct wp_thread *wp_threads_table(size_t *nr);
+
+/* A restarted sampler starts a new table (slots reset their entries with
+ * wp_slot_reset, WP_SLOT_SAMPLER). */
+void wp_threads_restart(void);
+
+#endif

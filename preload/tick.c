@@ -1,0 +1,264 @@
+/* tick: the sampler thread. It sleeps on a futex until the next tick
+ * (absolute CLOCK_MONOTONIC deadlines, 1/WALLPROF_HZ apart) or an event
+ * (stop, snapshot, freeze for a raw dump), and every tick collects the
+ * handlers' captures, lists /proc/self/task now and then, samples every
+ * tracked thread (sample.c), refreshes the module map and the thread names,
+ * and watches for the end of the program's threads. It runs with every
+ * signal blocked, in a descriptor table of its own, and does all the work
+ * that is not async-signal-safe. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "dump.h"
+#include "runtime.h"
+#include "sample.h"
+#include "sampler.h"
+#include "sigmask.h"
+#include "slots.h"
+#include "threads.h"
+#include "tick.h"
+
+__thread int wp_tls_internal __attribute__((tls_model("initial-exec")));
+
+int wp_tick_alloc_ring(void)
+{
+	uint64_t samples = (uint64_t)g->fix.cfg.hz * g->fix.cfg.ring_seconds * 64;
+	struct wp_ring_config rc;
+
+	/* Sized for 64 threads over the whole window (with more threads the
+	 * window shrinks and the loss is counted as overwritten), then held
+	 * under WALLPROF_RING_MB by halving whichever is bigger, the sample
+	 * array or the frame and stack tables. */
+	wp_ring_default_config(&rc, samples, (uint64_t)g->fix.cfg.ring_seconds * 1000000000ull);
+	while (wp_ring_bytes(&rc) > (uint64_t)g->fix.cfg.ring_mb << 20) {
+		uint64_t sample_bytes = rc.nr_samples * 24;
+		uint64_t table_bytes = wp_ring_bytes(&rc) - sample_bytes;
+
+		if (rc.nr_samples > 1024 && (sample_bytes >= table_bytes || rc.nr_words <= 8192))
+			rc.nr_samples /= 2;
+		else if (rc.nr_words > 8192)
+			rc.nr_pcs /= 2, rc.nr_stacks /= 2, rc.nr_words /= 2;
+		else
+			break;
+	}
+	if (rc.nr_samples < samples)
+		wp_log(WP_LOG_INFO, "WALLPROF_RING_MB=%u holds %zu samples, less than %u s x %u Hz x 64 threads",
+		       g->fix.cfg.ring_mb, rc.nr_samples, g->fix.cfg.ring_seconds, g->fix.cfg.hz);
+	g->fix.ring_cfg = rc;
+	g->smp.ring = wp_ring_create(&rc);
+	return g->smp.ring ? 0 : -1;
+}
+
+void wp_tick_read_cmdline(void)
+{
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n, i;
+
+	g->smp.cmdline[0] = 0;
+	if (fd < 0)
+		return;
+	n = read(fd, g->smp.cmdline, sizeof(g->smp.cmdline) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	while (n > 0 && g->smp.cmdline[n - 1] == 0)
+		n--;
+	for (i = 0; i < n; i++)
+		if (g->smp.cmdline[i] == 0)
+			g->smp.cmdline[i] = ' ';
+	g->smp.cmdline[n] = 0;
+}
+
+void wp_tick_mark_start(void)
+{
+	struct timespec rt;
+
+	g->smp.start_ns = wp_mono_ns();
+	clock_gettime(CLOCK_REALTIME, &rt);
+	g->smp.rt_offset = (int64_t)((uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec) -
+			   (int64_t)g->smp.start_ns;
+}
+
+/* Sampler thread of a forked child, before its first tick: a fresh ring,
+ * fresh names and counters; the module map is the parent's (same mappings). */
+static void reset_after_fork(void)
+{
+	wp_ring_destroy(g->smp.ring);
+	g->smp.ring = wp_ring_create(&g->fix.ring_cfg);
+	if (!g->smp.ring) {
+		atomic_store(&g->sh.sampling, 0);
+		wp_log(WP_LOG_ERROR, "forked child %d: cannot allocate the ring; profiling is off",
+		       g->fix.pid);
+		return;
+	}
+	/* Threads that survive (a failed exec restarts us with the program's
+	 * threads still there) keep their slots, and what they publish there,
+	 * but the sampler starts over: new names entries (their old indices
+	 * point into the table just emptied), no cached stacks (their
+	 * references point into the old ring). */
+	wp_slots_sampler_restart();
+	wp_threads_restart();
+	memset(&g->smp.ctr, 0, sizeof(g->smp.ctr));
+	wp_tick_mark_start();
+	wp_tick_read_cmdline();
+}
+
+/* Go's runtime (it asked for SA_ONSTACK on our signal, and its cgo glue is
+ * there) ends the process with a raw exit_group system call, which no
+ * library sees: there is no exit profile to write then. Said once, so the
+ * missing file is not a mystery. */
+static void go_notice(void)
+{
+	g->smp.go_checked = 1;
+	if (!dlsym(RTLD_DEFAULT, "_cgo_topofstack") && !dlsym(RTLD_DEFAULT, "_cgo_sys_thread_start"))
+		return;
+	wp_log(WP_LOG_INFO, "this is a Go program: Go's runtime ends the process with a raw "
+	       "exit_group system call that no library sees, so no profile is written at its "
+	       "exit unless it exits through C (exit())");
+}
+
+static void tick(uint64_t now)
+{
+	uint32_t i, hw;
+
+	if (g->sig.sample_onstack && !g->smp.go_checked)
+		go_notice();
+	wp_sample_collect();
+	if (g->smp.ctr.nr_ticks % g->fix.ticks_per_scan == 0)
+		wp_threads_scan();
+	hw = atomic_load(&g->tab.hiwater);
+	if (atomic_load(&g->sh.sampling)) {
+		for (i = 0; i < hw; i++)
+			if (atomic_load_explicit(&g->tab.slots[i].state, memory_order_acquire) >=
+			    S_IDLE)
+				wp_sample_thread(&g->tab.slots[i], now);
+	}
+	/* The refresh takes the loader's lock: not while a thread of the
+	 * program holds it in a dl_iterate_phdr callback (which may block
+	 * for long), or every tick would wait for it. The next tick will. */
+	if (!atomic_load(&g->sh.loader_users))
+		wp_modmap_refresh(&g->smp.mods);
+	if (g->smp.want_stacks && g->smp.ctr.nr_ticks - g->smp.stacks_tick >= g->fix.ticks_per_scan)
+		wp_sample_find_stacks();
+	g->smp.ctr.nr_ticks++;
+	if (!atomic_load(&g->sh.main_exited) && g->smp.ctr.nr_ticks % g->fix.ticks_per_scan == 0 &&
+	    wp_threads_leader_ended())
+		atomic_store(&g->sh.main_exited, 1); /* thrd_exit, a raw exit: no word from it */
+	if (atomic_load(&g->sh.main_exited) && !wp_threads_user_left()) {
+		/* main() called pthread_exit and its last thread is gone, and
+		 * was not seen ending (thread_exit runs for threads that got
+		 * a slot of their own): without us the process would end now,
+		 * with status 0 (glibc's rule). Our descriptor table may lack the
+		 * program's files, but the program's table is gone with its
+		 * last thread: this is the best left to do. */
+		exit(0);
+	}
+	/* Names change: right after a pthread_setname_np, else once a second
+	 * (prctl and /proc writes are not seen otherwise). */
+	if (g->smp.ctr.nr_ticks % g->fix.cfg.hz == 0)
+		wp_threads_prune(now);
+	if (atomic_exchange(&g->sh.names_dirty, 0) || g->smp.ctr.nr_ticks % g->fix.cfg.hz == 0)
+		wp_threads_refresh_names();
+}
+
+/* The sampler parks here while a raw dump is written: the ring, names and
+ * module map hold still. Only an exec from a handler that failed thaws it;
+ * after a fatal signal it stays until the process is gone. */
+static void freeze(void)
+{
+	uint32_t ev;
+
+	atomic_store(&g->sh.frozen, 1);
+	wp_futex_wake(&g->sh.frozen);
+	while ((ev = atomic_load(&g->sh.events)) & EV_FREEZE)
+		wp_syscall(SYS_futex, &g->sh.events, FUTEX_WAIT_PRIVATE, ev, NULL, NULL, 0);
+	atomic_store(&g->sh.frozen, 0);
+}
+
+static void *sampler_main(void *arg)
+{
+	uint64_t period = 1000000000ull / g->fix.cfg.hz;
+	uint64_t next = wp_mono_ns();
+
+	/* Before anything opens a file: our descriptors in a table of our own
+	 * (before the name, which tests take as the sign that it is done). */
+	g->smp.fds_private = wp_fds_go_private() == 0;
+	prctl(PR_SET_NAME, "wallprof");
+	wp_tls_internal = 1;
+	wp_sigmask_bypass = 1;
+	g->smp.sampler_tid = (pid_t)wp_syscall(SYS_gettid); /* never samples itself */
+	wp_sample_find_own_code();
+	if (arg) /* restarted: a forked child, a failed exec */
+		reset_after_fork();
+	for (;;) {
+		uint32_t ev;
+		uint64_t now;
+
+		next += period;
+		for (;;) {
+			ev = atomic_load(&g->sh.events);
+			if (ev & EV_STOP) {
+				/* a snapshot being converted is finished, not lost */
+				wp_dump_snapshot_finish();
+				return NULL;
+			}
+			if (ev & EV_FREEZE) {
+				freeze();
+				continue;
+			}
+			if (ev & EV_SNAPSHOT) {
+				atomic_fetch_and(&g->sh.events, ~(uint32_t)EV_SNAPSHOT);
+				wp_dump_snapshot();
+				continue;
+			}
+			if (wp_mono_ns() >= next)
+				break;
+			wp_futex_wait_until(&g->sh.events, 0, next);
+		}
+		now = wp_mono_ns();
+		if (now >= next + period) {
+			/* Overran (host stopped, machine busy): skip, don't burst. */
+			uint64_t missed = (now - next) / period;
+
+			g->smp.ctr.nr_ticks_late += missed;
+			next += missed * period;
+		}
+		wp_dump_snapshot_poll();
+		tick(now);
+	}
+}
+
+int wp_sampler_create_thread_real(pthread_t *t, const pthread_attr_t *attr,
+				  void *(*fn)(void *), void *arg)
+{
+	typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+	static create_fn real_create;
+
+	if (!real_create)
+		real_create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
+	return real_create ? real_create(t, attr, fn, arg) : ENOSYS;
+}
+
+int wp_tick_spawn(int restart)
+{
+	sigset_t all, old;
+	int rc;
+
+	/* Helper threads never take the program's signals. */
+	sigfillset(&all);
+	wp_sigmask_raw(SIG_SETMASK, &all, &old);
+	rc = wp_sampler_create_thread_real(&g->smp.sampler, NULL, sampler_main,
+					   restart ? &wp_rt : NULL);
+	wp_sigmask_raw(SIG_SETMASK, &old, NULL);
+	return rc;
+}
