@@ -359,9 +359,9 @@ def tests(rt):
         full = mkdir(os.path.join(tmp, "full"), 0o755)
         td = mkdir(os.path.join(tmp, "td"), 0o755)
         copy = os.path.join(tmp, "full-copy")
-        argv = [rt.prog("threads"), "2.0"]
+        argv = [rt.prog("profile"), "2.0"]
         plain = run_as(argv, tmp, preload=False)
-        rt.check(plain.rc == 0, "threads without the library: %s" % plain.describe())
+        rt.check(plain.rc == 0, "profile without the library: %s" % plain.describe())
         out = os.path.join(full, "p.%p.json")
         # 400 Hz: a profile of several times the tmpfs size.
         res, raw = in_mount_ns(tmp, full, "size=%d" % TMPFS_SIZE, argv,

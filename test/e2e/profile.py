@@ -1,34 +1,34 @@
-"""The profile of test/progs/threads.c under the preload (three named
+"""The profile of test/progs/profile.c under the preload (three named
 threads: "busy" on the CPU, "sleeper" and "piper" off it): valid Sentry JSON,
 the right functions on the right threads, wall time balanced between on- and
 off-CPU threads, the sampling rate, source lines and inlined frames, and
-demangled C++ names (test/progs/cxx.cc). The programs behave exactly as
-without the preload."""
+demangled C++ names (test/progs/profile_cxx.cc). The programs behave exactly
+as without the preload."""
 
 
-THREADS_SECONDS = "2.0"
-THREADS_STDOUT = "threads: done\n"
+PROFILE_SECONDS = "2.0"
+PROFILE_STDOUT = "profile: done\n"
 
 
 IDENTICAL_CASES = (
     (["exitcode"], 7),
     (["exitcode", "return"], 3),
-    (["threads", "1.0"], 0),
-    (["cxx"], 0),
+    (["profile", "1.0"], 0),
+    (["profile_cxx"], 0),
 )
 
 
 def tests(rt):
     check, note = rt.check, rt.note
 
-    def run_threads(tmp, env_extra=None, seconds=THREADS_SECONDS):
-        r = rt.run_under_preload([rt.prog("threads"), seconds], env_extra, cwd=tmp)
-        check(r.rc == 0, "threads exited with %s" % r.describe())
-        check(r.stdout == THREADS_STDOUT, "threads stdout %r" % r.stdout)
+    def run_profile(tmp, env_extra=None, seconds=PROFILE_SECONDS):
+        r = rt.run_under_preload([rt.prog("profile"), seconds], env_extra, cwd=tmp)
+        check(r.rc == 0, "profile exited with %s" % r.describe())
+        check(r.stdout == PROFILE_STDOUT, "profile stdout %r" % r.stdout)
         return r, rt.exit_profile(r)
 
     def test_valid(tmp):
-        _, obj = run_threads(tmp)
+        _, obj = run_profile(tmp)
         rt.check_valid(obj)
         check(obj.get("platform") == "native", "platform is %r" % obj.get("platform"))
         w = rt.wallprof_section(obj)
@@ -38,7 +38,7 @@ def tests(rt):
               % (obj.get("transaction", {}).get("active_thread_id"), w.get("pid")))
 
     def test_functions_on_threads(tmp):
-        _, obj = run_threads(tmp)
+        _, obj = run_profile(tmp)
         names = rt.thread_names(obj)
         for want in ("busy", "sleeper", "piper"):
             check(want in names.values(), "no thread named %r in thread_metadata (have %s)"
@@ -64,7 +64,7 @@ def tests(rt):
                                  % (fn, share * 100, len(samples), thread, top[0], top[1]))
 
     def test_wall_balance(tmp):
-        _, obj = run_threads(tmp)
+        _, obj = run_profile(tmp)
         busy = rt.thread_samples(obj, "busy")
         sleeper = rt.thread_samples(obj, "sleeper")
         piper = rt.thread_samples(obj, "piper")
@@ -82,7 +82,7 @@ def tests(rt):
 
     def _check_rate(tmp, hz):
         env = {"WALLPROF_HZ": str(hz)} if hz != rt.DEFAULT_HZ else None
-        _, obj = run_threads(tmp, env)
+        _, obj = run_profile(tmp, env)
         check(rt.wallprof_section(obj).get("hz") == hz, "wallprof.hz is %r, want %d"
               % (rt.wallprof_section(obj).get("hz"), hz))
         rate = rt.sample_rate(rt.thread_samples(obj, "sleeper"))
@@ -98,9 +98,9 @@ def tests(rt):
         _check_rate(tmp, 200)
 
     def test_lines_and_inline(tmp):
-        _, obj = run_threads(tmp)
-        step_line = rt.mark_line("threads.c", "inline_step")
-        call_line = rt.mark_line("threads.c", "inline_call")
+        _, obj = run_profile(tmp)
+        step_line = rt.mark_line("profile.c", "inline_step")
+        call_line = rt.mark_line("profile.c", "inline_call")
         p = rt.profile_part(obj)
         frames = p["frames"]
 
@@ -109,9 +109,9 @@ def tests(rt):
         seen = sorted({(f.get("filename"), f.get("lineno"), f.get("inlined")) for f in
                        (frames[i] for i in inl)}, key=str)
         good = [i for i in inl if frames[i].get("inlined") is True
-                and frames[i].get("filename") == "threads.c"
+                and frames[i].get("filename") == "profile.c"
                 and frames[i].get("lineno") == step_line]
-        check(good, "no wpt_inline_step frame with inlined=true, threads.c:%d; seen "
+        check(good, "no wpt_inline_step frame with inlined=true, profile.c:%d; seen "
               "(filename, lineno, inlined): %s" % (step_line, seen[:5]))
 
         good = set(good)
@@ -129,8 +129,8 @@ def tests(rt):
               "%d; seen (function, lineno): %s" % (call_line, sorted(outer_seen, key=str)[:5]))
 
         burn = [f for f in frames if f.get("function") == "wpt_burn_cpu"]
-        check(any((f.get("abs_path") or "").endswith("test/progs/threads.c") for f in burn),
-              "no wpt_burn_cpu frame with abs_path .../test/progs/threads.c (seen %s)"
+        check(any((f.get("abs_path") or "").endswith("test/progs/profile.c") for f in burn),
+              "no wpt_burn_cpu frame with abs_path .../test/progs/profile.c (seen %s)"
               % sorted({str(f.get("abs_path")) for f in burn}))
         check(all(f.get("in_app") is True for f in burn), "a wpt_burn_cpu frame is not in_app")
         libc = [f for f in frames if rt.is_libc_module(f.get("module"))]
@@ -139,8 +139,8 @@ def tests(rt):
         check(all(f.get("in_app") is False for f in libc), "a libc frame has in_app != false")
 
     def test_demangled(tmp):
-        r = rt.run_under_preload([rt.prog("cxx")], cwd=tmp)
-        check(r.rc == 0, "cxx exited with %s" % r.describe())
+        r = rt.run_under_preload([rt.prog("profile_cxx")], cwd=tmp)
+        check(r.rc == 0, "profile_cxx exited with %s" % r.describe())
         obj = rt.exit_profile(r)
         fns = {f.get("function") for f in rt.profile_part(obj)["frames"]}
         check("wpt::Worker::spin(int)" in fns, "no frame wpt::Worker::spin(int); spin-like: %s"

@@ -1,6 +1,7 @@
-/* threads: the main end-to-end target. Three named threads, one per kind of
- * wall time: "busy" spins on the CPU, "sleeper" naps in an absolute-deadline
- * loop, "piper" blocks in read() on a pipe. Usage: threads [seconds] (2.0).
+/* profile: the main end-to-end target (test/e2e/profile.py). Three named
+ * threads, one per kind of wall time: "busy" spins on the CPU, "sleeper" naps
+ * in an absolute-deadline loop, "piper" blocks in read() on a pipe.
+ * Usage: profile [seconds] (2.0).
  * Every wait survives the profiler's SA_RESTART signal (retry on EINTR). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -104,7 +105,7 @@ static void *piper_main(void *arg)
 	(void)arg;
 	pthread_setname_np(pthread_self(), "piper");
 	if (wpt_wait_pipe(pipe_fds[0]) != 'q')
-		fprintf(stderr, "threads: piper: unexpected pipe data\n");
+		fprintf(stderr, "profile: piper: unexpected pipe data\n");
 	return NULL;
 }
 
@@ -113,7 +114,7 @@ static void start(pthread_t *t, void *(*fn)(void *))
 	int err = pthread_create(t, NULL, fn, NULL);
 
 	if (err) {
-		fprintf(stderr, "threads: pthread_create: %s\n", strerror(err));
+		fprintf(stderr, "profile: pthread_create: %s\n", strerror(err));
 		exit(2);
 	}
 }
@@ -125,12 +126,12 @@ int main(int argc, char **argv)
 	if (argc > 1) {
 		run_seconds = strtod(argv[1], NULL);
 		if (!(run_seconds > 0 && run_seconds < 3600)) {
-			fprintf(stderr, "usage: threads [seconds]\n");
+			fprintf(stderr, "usage: profile [seconds]\n");
 			return 2;
 		}
 	}
 	if (pipe(pipe_fds) != 0) {
-		perror("threads: pipe");
+		perror("profile: pipe");
 		return 2;
 	}
 	start(&busy, busy_main);
@@ -144,6 +145,6 @@ int main(int argc, char **argv)
 	pthread_join(piper, NULL);
 	pthread_join(sleeper, NULL);
 
-	printf("threads: done\n");
+	printf("profile: done\n");
 	return 0;
 }
