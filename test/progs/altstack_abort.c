@@ -35,7 +35,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "h_work.h"
+#include "work.h"
 
 #define ALT_SIZE 8192
 #define PAINT_SIZE 65536

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "h_work.h"
+#include "work.h"
 
 __attribute__((noipa)) static uint64_t wpt_level3(double seconds)
 {

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "h_work.h"
+#include "work.h"
 
 static int *volatile nullp; /* the compiler cannot know it is NULL */
 

@@ -34,7 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "h_work.h"
+#include "work.h"
 
 static atomic_int stop;
 

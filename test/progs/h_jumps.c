@@ -51,7 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "h_work.h"
+#include "work.h"
 
 WPT_WORK(wpt_main_spin)
 WPT_WORK(wpt_jumper_spin)

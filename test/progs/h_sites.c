@@ -25,7 +25,7 @@
 #include <time.h>
 #include <ucontext.h>
 
-#include "h_work.h"
+#include "work.h"
 
 static double end_s;
 

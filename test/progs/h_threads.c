@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "h_work.h"
+#include "work.h"
 
 static void die(const char *what, int rc)
 {
