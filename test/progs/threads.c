@@ -1,12 +1,12 @@
-/* h_threads: thread life cycles under the profiler. Usage:
- *   h_threads churn N BATCH   creates N short-lived threads, BATCH at a time, joins
+/* threads: thread life cycles under the profiler. Usage:
+ *   threads churn N BATCH     creates N short-lived threads, BATCH at a time, joins
  *                             each batch; every 4th thread names itself "churn-<i>"
- *   h_threads sigblock        "spinblk" blocks every signal and spins 1 s
+ *   threads sigblock          "spinblk" blocks every signal and spins 1 s
  *                             (wpt_blocked_spin); "sleepblk" blocks every signal and
  *                             sleeps 1 s in nanosleep (wpt_blocked_sleep)
- *   h_threads rename          a thread named "before" works 0.5 s, renames itself
+ *   threads rename            a thread named "before" works 0.5 s, renames itself
  *                             "after" and works 1.5 s more
- *   h_threads stale           "stale" alternates 8 times: spin 50 ms
+ *   threads stale             "stale" alternates 8 times: spin 50 ms
  *                             (wpt_stale_spin), then 100 ms with every signal
  *                             blocked in a raw nanosleep system call, no wrapper
  *                             (wpt_stale_masked), unblocking before it returns
@@ -30,7 +30,7 @@
 
 static void die(const char *what, int rc)
 {
-	fprintf(stderr, "h_threads: %s: %s\n", what, strerror(rc));
+	fprintf(stderr, "threads: %s: %s\n", what, strerror(rc));
 	exit(1);
 }
 
@@ -295,6 +295,6 @@ int main(int argc, char **argv)
 		return mode_stale();
 	if (argc == 2 && strcmp(argv[1], "rawpoll") == 0)
 		return mode_rawpoll();
-	fprintf(stderr, "usage: h_threads churn N BATCH | sigblock | rename | stale\n");
+	fprintf(stderr, "usage: threads churn N BATCH | sigblock | rename | stale\n");
 	return 2;
 }
