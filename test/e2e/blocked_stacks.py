@@ -1,5 +1,5 @@
-"""Stacks of blocked threads (test/progs/blockers.c: one named thread blocked
-in each kind of call): never signalled, their samples off-CPU with the
+"""Stacks of blocked threads (test/progs/blocked_stacks.c: one named thread
+blocked in each kind of call): never signalled, their samples off-CPU with the
 syscall label and the caller chain from the libc function upward, the same
 app frames as eu-stack shows."""
 
@@ -11,7 +11,8 @@ import subprocess
 import threading
 import time
 
-# t_ thread of test/progs/blockers.c -> (chain name, syscall labels, libc leaf names).
+# t_ thread of test/progs/blocked_stacks.c -> (chain name, syscall labels, libc leaf
+# names).
 # The chain is wpt_<chain>_inner called by wpt_<chain>_outer; a leaf name
 # matches a libc function whose name contains it (__poll, ___pthread_cond_wait...).
 BLOCKERS = (
@@ -74,11 +75,11 @@ def tests(rt):
     check, note = rt.check, rt.note
 
     def _blockers_session(tmp, env_extra, hold_s, while_ready=None):
-        """Runs blockers under the preload; after "ready" calls while_ready(proc)
-        (if any), lets `hold_s` seconds of wall time pass since "ready" for
-        samples to accumulate, then sends the line and waits for the end.
-        Returns (Run, while_ready's result)."""
-        argv = [rt.prog("blockers")]
+        """Runs blocked_stacks under the preload; after "ready" calls
+        while_ready(proc) (if any), lets `hold_s` seconds of wall time pass
+        since "ready" for samples to accumulate, then sends the line and waits
+        for the end. Returns (Run, while_ready's result)."""
+        argv = [rt.prog("blocked_stacks")]
         proc = subprocess.Popen(argv, cwd=tmp, env=rt.clean_env(env_extra), stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
@@ -96,21 +97,23 @@ def tests(rt):
             left = ready_at + hold_s - time.monotonic()
             if left > 0:
                 time.sleep(left)  # wall time for samples to accumulate, not synchronization
-            check(proc.poll() is None, "blockers exited early (rc %s)" % proc.returncode)
+            check(proc.poll() is None, "blocked_stacks exited early (rc %s)"
+                  % proc.returncode)
             proc.stdin.write(b"go\n")
             proc.stdin.close()
             rc = proc.wait(timeout=rt.RUN_TIMEOUT)
             rest = proc.stdout.read()
         except subprocess.TimeoutExpired:
-            raise rt.Failure("blockers did not exit within %d s after the line" % rt.RUN_TIMEOUT)
+            raise rt.Failure("blocked_stacks did not exit within %d s after the line"
+                             % rt.RUN_TIMEOUT)
         finally:
             if proc.poll() is None:
                 rt.kill_group(proc)
             drain.join(rt.RUN_TIMEOUT)
         stderr = b"".join(err_chunks).decode(errors="replace")
         r = rt.Run(argv, tmp, proc.pid, rc, line + rest.decode(errors="replace"), stderr)
-        check(rc == 0, "blockers exited with %s" % r.describe())
-        check(r.stdout == "ready\nblockers: done\n", "blockers stdout %r" % r.stdout)
+        check(rc == 0, "blocked_stacks exited with %s" % r.describe())
+        check(r.stdout == "ready\nblocked_stacks: done\n", "blocked_stacks stdout %r" % r.stdout)
         return r, extra
 
     def _describe_sample(obj, s, depth=6):
@@ -252,7 +255,7 @@ def tests(rt):
     def test_blocked_stacks_vs_eu_stack(tmp):
         """For blocked threads, the app frames eu-stack shows (wpt_*_inner,
         wpt_*_outer, the start routine) appear in the same order in our stacks."""
-        exe = rt.prog("blockers")
+        exe = rt.prog("blocked_stacks")
         eu = shutil.which("eu-stack")
 
         def snap(proc):
