@@ -1,7 +1,7 @@
 """On-demand snapshots (test/progs/snapshot.c): SIGUSR2, or the signal
 WALLPROF_SNAPSHOT_SIGNAL names, writes wallprof.<pid>.<n>.json while the
-program runs on; a program that owns SIGUSR2 itself (test/progs/ownusr2.c)
-keeps it, and snapshots are off. A snapshot signal landing in a thread
+program runs on; a program that owns SIGUSR2 itself
+(test/progs/snapshot_ownusr2.c) keeps it, and snapshots are off. A snapshot signal landing in a thread
 blocked in a wrapped call must not make that call return EINTR early (the
 kernel picks any thread for it)."""
 
@@ -99,9 +99,9 @@ def tests(rt):
         _snapshot_session(tmp, {"WALLPROF_SNAPSHOT_SIGNAL": "USR1"}, signal.SIGUSR1, 1)
 
     def test_own_usr2(tmp):
-        r = rt.run_under_preload([rt.prog("ownusr2")], cwd=tmp)
-        check(r.rc == 0 and r.stdout == "handled 3\n", "ownusr2: rc %s, stdout %r (%s)"
-              % (r.rc, r.stdout, r.describe()))
+        r = rt.run_under_preload([rt.prog("snapshot_ownusr2")], cwd=tmp)
+        check(r.rc == 0 and r.stdout == "handled 3\n", "snapshot_ownusr2: rc %s, stdout %r "
+              "(%s)" % (r.rc, r.stdout, r.describe()))
         check(any("snapshot" in l for l in r.wallprof_lines()),
               "no wallprof stderr line about snapshots: %r" % r.wallprof_lines())
         rt.check_valid(rt.exit_profile(r))
