@@ -1,4 +1,4 @@
-"""A plugin (test/progs/libwpt_plugin.c) that test/progs/plugin.c dlopens,
+"""A plugin (test/progs/libwpt_plugin.c) that test/progs/plugins.c dlopens,
 runs and dlcloses before it exits: its frames still resolve in the exit
 profile (the module map is recorded at capture time)."""
 
@@ -12,8 +12,8 @@ def tests(rt):
         """A plugin dlclose'd before exit still resolves (module map recorded at
         capture time)."""
         plugin = os.path.join(rt.PROGS, "libwpt_plugin.so")
-        r = rt.run_under_preload([rt.prog("plugin"), plugin], cwd=tmp)
-        check(r.rc == 0, "plugin: %s" % r.describe())
+        r = rt.run_under_preload([rt.prog("plugins"), plugin], cwd=tmp)
+        check(r.rc == 0, "plugins: %s" % r.describe())
         check("plugin: unloaded" in r.stdout, "the plugin was not unloaded: %r" % r.stdout)
         obj = rt.exit_profile(r)
         rt.check_valid(obj)
