@@ -14,6 +14,12 @@ function takes its temporary directory. The driver gives every test a fresh
 temporary directory with TMPDIR inside it, then checks every profile the
 test left there against test/sentry_check.py, whatever the test asserted.
 
+A program in test/progs/ is named after the module that runs it (jumps.c
+for e2e/jumps.py), with a suffix when a module has more than one (code.c,
+code_sites.c and libcode_plugin.c for e2e/code.py). exitcode.c and
+libwpt_plugin.c, which several modules use, and demo.c and soak.c (make
+demo, make soak) keep names of their own.
+
 Usage: test/run_tests.py [-k SUBSTRING] [--list] [-v]
 Prints "PASS name" or "FAIL name: reason" per test, then "N passed, M failed";
 exits 1 when a test failed.
