@@ -113,7 +113,7 @@ $(BUILD)/bench/%: test/bench/%.c
 
 # A statically linked test program (the launcher's static-binary detection);
 # this explicit rule wins over the pattern rule for build/progs/%.
-$(BUILD)/progs/static_hello: test/progs/static_hello.c
+$(BUILD)/progs/launcher_static: test/progs/launcher_static.c
 	@mkdir -p $(dir $@)
 	$(CC) $(PROG_CFLAGS) -std=gnu11 -static -o $@ $<
 

@@ -1,4 +1,4 @@
-"""Code layouts under the profiler (test/progs/h_code.c, libh_plugin.c): a
+"""Code layouts under the profiler (test/progs/code.c, libcode_plugin.c): a
 plugin deleted or replaced on disk while loaded, no frame pointers, no
 unwind tables, stripped executables with their debug info in a debuglink
 file or under /usr/lib/debug/.build-id, and stacks deeper than
@@ -10,7 +10,7 @@ import re
 import shutil
 import subprocess
 
-SRC = "h_code.c"
+SRC = "code.c"
 BASE_FLAGS = ["-pthread", "-Wall", "-Wextra", "-Werror", "-std=gnu11"]
 CHAIN = ["wpt_level3", "wpt_level2", "wpt_level1", "main"]  # leaf first
 RECURSE_DEPTH = 3000
@@ -57,7 +57,7 @@ def tests(rt):
         return m.group(1).lower()
 
     def func_line_range(fn):
-        """(first, last) source lines of `fn` in h_code.c."""
+        """(first, last) source lines of `fn` in code.c."""
         with open(src) as f:
             lines = f.read().splitlines()
         start = next(i for i, l in enumerate(lines, 1) if re.search(r"\b%s\(" % fn, l)
@@ -103,7 +103,7 @@ def tests(rt):
                       top_stacks(obj, samples)))
 
     def require_lines(obj, what):
-        """wpt_level3 frames carry h_code.c and a line inside wpt_level3."""
+        """wpt_level3 frames carry code.c and a line inside wpt_level3."""
         lo, hi = func_line_range("wpt_level3")
         frames = [f for f in rt.profile_part(obj)["frames"] if f.get("function") == "wpt_level3"]
         check(frames, "%s: no wpt_level3 frame; functions: %s" % (
@@ -120,9 +120,9 @@ def tests(rt):
                      "deregister_tm_clones", "__do_global_dtors_aux"}
 
     def plugin_case(tmp, action):
-        plugin = os.path.join(tmp, "libh_plugin.so")
-        shutil.copy(os.path.join(rt.PROGS, "libh_plugin.so"), plugin)
-        argv = [rt.prog("h_code"), "plugin", plugin, action]
+        plugin = os.path.join(tmp, "libcode_plugin.so")
+        shutil.copy(os.path.join(rt.PROGS, "libcode_plugin.so"), plugin)
+        argv = [rt.prog("code"), "plugin", plugin, action]
         if action == "replace":
             other = os.path.join(tmp, "other.so")
             shutil.copy(os.path.join(rt.PROGS, "libwpt_plugin.so"), other)
@@ -130,21 +130,21 @@ def tests(rt):
         word = "unlinked" if action == "unlink" else "replaced"
         want = "plugin: work 1\nplugin: %s\nplugin: work again 1\n" % word
         r = rt.run_under_preload(argv, cwd=tmp)
-        check(r.rc == 0 and r.stdout == want, "h_code plugin %s: stdout %r, %s"
+        check(r.rc == 0 and r.stdout == want, "code plugin %s: stdout %r, %s"
               % (action, r.stdout, r.describe()))
         obj = rt.exit_profile(r)
         rt.check_valid(obj)
         p = rt.profile_part(obj)
         frames = p["frames"]
-        plug = [i for i, f in enumerate(frames) if "libh_plugin" in str(f.get("module", ""))
+        plug = [i for i, f in enumerate(frames) if "libcode_plugin" in str(f.get("module", ""))
                 or str(f.get("function", "")).startswith("wpt_hplugin")]
-        check(plug, "no frame from libh_plugin.so; modules: %s"
+        check(plug, "no frame from libcode_plugin.so; modules: %s"
               % sorted({str(f.get("module")) for f in frames}))
         modules = sorted({str(frames[i].get("module")) for i in plug})
         names = sorted({str(frames[i].get("function")) for i in plug})
         note("plugin %s: plugin frames: functions %s, modules %s" % (action, names, modules))
         # Where the plugin's functions are in the file that was loaded.
-        orig = os.path.join(rt.PROGS, "libh_plugin.so")
+        orig = os.path.join(rt.PROGS, "libcode_plugin.so")
         lo = hi = None
         for line in tool(["nm", "-S", orig], "nm -S").splitlines():
             parts = line.split()
@@ -158,7 +158,7 @@ def tests(rt):
             fn = str(f.get("function") or "")
             # Symbolized from the original (still mapped) file: the work
             # functions or a helper of the same source inlined into them.
-            if fn.startswith("wpt_hplugin") or f.get("filename") == "libh_plugin.c":
+            if fn.startswith("wpt_hplugin") or f.get("filename") == "libcode_plugin.c":
                 continue
             # A sample may land while dlopen/dlclose run the plugin's
             # compiler-provided init and fini code: true frames too.
@@ -172,7 +172,7 @@ def tests(rt):
                   "(%#x..%#x) in the loaded file: %s" % (off, lo, hi, f))
         want_id = build_id(orig)
         imgs = [i for i in obj.get("debug_meta", {}).get("images", [])
-                if "libh_plugin" in str(i.get("code_file"))]
+                if "libcode_plugin" in str(i.get("code_file"))]
         check(imgs, "no debug_meta image for the plugin")
         check(all(str(i.get("code_id", "")).lower() == want_id for i in imgs),
               "the plugin's debug image has code_id %s, the loaded file's build-id is %s"
@@ -206,7 +206,7 @@ def tests(rt):
     # ---- unwinding without frame pointers / without unwind tables ----
 
     def test_no_frame_pointers(tmp):
-        exe = build(tmp, "h_code_nofp", ["-O2", "-g", "-fomit-frame-pointer"])
+        exe = build(tmp, "code_nofp", ["-O2", "-g", "-fomit-frame-pointer"])
         _, obj, main = run_chain(tmp, exe)
         require_chain(obj, main, "-fomit-frame-pointer")
 
@@ -216,7 +216,7 @@ def tests(rt):
                 re.findall(r"FDE cie=\S+ pc=([0-9a-f]+)\.\.([0-9a-f]+)", out)]
 
     def test_no_unwind_tables(tmp):
-        exe = build(tmp, "h_code_noeh", ["-O0", "-fno-omit-frame-pointer",
+        exe = build(tmp, "code_noeh", ["-O0", "-fno-omit-frame-pointer",
                                          "-fno-asynchronous-unwind-tables", "-fno-unwind-tables"])
         nm = tool(["nm", exe], "nm")
         addr = {l.split()[2]: int(l.split()[0], 16) for l in nm.splitlines()
@@ -246,7 +246,7 @@ def tests(rt):
     def test_debuglink(tmp):
         bindir = os.path.join(tmp, "bin")
         os.mkdir(bindir)
-        exe, dbg = stripped_pair(bindir, "h_code")
+        exe, dbg = stripped_pair(bindir, "code")
         tool(["strip", "--strip-debug", "--strip-unneeded", exe], "strip")
         tool(["objcopy", "--add-gnu-debuglink=%s" % dbg, exe], "objcopy --add-gnu-debuglink")
         check("wpt_level3" not in symbols(exe), "test build problem: wpt_level3 still in the "
@@ -266,7 +266,7 @@ def tests(rt):
             print("    note: skipped: cannot mount in a private mount namespace: %s"
                   % probe.stdout.decode(errors="replace").strip()[-200:])
             return
-        exe, dbg = stripped_pair(tmp, "h_code")
+        exe, dbg = stripped_pair(tmp, "code")
         bid = build_id(exe)
         tool(["strip", "--strip-all", exe], "strip --strip-all")
         check(build_id(exe) == bid, "strip changed the build-id")
@@ -302,7 +302,7 @@ def tests(rt):
 
     def recursion(tmp, max_depth):
         env = {"WALLPROF_MAX_DEPTH": str(max_depth)} if max_depth != 128 else None
-        r = rt.run_under_preload([rt.prog("h_code"), "recurse", str(RECURSE_DEPTH), "1.0"], env,
+        r = rt.run_under_preload([rt.prog("code"), "recurse", str(RECURSE_DEPTH), "1.0"], env,
                                  cwd=tmp)
         check(r.rc == 0 and r.stdout == "recurse: done\n", "recurse: stdout %r, %s"
               % (r.stdout, r.describe()))
@@ -352,10 +352,10 @@ def tests(rt):
         """A blocking call inside a dl_iterate_phdr callback (the thread holds
         the loader's lock): the sampler must not unwind it with libunwind,
         which takes that lock (it used to hang the program for good)."""
-        argv = [rt.prog("h_code"), "dlblock", "300"]
+        argv = [rt.prog("code"), "dlblock", "300"]
         plain = rt.run_plain(argv, tmp)
         check(plain.rc == 0 and plain.stdout == "dlblock: 300 callbacks\n",
-              "h_code dlblock without the library: %s" % plain.describe())
+              "code dlblock without the library: %s" % plain.describe())
         run = rt.run_under_preload(argv, {"WALLPROF_HZ": "1000"}, cwd=tmp, timeout=60)
         check(run.rc == plain.rc and run.stdout == plain.stdout,
               "under the preload: rc %s, stdout %r (%s)" % (run.rc, run.stdout, run.describe()))
@@ -370,12 +370,12 @@ def tests(rt):
               % (n, sorted(set(map(str, labels))), rt.wallprof_section(obj).get("ticks_late")))
 
     def site_replay(tmp, mode):
-        argv = [rt.prog("h_sites"), "3"] + ([mode] if mode else [])
+        argv = [rt.prog("code_sites"), "3"] + ([mode] if mode else [])
         run = rt.run_under_preload(argv, {"WALLPROF_HZ": "1000", "WALLPROF_TEST_SITE_CHECK": "1"},
                                    cwd=tmp)
-        check(run.rc == 0 and run.stdout == "sites: done\n", "h_sites: %s" % run.describe())
+        check(run.rc == 0 and run.stdout == "sites: done\n", "code_sites: %s" % run.describe())
         obj = rt.load_profile(run.profile_path())
-        rt.check_valid(obj, "h_sites profile")
+        rt.check_valid(obj, "code_sites profile")
         ctr = obj["wallprof"]
         check(ctr["site_mismatch"] == 0, "%d of %d replayed walks differ from libunwind's"
               % (ctr["site_mismatch"], ctr["site_replayed"]))
@@ -393,7 +393,7 @@ def tests(rt):
     def test_site_replay(tmp):
         """Walks from published registers are replayed when a thread blocks
         again where it blocked before; WALLPROF_TEST_SITE_CHECK=1 checks each
-        replay against a real libunwind walk. h_sites blocks from two
+        replay against a real libunwind walk. code_sites blocks from two
         look-alike functions (same stack pointer, other return addresses).
         Its threads block on the stacks pthread gave them, which the sampler
         finds in /proc/self/maps and then reads directly; so does the main

@@ -1,6 +1,6 @@
 """build/wallprof-convert on input it must not trust: files that are not
 regular files (/dev/zero, a directory, a FIFO), empty, random or foreign
-files, every kind of prefix of a real raw dump (h_exits segv under the
+files, every kind of prefix of a real raw dump (`exits segv` under the
 preload), and dumps crafted so that a few hundred KB would ask for hundreds
 of MB of frames or JSON (stacks overlapping the whole frame arena, a long
 module path repeated in every frame). Each run is bounded: 200 MB of address
@@ -118,9 +118,9 @@ def tests(rt):
         return lines[0]
 
     def real_dump(tmp):
-        """The raw dump of h_exits dying of SIGSEGV under the preload (no
+        """The raw dump of exits dying of SIGSEGV under the preload (no
         converter: the dump stays)."""
-        r = rt.run_bounded([rt.prog("h_exits"), "segv"], tmp, timeout=15,
+        r = rt.run_bounded([rt.prog("exits"), "segv"], tmp, timeout=15,
                            env_extra={"WALLPROF_CONVERTER": os.path.join(tmp, "none")})
         m = re.search(r"wallprof:.*?(\S*wallprof\.%d\.raw)" % r.pid, r.stderr)
         check(m, "no raw dump named on stderr (%s)" % r.describe())

@@ -1,9 +1,9 @@
-"""Every way a process ends (test/progs/h_exits.c): the exit status or
+"""Every way a process ends (test/progs/exits.c): the exit status or
 terminating signal (and core dump) is the one without the profiler, and the
 promised profile is written: JSON for normal ends (return, exit from another
 thread, _exit, _Exit, pthread_exit from main, exec), a raw dump that
 build/wallprof-convert turns into a profile for deaths by signal, also on
-a Rust-sized 8 KiB alternate signal stack (test/progs/altstack_abort.c)."""
+a Rust-sized 8 KiB alternate signal stack (test/progs/exits_altstack.c)."""
 
 import json
 import os
@@ -65,7 +65,7 @@ def tests(rt):
     # ---- normal ends ----
 
     def normal_end(tmp, mode, rc, stdout):
-        r = run_pair(tmp, [rt.prog("h_exits"), mode], rc, stdout)
+        r = run_pair(tmp, [rt.prog("exits"), mode], rc, stdout)
         pid_profile(tmp, r, "wpt_exit_work")
 
     def test_return(tmp):
@@ -83,7 +83,7 @@ def tests(rt):
     def test_pthread_exit(tmp):
         """main calls pthread_exit; the process must end when the last of
         the program's threads does (the sampler does not keep it alive)."""
-        r = run_pair(tmp, [rt.prog("h_exits"), "pthread_exit"], 0, "main: pthread_exit\n")
+        r = run_pair(tmp, [rt.prog("exits"), "pthread_exit"], 0, "main: pthread_exit\n")
         obj = pid_profile(tmp, r, "wpt_tail_work")
         tails = {s["thread_id"] for s in fn_samples(obj, "wpt_tail_work")}
         check(len(tails) == 2, "wpt_tail_work samples on %d threads, want 2" % len(tails))
@@ -96,7 +96,7 @@ def tests(rt):
     def test_exec(tmp):
         exe = rt.prog("exitcode")
         plain_out = rt.run_plain([exe], tmp).stdout
-        r = run_pair(tmp, [rt.prog("h_exits"), "exec", exe], 7, "main: exec\n" + plain_out)
+        r = run_pair(tmp, [rt.prog("exits"), "exec", exe], 7, "main: exec\n" + plain_out)
         pid_profile(tmp, r, "wpt_count_primes")
         parts = sorted(n for n in os.listdir(tmp)
                        if re.match(r"^wallprof\.%d\.exec\d+\.json$" % r.pid, n))
@@ -132,7 +132,7 @@ def tests(rt):
         return obj
 
     def death(tmp, mode, sig):
-        r = run_pair(tmp, [rt.prog("h_exits"), mode], -sig)
+        r = run_pair(tmp, [rt.prog("exits"), mode], -sig)
         death_profile(tmp, r, sig, "wpt_exit_work", 20)
         no_partial_files(tmp)
 
@@ -142,14 +142,14 @@ def tests(rt):
     def test_segv(tmp):
         death(tmp, "segv", signal.SIGSEGV)
 
-    # ---- deaths on a small alternate signal stack (test/progs/altstack_abort.c) ----
+    # ---- deaths on a small alternate signal stack (test/progs/exits_altstack.c) ----
 
     def altstack_death(tmp, mode, sig):
         """Both threads have an 8 KiB sigaltstack above a guard page, as Rust
         gives every thread; our fatal handler (SA_ONSTACK) runs on it, below
         the kernel's signal frame (3.3 KiB with AVX-512). If the fatal path
         needs more than what is left, the death is a SIGSEGV, with no dump."""
-        r = run_pair(tmp, [rt.prog("altstack_abort"), mode], -sig)
+        r = run_pair(tmp, [rt.prog("exits_altstack"), mode], -sig)
         death_profile(tmp, r, sig, "wpt_altstack_work", 10)
         no_partial_files(tmp)
 
@@ -176,16 +176,16 @@ def tests(rt):
 
     def test_altstack_depth(tmp):
         """How deep the fatal path goes: the dying thread's alternate stack
-        is 64 KiB of a shared file painted with 0xa5 (altstack_abort with
+        is 64 KiB of a shared file painted with 0xa5 (exits_altstack with
         PAINT_FILE), read back after the death. What lies below the kernel's
         signal frame (measured by the program) is our handler's."""
         paint = os.path.join(tmp, "altstack.paint")
-        r = rt.run_bounded([rt.prog("altstack_abort"), "abort", paint], tmp,
+        r = rt.run_bounded([rt.prog("exits_altstack"), "abort", paint], tmp,
                            timeout=EXIT_TIMEOUT)
-        check(r.rc == -signal.SIGABRT, "altstack_abort abort PAINT_FILE ended with %s (%s)"
+        check(r.rc == -signal.SIGABRT, "exits_altstack abort PAINT_FILE ended with %s (%s)"
               % (r.rc, r.describe()))
         m = re.search(r"^frame (\d+)$", r.stdout, re.M)
-        check(m, "altstack_abort printed no frame size: %r" % r.stdout)
+        check(m, "exits_altstack printed no frame size: %r" % r.stdout)
         frame = int(m.group(1))
         with open(paint, "rb") as f:
             data = f.read()
@@ -232,8 +232,8 @@ def tests(rt):
               "DT_FLAGS_1 %#x): link it with -Wl,-z,now" % (flags, flags_1))
 
     def killed_run(tmp, preload):
-        """h_exits sigterm: SIGTERM once it printed "ready"; returns a Run."""
-        argv = [rt.prog("h_exits"), "sigterm"]
+        """exits sigterm: SIGTERM once it printed "ready"; returns a Run."""
+        argv = [rt.prog("exits"), "sigterm"]
         env = rt.clean_env(preload=preload)
         proc = subprocess.Popen(argv, cwd=tmp, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -248,13 +248,13 @@ def tests(rt):
                     if not chunk:
                         break
                     buf += chunk
-            check(buf == b"ready\n", "h_exits sigterm printed %r, not \"ready\"" % buf)
+            check(buf == b"ready\n", "exits sigterm printed %r, not \"ready\"" % buf)
             os.kill(proc.pid, signal.SIGTERM)
             out, err = proc.communicate(timeout=EXIT_TIMEOUT)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-            raise rt.Failure("h_exits did not end within %d s of SIGTERM (preload=%s)"
+            raise rt.Failure("exits sigterm did not end within %d s of SIGTERM (preload=%s)"
                              % (EXIT_TIMEOUT, preload))
         finally:
             if proc.poll() is None:
@@ -322,7 +322,7 @@ def tests(rt):
             for preload in (False, True):
                 d = os.path.join(tmp, "%s-%s" % (mode, "preload" if preload else "plain"))
                 os.mkdir(d)
-                st = raw_status(d, [rt.prog("h_exits"), mode], preload)
+                st = raw_status(d, [rt.prog("exits"), mode], preload)
                 check(os.WIFSIGNALED(st), "%s (preload=%s) was not killed by a signal: status "
                       "%#x" % (mode, preload, st))
                 results[preload] = (os.WTERMSIG(st), os.WCOREDUMP(st))

@@ -359,9 +359,9 @@ def tests(rt):
         full = mkdir(os.path.join(tmp, "full"), 0o755)
         td = mkdir(os.path.join(tmp, "td"), 0o755)
         copy = os.path.join(tmp, "full-copy")
-        argv = [rt.prog("threads"), "2.0"]
+        argv = [rt.prog("profile"), "2.0"]
         plain = run_as(argv, tmp, preload=False)
-        rt.check(plain.rc == 0, "threads without the library: %s" % plain.describe())
+        rt.check(plain.rc == 0, "profile without the library: %s" % plain.describe())
         out = os.path.join(full, "p.%p.json")
         # 400 Hz: a profile of several times the tmpfs size.
         res, raw = in_mount_ns(tmp, full, "size=%d" % TMPFS_SIZE, argv,
@@ -560,10 +560,10 @@ def tests(rt):
         one is 3, and a daemon-style close(0) + open gets 0 back every time
         while threads come and go at 1000 Hz (the sampler's /proc reads
         happen in a descriptor table of its own)."""
-        argv = [rt.prog("h_fds"), "2"]
+        argv = [rt.prog("files"), "2"]
         plain = rt.run_plain(argv, tmp)
         rt.check(plain.rc == 0 and "got another number: 0 times" in plain.stdout,
-                 "h_fds without the library: %s" % plain.describe())
+                 "files without the library: %s" % plain.describe())
         run = rt.run_under_preload(argv, {"WALLPROF_HZ": "1000"}, cwd=tmp)
         same_behaviour("fd numbers", plain, run)
         rt.check(run.profile_path(), "fd numbers: no profile (%s)" % run.describe())
@@ -573,12 +573,12 @@ def tests(rt):
         """The process holds no descriptor of the library's that the program
         can see (CPython's test_subprocess closes or lists them): libunwind's
         validation pipe used to sit at 768/769; now none exists."""
-        argv = [rt.prog("h_fds"), "list"]
+        argv = [rt.prog("files"), "list"]
         plain = rt.run_plain(argv, tmp)
         rt.check(plain.rc == 0 and plain.stdout.startswith("fds:"),
-                 "h_fds list without the library: %s" % plain.describe())
+                 "files list without the library: %s" % plain.describe())
         run = rt.run_under_preload(argv, {"WALLPROF_HZ": "1000"}, cwd=tmp)
-        rt.check(run.rc == 0, "h_fds list under the preload: %s" % run.describe())
+        rt.check(run.rc == 0, "files list under the preload: %s" % run.describe())
         rt.check(run.stdout == plain.stdout, "descriptors under the preload %r, without %r"
                  % (run.stdout.strip(), plain.stdout.strip()))
 
@@ -587,7 +587,7 @@ def tests(rt):
         stdin ends): its reader sees end-of-file at once, since no copy of
         ours holds the pipe open."""
         env = rt.clean_env({"WALLPROF_HZ": "1000"})
-        proc = subprocess.Popen([rt.prog("h_fds"), "closeout"], cwd=tmp, env=env,
+        proc = subprocess.Popen([rt.prog("files"), "closeout"], cwd=tmp, env=env,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL)
         got = []

@@ -1,5 +1,5 @@
 """Published contexts that outlive their call, and slots that outlive their
-thread (test/progs/h_jumps.c). Guards:
+thread (test/progs/jumps.c). Guards:
 - a thread that leaves a wrapped call by siglongjmp (an alarm timeout around
   read) and then runs is sampled where it runs, not "blocked in read" forever
   (before: every one of its samples showed the read), and its next wrapped
@@ -42,14 +42,14 @@ def tests(rt):
         return sorted(count.items(), key=lambda kv: -kv[1])[:k]
 
     def run_pair(tmp, mode, env, want):
-        argv = [rt.prog("h_jumps"), mode]
+        argv = [rt.prog("jumps"), mode]
         plain = rt.run_bounded(argv, tmp, preload=False, timeout=RUN_TIMEOUT)
         check(plain.rc == 0 and plain.stdout == want,
-              "h_jumps %s without the preload printed %r (%s); test program?"
+              "jumps %s without the preload printed %r (%s); test program?"
               % (mode, plain.stdout, plain.describe()))
         r = rt.run_bounded(argv, tmp, env, timeout=RUN_TIMEOUT)
-        check(r.rc == 0, "h_jumps %s under the preload: %s" % (mode, r.describe()))
-        check(r.stdout == want, "h_jumps %s under the preload printed %r, without %r"
+        check(r.rc == 0, "jumps %s under the preload: %s" % (mode, r.describe()))
+        check(r.stdout == want, "jumps %s under the preload printed %r, without %r"
               % (mode, r.stdout, want))
         obj = rt.exit_profile(r)
         rt.check_valid(obj)
@@ -160,11 +160,11 @@ def tests(rt):
         "steady", which spins all along."""
         env = {"WALLPROF_HZ": "100", "WALLPROF_MAX_THREADS": "16",
                "WALLPROF_TEST_SCAN_HOLD_US": "30000"}
-        r = rt.run_bounded([rt.prog("h_jumps"), "scan"], tmp, env, timeout=RUN_TIMEOUT)
-        check(r.rc == 0 and r.stdout == "scan: 4 victims ran\n", "h_jumps scan: %s" % r.describe())
+        r = rt.run_bounded([rt.prog("jumps"), "scan"], tmp, env, timeout=RUN_TIMEOUT)
+        check(r.rc == 0 and r.stdout == "scan: 4 victims ran\n", "jumps scan: %s" % r.describe())
         life = {m.group(1): float(m.group(2))
                 for m in re.finditer(r"^life (\w+) ([0-9.]+)$", r.stderr, re.M)}
-        check(len(life) == 5, "h_jumps scan printed %d lifetimes: %r" % (len(life), r.stderr[-300:]))
+        check(len(life) == 5, "jumps scan printed %d lifetimes: %r" % (len(life), r.stderr[-300:]))
         obj = rt.exit_profile(r)
         rt.check_valid(obj)
         steady = rt.thread_samples(obj, "steady")

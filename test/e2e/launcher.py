@@ -218,29 +218,30 @@ def tests(rt):
     # -- programs LD_PRELOAD cannot reach ------------------------------------
 
     def test_static(tmp):
-        exe = rt.prog("static_hello")
+        exe = rt.prog("launcher_static")
         plain = rt.run_plain([exe, "9"], tmp)
-        rt.check(plain.rc == 9, "static_hello 9: rc %s" % plain.rc)
+        rt.check(plain.rc == 9, "launcher_static 9: rc %s" % plain.rc)
         # The premise: the loader really never sees it.
         pre = rt.run_under_preload([exe, "9"], cwd=tmp)
-        rt.check(pre.rc == 9 and not pre.wallprof_lines(), "static_hello under LD_PRELOAD: %s"
+        rt.check(pre.rc == 9 and not pre.wallprof_lines(), "launcher_static under LD_PRELOAD: %s"
                  % pre.describe())
-        no_profiles(tmp, "static_hello under LD_PRELOAD")
+        no_profiles(tmp, "launcher_static under LD_PRELOAD")
         run = wallprof(["--", exe, "9"], tmp)
-        same_as_plain("static_hello", plain, run)
+        same_as_plain("launcher_static", plain, run)
         want = ("wallprof: %s is statically linked; LD_PRELOAD cannot profile it "
                 "(running it unprofiled)" % exe)
         rt.check(launcher_lines(run) == [want], "stderr %r, want the one line %r"
                  % (run.stderr.strip(), want))
-        no_profiles(tmp, "static_hello")
+        no_profiles(tmp, "launcher_static")
         # Found through PATH: the message names it as it was typed.
-        run = wallprof(["static_hello", "4"], tmp, {"PATH": rt.PROGS + ":" + os.environ.get("PATH", "")})
-        rt.check(run.rc == 4, "static_hello via PATH: %s" % run.describe())
-        rt.check(launcher_lines(run) == [want.replace(exe, "static_hello")],
+        run = wallprof(["launcher_static", "4"], tmp,
+                       {"PATH": rt.PROGS + ":" + os.environ.get("PATH", "")})
+        rt.check(run.rc == 4, "launcher_static via PATH: %s" % run.describe())
+        rt.check(launcher_lines(run) == [want.replace(exe, "launcher_static")],
                  "via PATH: stderr %r" % run.stderr.strip())
         # -q: the launcher is quiet too.
         run = wallprof(["-q", exe, "2"], tmp)
-        rt.check(run.rc == 2 and not run.stderr, "-q static_hello 2: rc %s, stderr %r"
+        rt.check(run.rc == 2 and not run.stderr, "-q launcher_static 2: rc %s, stderr %r"
                  % (run.rc, run.stderr))
 
     def test_scripts(tmp):
@@ -257,7 +258,7 @@ def tests(rt):
                  "dyn.sh (#!/bin/sh) is called unprofiled: %r" % launcher_lines(run))
         rt.check(run.wrote_paths(), "dyn.sh: no profile written (%s)" % run.describe())
         # One whose interpreter is static is not, and the launcher says so.
-        exe = rt.prog("static_hello")
+        exe = rt.prog("launcher_static")
         script = os.path.join(tmp, "stat.sh")
         with open(script, "w") as f:
             f.write("#!%s\n" % exe)
@@ -267,7 +268,7 @@ def tests(rt):
         same_as_plain("stat.sh", plain, run)
         lines = launcher_lines(run)
         rt.check(len(lines) == 1 and exe in lines[0] and "statically linked" in lines[0]
-                 and "unprofiled" in lines[0], "stat.sh (#!static_hello): stderr %r" % lines)
+                 and "unprofiled" in lines[0], "stat.sh (#!launcher_static): stderr %r" % lines)
         # No "#!" at all: run by /bin/sh, as execvp does.
         script = os.path.join(tmp, "bare")
         with open(script, "w") as f:

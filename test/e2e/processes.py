@@ -1,4 +1,4 @@
-"""Process creation under the profiler (test/progs/h_procs.c): fork, fork +
+"""Process creation under the profiler (test/progs/processes.c): fork, fork +
 exec, vfork + exec, posix_spawn, system(), WALLPROF_FOLLOW_CHILDREN=0 and a
 classic daemon. The program behaves as without the profiler, and every
 process that is profiled leaves a complete, valid profile under its own pid."""
@@ -97,7 +97,7 @@ def tests(rt):
     # ---- tests ----
 
     def test_fork(tmp):
-        r = same_behaviour(tmp, [rt.prog("h_procs"), "fork"])
+        r = same_behaviour(tmp, [rt.prog("processes"), "fork"])
         pid = child_pid(r)
         obj = parent_profile(tmp, r)
         leaked = fn_samples(obj, "wpt_child_work")
@@ -115,7 +115,7 @@ def tests(rt):
         samples have their names (the name table was emptied under slots that
         still pointed into it: garbage names, out-of-bounds writes, a SIGSEGV
         in the sampler about a second later in test_os)."""
-        r = same_behaviour(tmp, [rt.prog("h_procs"), "execfail"])
+        r = same_behaviour(tmp, [rt.prog("processes"), "execfail"])
         path = pid_profile(tmp, r.pid)
         check(os.path.exists(path), "no profile after the failed exec (%s)" % r.describe())
         obj = rt.load_profile(path)
@@ -134,12 +134,12 @@ def tests(rt):
         start routine (CPython 3.11 threads end so): the child ends with
         status 0 at once, as without the profiler (it lived on for good: a
         zombie leader plus our sampler)."""
-        r = same_behaviour(tmp, [rt.prog("h_procs"), "forkthread"])
+        r = same_behaviour(tmp, [rt.prog("processes"), "forkthread"])
         check("forkthread: child exited 0" in r.stdout, "forkthread: %r" % r.stdout.strip())
 
     def test_fork_exec(tmp):
         exe = rt.prog("exitcode")
-        r = same_behaviour(tmp, [rt.prog("h_procs"), "forkexec", exe])
+        r = same_behaviour(tmp, [rt.prog("processes"), "forkexec", exe])
         check("child status: exited 7" in r.stdout, "exitcode did not exit 7: %r" % r.stdout)
         pid = child_pid(r)
         parent_profile(tmp, r)
@@ -148,8 +148,8 @@ def tests(rt):
         no_partial_files(tmp)
 
     def test_fork_exec_sh(tmp):
-        cmd = "%s envwork; exit 5" % rt.prog("h_procs")
-        r = same_behaviour(tmp, [rt.prog("h_procs"), "forkexec", "/bin/sh", "-c", cmd])
+        cmd = "%s envwork; exit 5" % rt.prog("processes")
+        r = same_behaviour(tmp, [rt.prog("processes"), "forkexec", "/bin/sh", "-c", cmd])
         check("child status: exited 5" in r.stdout, "the shell did not exit 5: %r" % r.stdout)
         check(rt.LIB in r.stdout, "envwork under the shell does not see libwallprof in "
               "LD_PRELOAD: %r" % r.stdout)
@@ -176,7 +176,7 @@ def tests(rt):
         no_partial_files(tmp)
 
     def spawned(tmp, how):
-        r = same_behaviour(tmp, [rt.prog("h_procs"), how, rt.prog("h_procs"), "envwork"])
+        r = same_behaviour(tmp, [rt.prog("processes"), how, rt.prog("processes"), "envwork"])
         check("child status: exited 0" in r.stdout, "envwork did not exit 0: %r" % r.stdout)
         check("LD_PRELOAD=[%s]" % rt.LIB in r.stdout,
               "the child does not inherit LD_PRELOAD=%s: %r" % (rt.LIB, r.stdout))
@@ -193,9 +193,9 @@ def tests(rt):
         spawned(tmp, "spawn")
 
     def no_follow(tmp, how):
-        argv = [rt.prog("h_procs"), how, rt.prog("h_procs"), "envwork"]
+        argv = [rt.prog("processes"), how, rt.prog("processes"), "envwork"]
         r = rt.run_under_preload(argv, {"WALLPROF_FOLLOW_CHILDREN": "0"}, cwd=tmp)
-        check(r.rc == 0, "h_procs %s: %s" % (how, r.describe()))
+        check(r.rc == 0, "processes %s: %s" % (how, r.describe()))
         check("child status: exited 0" in r.stdout, "envwork did not exit 0: %r" % r.stdout)
         m = re.search(r"LD_PRELOAD=\[(.*)\]", r.stdout)
         check(m, "envwork printed no LD_PRELOAD line: %r" % r.stdout)
@@ -221,7 +221,7 @@ def tests(rt):
         no_follow(tmp, "spawn")
 
     def test_system(tmp):
-        r = same_behaviour(tmp, [rt.prog("h_procs"), "system", "echo from-shell; exit 3"])
+        r = same_behaviour(tmp, [rt.prog("processes"), "system", "echo from-shell; exit 3"])
         check("from-shell\nchild status: exited 3\n" in r.stdout,
               "system() output/status wrong: %r" % r.stdout)
         parent_profile(tmp, r)
@@ -246,7 +246,7 @@ def tests(rt):
         os.mkdir(work)
         marker = os.path.join(work, "marker")
         log = os.path.join(work, "daemon.log")
-        argv = [rt.prog("h_procs"), "daemon", marker, log]
+        argv = [rt.prog("processes"), "daemon", marker, log]
         r = (rt.run_under_preload(argv, cwd=work) if preload else rt.run_plain(argv, work))
         check(r.rc == 0 and r.stdout == "daemon: launched\n",
               "%s launcher: stdout %r, %s" % ("preload" if preload else "plain", r.stdout,

@@ -1,4 +1,4 @@
-"""Programs that use signals themselves (test/progs/h_signals.c): their own
+"""Programs that use signals themselves (test/progs/signals.c): their own
 SIGPROF timer, a POSIX timer on SIGALRM, every disposition reset to SIG_DFL,
 SIGPROF blocked in main, and what sigaction reports. The program sees what
 it would see without the profiler, and the profile is still written."""
@@ -22,12 +22,12 @@ def tests(rt):
         return r
 
     def pair(tmp, mode):
-        argv = [rt.prog("h_signals"), mode]
+        argv = [rt.prog("signals"), mode]
         plain = bounded(tmp, argv, False)
-        check(plain.rc == 0, "without the preload h_signals %s: %s (test program?)"
+        check(plain.rc == 0, "without the preload signals %s: %s (test program?)"
               % (mode, plain.describe()))
         r = bounded(tmp, argv, True)
-        check(r.rc == 0, "under the preload h_signals %s ended with %s (plain: 0); %s"
+        check(r.rc == 0, "under the preload signals %s ended with %s (plain: 0); %s"
               % (mode, r.rc, r.describe()))
         check(r.other_stderr() == plain.other_stderr(), "stderr differs besides wallprof: "
               "lines: preload %s, plain %s" % (r.other_stderr()[:3], plain.other_stderr()[:3]))

@@ -1,4 +1,4 @@
-"""Thread life cycles under the profiler (test/progs/h_threads.c): heavy
+"""Thread life cycles under the profiler (test/progs/threads.c): heavy
 thread churn, threads that block every signal, a thread renamed while it
 runs."""
 
@@ -29,7 +29,7 @@ def tests(rt):
     def test_churn(tmp):
         """20,000 short-lived threads (some named): the program completes as
         without the profiler, at most ~2x slower, and the profile is valid."""
-        argv = [rt.prog("h_threads"), "churn", str(CHURN_N), str(CHURN_BATCH)]
+        argv = [rt.prog("threads"), "churn", str(CHURN_N), str(CHURN_BATCH)]
         want = "churn: %d threads, %d ok\n" % (CHURN_N, CHURN_N)
         # Alternate plain and preload runs, keep the best of each: less noise
         # from the machine than a single pair.
@@ -67,7 +67,7 @@ def tests(rt):
         ticks belong to where the signal finds it, not to the thread's
         previous stack: "stale" spins 50 ms, then waits 100 ms with every
         signal blocked in a raw nanosleep (no wrapper), 8 times."""
-        argv = [rt.prog("h_threads"), "stale"]
+        argv = [rt.prog("threads"), "stale"]
         r = rt.run_bounded(argv, tmp, timeout=SIGBLOCK_TIMEOUT)
         check(r.rc == 0 and r.stdout == "stale: done\n", "stale: %s" % r.describe())
         obj = rt.exit_profile(r)
@@ -88,7 +88,7 @@ def tests(rt):
         while the program reads back the mask it set; one blocking every
         signal in nanosleep is still sampled, off-CPU, with the syscall
         label."""
-        argv = [rt.prog("h_threads"), "sigblock"]
+        argv = [rt.prog("threads"), "sigblock"]
         want = "sigblock: spin done (mask as set), sleep interrupted 0 times\n"
         r = rt.run_bounded(argv, tmp, timeout=SIGBLOCK_TIMEOUT)
         check(r.rc is not None, "sigblock did not finish within %d s (stdout %r)"
@@ -130,7 +130,7 @@ def tests(rt):
         runtime issues): never signalled, so all four 500 ms polls time out
         as without the profiler (before: EINTR at the first tick); its
         samples come from /proc without a signal: off-CPU, labelled poll."""
-        argv = [rt.prog("h_threads"), "rawpoll"]
+        argv = [rt.prog("threads"), "rawpoll"]
         want = "rawpoll: 4 of 4 raw polls timed out\n"
         r = rt.run_bounded(argv, tmp, {"WALLPROF_HZ": "1000"}, timeout=SIGBLOCK_TIMEOUT)
         check(r.rc == 0, "rawpoll: %s" % r.describe())
@@ -159,7 +159,7 @@ def tests(rt):
 
     def test_rename(tmp):
         """A thread renamed while it runs is listed under its last name."""
-        argv = [rt.prog("h_threads"), "rename"]
+        argv = [rt.prog("threads"), "rename"]
         r = rt.run_under_preload(argv, cwd=tmp)
         check(r.rc == 0 and r.stdout == "rename: done\n", "rename: stdout %r, %s"
               % (r.stdout, r.describe()))

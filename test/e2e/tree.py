@@ -176,7 +176,7 @@ def tests(rt):
         code = ("import subprocess, sys\n"
                 "r = subprocess.run(sys.argv[1:], stderr=subprocess.PIPE)\n"
                 "print('child rc', r.returncode, 'stderr', repr(r.stderr.decode()))\n")
-        r = pair(tmp, [PY, "-c", code, rt.prog("h_exits"), "segv"])
+        r = pair(tmp, [PY, "-c", code, rt.prog("exits"), "segv"])
         check("child rc -11" in r.stdout, "child: %r" % r.stdout)
         lines, m = root_lines(r)
         child = [l for l in index_lines(m.group(4)) if l[0] != str(r.pid)]

@@ -1,4 +1,4 @@
-"""The interposed calls at their edges (test/progs/h_args.c), each found by a
+"""The interposed calls at their edges (test/progs/wrappers.c), each found by a
 review of the issue-9 wrappers: bad arguments the kernel rejects must come
 back as its errors (the wrappers read the caller's timespecs and iovecs
 before the kernel did and crashed), a timeout of LONG_MAX seconds must not
@@ -22,16 +22,16 @@ def tests(rt):
     check = rt.check
 
     def pair(tmp, mode, env=FORCED):
-        argv = [rt.prog("h_args"), mode]
+        argv = [rt.prog("wrappers"), mode]
         plain = rt.run_bounded(argv, tmp, preload=False, timeout=RUN_TIMEOUT)
-        check(plain.rc == 0, "h_args %s without the preload: %s" % (mode, plain.describe()))
+        check(plain.rc == 0, "wrappers %s without the preload: %s" % (mode, plain.describe()))
         run = rt.run_bounded(argv, tmp, env, timeout=RUN_TIMEOUT)
-        check(run.rc == 0, "h_args %s under the preload: %s" % (mode, run.describe()))
+        check(run.rc == 0, "wrappers %s under the preload: %s" % (mode, run.describe()))
         return plain, run
 
     def same(tmp, mode):
         plain, run = pair(tmp, mode)
-        check(run.stdout == plain.stdout, "h_args %s under the preload printed %r, without %r"
+        check(run.stdout == plain.stdout, "wrappers %s under the preload printed %r, without %r"
               % (mode, run.stdout.strip().splitlines(), plain.stdout.strip().splitlines()))
 
     def test_bad_args(tmp):
@@ -57,7 +57,7 @@ def tests(rt):
         (before: every sleep)."""
         plain, run = pair(tmp, "busyblock", {"WALLPROF_HZ": "1000", "WALLPROF_LOG": "error"})
         m = re.search(r"busyblock: (\d+) of (\d+)", run.stdout)
-        check(m, "h_args busyblock printed %r" % run.stdout)
+        check(m, "wrappers busyblock printed %r" % run.stdout)
         early, n = int(m.group(1)), int(m.group(2))
         rt.note("busyblock: %d of %d raw sleeps ended early under the preload (%s without)"
                 % (early, n, plain.stdout.strip()))

@@ -31,7 +31,7 @@
 #include <threads.h>
 #include <unistd.h>
 
-#include "h_work.h"
+#include "work.h"
 
 WPT_WORK(wpt_tail_work)
 WPT_WORK(wpt_after_work)

@@ -1,5 +1,7 @@
-/* A plugin the `plugin` program dlopens, runs and dlcloses before it exits:
- * its frames must still be symbolized in the exit profile. */
+/* A plugin the `plugins` program dlopens, runs and dlcloses before it exits:
+ * its frames must still be symbolized in the exit profile. Shared, hence its
+ * general name: soak.c loads it too, e2e/code.py and e2e/launcher.py use it
+ * as just another library. */
 #include <time.h>
 
 static double now_s(void)

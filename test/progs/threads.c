@@ -1,149 +1,300 @@
-/* threads: the main end-to-end target. Three named threads, one per kind of
- * wall time: "busy" spins on the CPU, "sleeper" naps in an absolute-deadline
- * loop, "piper" blocks in read() on a pipe. Usage: threads [seconds] (2.0).
- * Every wait survives the profiler's SA_RESTART signal (retry on EINTR). */
+/* threads: thread life cycles under the profiler. Usage:
+ *   threads churn N BATCH     creates N short-lived threads, BATCH at a time, joins
+ *                             each batch; every 4th thread names itself "churn-<i>"
+ *   threads sigblock          "spinblk" blocks every signal and spins 1 s
+ *                             (wpt_blocked_spin); "sleepblk" blocks every signal and
+ *                             sleeps 1 s in nanosleep (wpt_blocked_sleep)
+ *   threads rename            a thread named "before" works 0.5 s, renames itself
+ *                             "after" and works 1.5 s more
+ *   threads stale             "stale" alternates 8 times: spin 50 ms
+ *                             (wpt_stale_spin), then 100 ms with every signal
+ *                             blocked in a raw nanosleep system call, no wrapper
+ *                             (wpt_stale_masked), unblocking before it returns
+ * Prints one deterministic result line per mode, exits 0. */
+/* noipa on the named functions: no inlining, cloning or identical-code folding
+ * (two functions with the same body would otherwise share one name). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <time.h>
 #include <unistd.h>
 
-#define NAP_NS 50000000L /* sleeper granularity: how late a stop request is seen */
+#include "work.h"
 
-static double run_seconds = 2.0;
-static atomic_int stop_sleeper;
-static int pipe_fds[2];
-static volatile uint64_t sink; /* keeps the busy loop's result alive */
-
-static double now_s(void)
+static void die(const char *what, int rc)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
+	fprintf(stderr, "threads: %s: %s\n", what, strerror(rc));
+	exit(1);
 }
 
-/* One step of a 64-bit LCG with an xorshift: a long dependency chain, so the
- * samples of the busy thread land on this line most of the time. */
-static inline __attribute__((always_inline)) uint64_t wpt_inline_step(uint64_t x)
+/* ---- churn ---- */
+
+__attribute__((noipa)) static void *wpt_churn_thread(void *arg)
 {
-	x = (x * 6364136223846793005ULL + 1442695040888963407ULL) ^ (x >> 29); /* MARK:inline_step */
-	return x;
-}
+	uintptr_t i = (uintptr_t)arg;
+	uint64_t x = i;
 
-__attribute__((noinline)) static uint64_t wpt_burn_cpu(double seconds)
-{
-	double end = now_s() + seconds;
-	uint64_t x = 88172645463325252ULL;
+	if (i % 4 == 0) {
+		char name[16];
 
-	do {
-		for (int i = 0; i < 200000; i++) {
-			x = wpt_inline_step(x); /* MARK:inline_call */
-			__asm__ volatile("" : "+r"(x));
-		}
-	} while (now_s() < end);
-	return x;
-}
-
-/* Sleeps in NAP_NS steps on absolute deadlines until asked to stop; returns
- * the number of naps. */
-__attribute__((noinline)) static long wpt_nap(void)
-{
-	struct timespec next;
-	long naps = 0;
-
-	clock_gettime(CLOCK_MONOTONIC, &next);
-	while (!atomic_load(&stop_sleeper)) {
-		next.tv_nsec += NAP_NS;
-		if (next.tv_nsec >= 1000000000L) {
-			next.tv_nsec -= 1000000000L;
-			next.tv_sec++;
-		}
-		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
-			;
-		naps++;
+		snprintf(name, sizeof(name), "churn-%u", (unsigned)(i % 100000));
+		pthread_setname_np(pthread_self(), name);
 	}
-	return naps;
-}
-
-/* Blocks until one byte (or EOF) arrives on the pipe. */
-__attribute__((noinline)) static int wpt_wait_pipe(int fd)
-{
-	char c;
-	ssize_t n;
-
-	do
-		n = read(fd, &c, 1);
-	while (n < 0 && errno == EINTR);
-	return n == 1 ? c : -1;
-}
-
-static void *busy_main(void *arg)
-{
-	(void)arg;
-	pthread_setname_np(pthread_self(), "busy");
-	sink = wpt_burn_cpu(run_seconds);
-	return NULL;
-}
-
-static void *sleeper_main(void *arg)
-{
-	(void)arg;
-	pthread_setname_np(pthread_self(), "sleeper");
-	wpt_nap();
-	return NULL;
-}
-
-static void *piper_main(void *arg)
-{
-	(void)arg;
-	pthread_setname_np(pthread_self(), "piper");
-	if (wpt_wait_pipe(pipe_fds[0]) != 'q')
-		fprintf(stderr, "threads: piper: unexpected pipe data\n");
-	return NULL;
-}
-
-static void start(pthread_t *t, void *(*fn)(void *))
-{
-	int err = pthread_create(t, NULL, fn, NULL);
-
-	if (err) {
-		fprintf(stderr, "threads: pthread_create: %s\n", strerror(err));
-		exit(2);
+	for (int k = 0; k < 2000; k++) {
+		x = x * 6364136223846793005ULL + 1;
+		__asm__ volatile("" : "+r"(x));
 	}
+	return (void *)(uintptr_t)(x | 1);
+}
+
+static int mode_churn(long n, long batch)
+{
+	pthread_t *t = calloc((size_t)batch, sizeof(*t));
+	long done = 0, ok = 0;
+
+	if (!t)
+		return 1;
+	while (done < n) {
+		long k, m = n - done < batch ? n - done : batch;
+
+		for (k = 0; k < m; k++) {
+			int rc = pthread_create(&t[k], NULL, wpt_churn_thread,
+						(void *)(uintptr_t)(done + k));
+			if (rc)
+				die("pthread_create", rc);
+		}
+		for (k = 0; k < m; k++) {
+			void *r;
+			int rc = pthread_join(t[k], &r);
+
+			if (rc)
+				die("pthread_join", rc);
+			ok += r != NULL;
+		}
+		done += m;
+	}
+	free(t);
+	printf("churn: %ld threads, %ld ok\n", done, ok);
+	return 0;
+}
+
+/* ---- sigblock ---- */
+
+static void block_all(void)
+{
+	sigset_t all;
+	int rc;
+
+	sigfillset(&all);
+	rc = pthread_sigmask(SIG_BLOCK, &all, NULL);
+	if (rc)
+		die("pthread_sigmask", rc);
+}
+
+WPT_WORK(wpt_blocked_spin)
+
+__attribute__((noipa)) static int wpt_blocked_sleep(double s)
+{
+	struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)}, rem;
+	int intr = 0;
+
+	while (nanosleep(&ts, &rem) < 0) {
+		if (errno != EINTR)
+			return -1;
+		intr++; /* cannot happen: every signal is blocked */
+		ts = rem;
+	}
+	return intr;
+}
+
+/* Whether the thread's mask, as the program reads it back, blocks every
+ * signal it can (the profiler keeps its own deliverable but must report
+ * the mask the program set). */
+static int sees_all_blocked(void)
+{
+	sigset_t cur;
+	int rc;
+
+	if ((rc = pthread_sigmask(SIG_SETMASK, NULL, &cur)))
+		die("pthread_sigmask", rc);
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP && sig != 32 && sig != 33 &&
+		    sigismember(&cur, sig) != 1)
+			return 0;
+	return 1;
+}
+
+static void *spin_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "spinblk");
+	block_all();
+	wpt_blocked_spin(1.0);
+	return (void *)(intptr_t)sees_all_blocked();
+}
+
+static void *sleep_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "sleepblk");
+	block_all();
+	return (void *)(intptr_t)(wpt_blocked_sleep(1.0) + 1);
+}
+
+static int mode_sigblock(void)
+{
+	pthread_t a, b;
+	void *ra, *rb;
+	int rc;
+
+	if ((rc = pthread_create(&a, NULL, spin_main, NULL)) ||
+	    (rc = pthread_create(&b, NULL, sleep_main, NULL)))
+		die("pthread_create", rc);
+	pthread_join(a, &ra);
+	pthread_join(b, &rb);
+	printf("sigblock: spin done (mask %s), sleep interrupted %ld times\n",
+	       ra ? "as set" : "CHANGED", (long)(intptr_t)rb - 1);
+	return 0;
+}
+
+/* ---- rawpoll: blocked in a system call no wrapper sees ---- */
+
+/* poll(NULL, 0, ms) issued with the `syscall` instruction itself, as Go's
+ * runtime and some event loops do: no libc function, no wrapper. A signal
+ * would end it with EINTR (poll is not restarted after a handler). Built
+ * without frame pointers, as distributions build code: the profiler walks
+ * it from the stack pointer the kernel reports with the CFI alone. */
+#define NO_FP __attribute__((optimize("omit-frame-pointer")))
+
+__attribute__((noipa)) NO_FP static long wpt_raw_poll(int ms)
+{
+	long ret;
+	register long r10 __asm__("r10") = 0;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"((long)SYS_poll), "D"(0L), "S"(0L), "d"((long)ms), "r"(r10)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+__attribute__((noipa)) NO_FP static void *rawpoll_main(void *arg)
+{
+	long timed_out = 0;
+
+	(void)arg;
+	pthread_setname_np(pthread_self(), "rawpoll");
+	for (int i = 0; i < 4; i++)
+		timed_out += wpt_raw_poll(500) == 0;
+	return (void *)(intptr_t)timed_out;
+}
+
+static int mode_rawpoll(void)
+{
+	pthread_t t;
+	void *r;
+	int rc;
+
+	if ((rc = pthread_create(&t, NULL, rawpoll_main, NULL)))
+		die("pthread_create", rc);
+	pthread_join(t, &r);
+	printf("rawpoll: %ld of 4 raw polls timed out\n", (long)(intptr_t)r);
+	return 0;
+}
+
+/* ---- stale: a signal pending while the thread does not run ---- */
+
+WPT_WORK(wpt_stale_spin)
+
+__attribute__((noipa)) static void wpt_stale_masked(void)
+{
+	struct timespec ts = { 0, 100000000 }, rem;
+	sigset_t all, old;
+	int rc;
+
+	sigfillset(&all);
+	if ((rc = pthread_sigmask(SIG_BLOCK, &all, &old)))
+		die("pthread_sigmask", rc);
+	/* The raw system call: no wrapper publishes this wait, so the profiler
+	 * sends a signal, which stays pending until the mask goes. */
+	while (syscall(SYS_nanosleep, &ts, &rem) < 0 && errno == EINTR)
+		ts = rem;
+	if ((rc = pthread_sigmask(SIG_SETMASK, &old, NULL)))
+		die("pthread_sigmask", rc);
+}
+
+static void *stale_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "stale");
+	for (int i = 0; i < 8; i++) {
+		wpt_stale_spin(0.05);
+		wpt_stale_masked();
+	}
+	return NULL;
+}
+
+static int mode_stale(void)
+{
+	pthread_t t;
+	int rc;
+
+	if ((rc = pthread_create(&t, NULL, stale_main, NULL)))
+		die("pthread_create", rc);
+	pthread_join(t, NULL);
+	printf("stale: done\n");
+	return 0;
+}
+
+/* ---- rename ---- */
+
+WPT_WORK(wpt_rename_work)
+
+static void *rename_main(void *arg)
+{
+	(void)arg;
+	wpt_rename_work(0.5);
+	pthread_setname_np(pthread_self(), "after");
+	wpt_rename_work(1.5);
+	return NULL;
+}
+
+static int mode_rename(void)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc;
+
+	/* Named before it runs: created, then named by the creator before
+	 * the thread does anything that takes time. */
+	pthread_attr_init(&attr);
+	if ((rc = pthread_create(&t, &attr, rename_main, NULL)))
+		die("pthread_create", rc);
+	pthread_setname_np(t, "before");
+	pthread_join(t, NULL);
+	printf("rename: done\n");
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	pthread_t busy, sleeper, piper;
-
-	if (argc > 1) {
-		run_seconds = strtod(argv[1], NULL);
-		if (!(run_seconds > 0 && run_seconds < 3600)) {
-			fprintf(stderr, "usage: threads [seconds]\n");
-			return 2;
-		}
-	}
-	if (pipe(pipe_fds) != 0) {
-		perror("threads: pipe");
-		return 2;
-	}
-	start(&busy, busy_main);
-	start(&sleeper, sleeper_main);
-	start(&piper, piper_main);
-
-	pthread_join(busy, NULL);
-	while (write(pipe_fds[1], "q", 1) < 0 && errno == EINTR)
-		;
-	atomic_store(&stop_sleeper, 1);
-	pthread_join(piper, NULL);
-	pthread_join(sleeper, NULL);
-
-	printf("threads: done\n");
-	return 0;
+	if (argc == 4 && strcmp(argv[1], "churn") == 0)
+		return mode_churn(atol(argv[2]), atol(argv[3]));
+	if (argc == 2 && strcmp(argv[1], "sigblock") == 0)
+		return mode_sigblock();
+	if (argc == 2 && strcmp(argv[1], "rename") == 0)
+		return mode_rename();
+	if (argc == 2 && strcmp(argv[1], "stale") == 0)
+		return mode_stale();
+	if (argc == 2 && strcmp(argv[1], "rawpoll") == 0)
+		return mode_rawpoll();
+	fprintf(stderr, "usage: threads churn N BATCH | sigblock | rename | stale\n");
+	return 2;
 }

@@ -1,6 +1,6 @@
-/* blockers: one named thread blocked in each kind of blocking call, for the
- * profile of blocked threads. Each "t_<call>" thread blocks from its own
- * caller chain <call>_main -> wpt_<call>_outer -> wpt_<call>_inner -> the
+/* blocked_stacks: one named thread blocked in each kind of blocking call,
+ * for the profile of blocked threads. Each "t_<call>" thread blocks from its
+ * own caller chain <call>_main -> wpt_<call>_outer -> wpt_<call>_inner -> the
  * libc call, while a "busy" thread spins in wpt_busy_loop:
  *
  *   t_nanosleep  nanosleep(10 s), in a loop until told to stop
@@ -16,8 +16,8 @@
  * Prints "ready" once every t_ thread has announced it is about to block and
  * the busy thread has burnt 200 ms, then waits for a line (or EOF) on stdin,
  * wakes everyone (pipe writes, cond signal, unlock, post, thread-directed
- * SIGUSR1), joins them, prints "blockers: done" and exits 0. Every wait
- * retries on EINTR, so the program behaves the same with any profiler. */
+ * SIGUSR1), joins them, prints "blocked_stacks: done" and exits 0. Every
+ * wait retries on EINTR, so the program behaves the same with any profiler. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
@@ -65,7 +65,7 @@ static int64_t now_ns(void)
 
 static void die(const char *what)
 {
-	fprintf(stderr, "blockers: %s: %s\n", what, strerror(errno));
+	fprintf(stderr, "blocked_stacks: %s: %s\n", what, strerror(errno));
 	exit(2);
 }
 
@@ -392,7 +392,7 @@ static pthread_t start(void *(*fn)(void *))
 	int err = pthread_create(&t, NULL, fn, NULL);
 
 	if (err) {
-		fprintf(stderr, "blockers: pthread_create: %s\n", strerror(err));
+		fprintf(stderr, "blocked_stacks: pthread_create: %s\n", strerror(err));
 		exit(2);
 	}
 	return t;
@@ -471,6 +471,6 @@ int main(void)
 	for (int i = 0; i < NR_BLOCKERS; i++)
 		pthread_join(blockers[i].t, NULL);
 
-	printf("blockers: done\n");
+	printf("blocked_stacks: done\n");
 	return 0;
 }

@@ -1,7 +1,7 @@
-/* h_fds: the descriptor numbers a program gets from open() are the ones it
+/* files: the descriptor numbers a program gets from open() are the ones it
  * would get without the profiler.
  *
- *   h_fds SECONDS
+ *   files SECONDS
  *
  * Prints the number its first open() returns, then for SECONDS closes fd 0
  * and reopens /dev/null over and over, expecting 0 back every time (what a
@@ -10,7 +10,7 @@
  * /proc). Prints how often another number came back (0 without a profiler)
  * and the number open() returns at the end.
  *
- *   h_fds closeout
+ *   files closeout
  *
  * Waits (up to 5 s) for a thread named "wallprof" when LD_PRELOAD is set, so
  * that a profiler has started, prints "closing", closes stdout and stderr,
@@ -18,7 +18,7 @@
  * Whoever reads its stdout must see end-of-file before closing its stdin:
  * nothing else may hold the closed pipe open.
  *
- *   h_fds list
+ *   files list
  *
  * With a busy thread sampled for 0.5 s, lists the descriptors the process
  * holds from 3 up (the profiler may hold none the program can see; it used
@@ -34,7 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "h_work.h"
+#include "work.h"
 
 static atomic_int stop;
 

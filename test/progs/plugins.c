@@ -1,5 +1,6 @@
-/* Loads a plugin, works inside it, unloads it, then works a little more in
- * the main program: the profile must still resolve the plugin's frames. */
+/* plugins: loads a plugin, works inside it, unloads it, then works a little
+ * more in the main program: the profile must still resolve the plugin's
+ * frames. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <time.h>
@@ -28,7 +29,7 @@ int main(int argc, char **argv)
 	void *h;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: plugin PATH_TO_PLUGIN.so\n");
+		fprintf(stderr, "usage: plugins PATH_TO_PLUGIN.so\n");
 		return 2;
 	}
 	h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);

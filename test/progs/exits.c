@@ -1,5 +1,5 @@
-/* h_exits: every way a process ends, each after ~0.5 s of named work
- * (wpt_exit_work). Usage: h_exits MODE [ARG]
+/* exits: every way a process ends, each after ~0.5 s of named work
+ * (wpt_exit_work). Usage: exits MODE [ARG]
  *   return       return 3 from main
  *   thread_exit  a second thread works, then exit(4) while main waits in pthread_join
  *   _exit        _exit(5)
@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "h_work.h"
+#include "work.h"
 
 static int *volatile nullp; /* the compiler cannot know it is NULL */
 
@@ -111,7 +111,7 @@ int main(int argc, char **argv)
 			wpt_exit_work(0.1);
 		return 9;
 	}
-	fprintf(stderr, "usage: h_exits return|thread_exit|_exit|_Exit|pthread_exit|exec PROG|"
+	fprintf(stderr, "usage: exits return|thread_exit|_exit|_Exit|pthread_exit|exec PROG|"
 			"abort|segv|sigterm\n");
 	return 2;
 }

@@ -1,4 +1,4 @@
-/* h_signals: programs that use signals themselves. Usage: h_signals MODE
+/* signals: programs that use signals themselves. Usage: signals MODE
  *   prof    own SIGPROF handler + setitimer(ITIMER_PROF, 10 ms) during 1 s of
  *           process CPU time (wpt_sig_work); prints "prof: handler ran N times"
  *   timer   timer_create(CLOCK_MONOTONIC, SIGEV_SIGNAL SIGALRM), 5 ms period, for
@@ -63,7 +63,7 @@ static void count_handler(int sig)
 
 static void fail(const char *what)
 {
-	fprintf(stderr, "h_signals: %s: %s\n", what, strerror(errno));
+	fprintf(stderr, "signals: %s: %s\n", what, strerror(errno));
 	exit(1);
 }
 
@@ -271,6 +271,6 @@ int main(int argc, char **argv)
 		return mode_mask(1);
 	if (strcmp(mode, "query") == 0)
 		return mode_query();
-	fprintf(stderr, "usage: h_signals prof|timer|reset|mask|mask_thread|query\n");
+	fprintf(stderr, "usage: signals prof|timer|reset|mask|mask_thread|query\n");
 	return 2;
 }

@@ -1,29 +1,29 @@
-/* h_jumps: threads that leave wrapped blocking calls in ways the wrappers do
+/* jumps: threads that leave wrapped blocking calls in ways the wrappers do
  * not see return, or that make wrapped calls from signal handlers. Usage:
- *   h_jumps spin     main and a thread "jumper" each block in read() on a pipe
+ *   jumps spin       main and a thread "jumper" each block in read() on a pipe
  *                    nobody writes, are taken out of it 150 ms later by a
  *                    timer signal whose handler siglongjmps (main: setitimer
  *                    SIGALRM, jumper: a thread timer, SIGUSR1), then spin 1 s
  *                    (wpt_main_spin, wpt_jumper_spin)
- *   h_jumps repl     main blocks in read() 5 times from wpt_prompt_short (ended
+ *   jumps repl       main blocks in read() 5 times from wpt_prompt_short (ended
  *                    after 50 ms) and 5 times from wpt_prompt_long (150 ms),
  *                    alternately, each read ended by a SIGALRM handler that
  *                    siglongjmps, the next read started right away
- *   h_jumps recycle  15 threads "rjumper" at once leave read() so after 150 ms
+ *   jumps recycle    15 threads "rjumper" at once leave read() so after 150 ms
  *                    (a scan of /proc/self/task lists them) and exit; then a
  *                    thread "spinner" makes one wrapped call (usleep 1 ms) and
  *                    spins 1 s (wpt_spinner_spin). Run with
  *                    WALLPROF_MAX_THREADS=16: the spinner gets one of the
  *                    slots they left
- *   h_jumps dead     10 threads "dead" in turn leave read() so after 20 ms and
+ *   jumps dead       10 threads "dead" in turn leave read() so after 20 ms and
  *                    exit; then main spins 1 s
- *   h_jumps nested   main blocks 1.5 s in read() (wpt_nested_read) while a
+ *   jumps nested     main blocks 1.5 s in read() (wpt_nested_read) while a
  *                    SIGALRM every 20 ms runs a handler that sleeps 1 ms in
  *                    nanosleep; a thread "writer" ends the read
- *   h_jumps nested_alt  the same in a thread "altreader", the handler on an
+ *   jumps nested_alt  the same in a thread "altreader", the handler on an
  *                    alternate signal stack mapped before the thread's stack
  *                    (above it)
- *   h_jumps scan     needs WALLPROF_TEST_SCAN_HOLD_US: 3 waves of 15 threads
+ *   jumps scan       needs WALLPROF_TEST_SCAN_HOLD_US: 3 waves of 15 threads
  *                    that live across a scan of /proc/self/task, then 4
  *                    threads "victim", each started while a scan is held
  *                    between listing the threads and releasing the missing
@@ -51,7 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "h_work.h"
+#include "work.h"
 
 WPT_WORK(wpt_main_spin)
 WPT_WORK(wpt_jumper_spin)
@@ -61,7 +61,7 @@ WPT_WORK(wpt_steady_spin)
 
 static void die(const char *what, int rc)
 {
-	fprintf(stderr, "h_jumps: %s: %s\n", what, strerror(rc));
+	fprintf(stderr, "jumps: %s: %s\n", what, strerror(rc));
 	exit(1);
 }
 
@@ -533,6 +533,6 @@ int main(int argc, char **argv)
 		return mode_nested(1);
 	if (!strcmp(mode, "scan"))
 		return mode_scan();
-	fprintf(stderr, "usage: h_jumps spin|repl|recycle|dead|nested|nested_alt|scan\n");
+	fprintf(stderr, "usage: jumps spin|repl|recycle|dead|nested|nested_alt|scan\n");
 	return 2;
 }

@@ -1,6 +1,6 @@
-/* altstack_abort: a fatal signal handled on a small alternate signal stack,
+/* exits_altstack: a fatal signal handled on a small alternate signal stack,
  * as in a Rust program (every Rust thread gets an 8 KiB sigaltstack above a
- * guard page). Usage: altstack_abort MODE [PAINT_FILE]
+ * guard page). Usage: exits_altstack MODE [PAINT_FILE]
  *   abort         main calls abort()
  *   segv          main stores through a null pointer
  *   thread_abort  the second thread calls abort() (main waits in pthread_join)
@@ -35,7 +35,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "h_work.h"
+#include "work.h"
 
 #define ALT_SIZE 8192
 #define PAINT_SIZE 65536
@@ -182,7 +182,7 @@ int main(int argc, char **argv)
 
 	if (strcmp(mode, "abort") && strcmp(mode, "segv") && strcmp(mode, "thread_abort") &&
 	    strcmp(mode, "thread_segv") && strcmp(mode, "pending_abort")) {
-		fprintf(stderr, "usage: altstack_abort abort|segv|thread_abort|thread_segv|"
+		fprintf(stderr, "usage: exits_altstack abort|segv|thread_abort|thread_segv|"
 				"pending_abort [PAINT_FILE]\n");
 		return 2;
 	}

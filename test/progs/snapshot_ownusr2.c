@@ -1,6 +1,6 @@
-/* ownusr2: a program that owns SIGUSR2, the profiler's default snapshot
- * signal. Its handler must run for every raise; the profiler must step back
- * (snapshots off) and still write the exit profile. */
+/* snapshot_ownusr2: a program that owns SIGUSR2, the profiler's default
+ * snapshot signal. Its handler must run for every raise; the profiler must
+ * step back (snapshots off) and still write the exit profile. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdint.h>
@@ -42,7 +42,7 @@ int main(void)
 	sigemptyset(&sa.sa_mask);
 	sa.sa_flags = SA_RESTART;
 	if (sigaction(SIGUSR2, &sa, NULL) != 0) {
-		perror("ownusr2: sigaction");
+		perror("snapshot_ownusr2: sigaction");
 		return 2;
 	}
 	for (int i = 0; i < 3; i++)

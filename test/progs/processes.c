@@ -1,22 +1,22 @@
-/* h_procs: process creation under the profiler. Usage:
- *   h_procs fork                 fork; the child works (wpt_child_work) and exit(0)s,
- *                                the parent works (wpt_parent_work), waits, exits 0
- *   h_procs forkexec PROG ARGS   fork + execv(PROG, ARGS) in the child
- *   h_procs vfork PROG ARGS      vfork + execv
- *   h_procs spawn PROG ARGS      posix_spawn
- *   h_procs system CMD           system(CMD)
- *   h_procs envwork              prints its LD_PRELOAD, works 0.3 s (wpt_exec_work), exits 0
- *   h_procs daemon MARKER LOG    double fork + setsid + chdir("/") + stdio closed and
- *                                reopened on /dev/null; the log file lands on fd 2; the
- *                                daemon works 0.5 s (wpt_daemon_work), writes MARKER
- *                                (its pid) by rename, exits 0
- *   h_procs execfail             threads running, an execv that fails (no such file),
- *                                then 1.5 s more of work with the threads (the
- *                                profiler restarts and must not crash); exits 0
- *   h_procs forkthread           a thread (not main) forks; in the child that thread
- *                                returns from its start routine, which ends the child
- *                                with status 0; the parent waits (up to 10 s) and prints
- *                                the child's status
+/* processes: process creation under the profiler. Usage:
+ *   processes fork                 fork; the child works (wpt_child_work) and exit(0)s,
+ *                                  the parent works (wpt_parent_work), waits, exits 0
+ *   processes forkexec PROG ARGS   fork + execv(PROG, ARGS) in the child
+ *   processes vfork PROG ARGS      vfork + execv
+ *   processes spawn PROG ARGS      posix_spawn
+ *   processes system CMD           system(CMD)
+ *   processes envwork              prints its LD_PRELOAD, works 0.3 s (wpt_exec_work), exits 0
+ *   processes daemon MARKER LOG    double fork + setsid + chdir("/") + stdio closed and
+ *                                  reopened on /dev/null; the log file lands on fd 2; the
+ *                                  daemon works 0.5 s (wpt_daemon_work), writes MARKER
+ *                                  (its pid) by rename, exits 0
+ *   processes execfail             threads running, an execv that fails (no such file),
+ *                                  then 1.5 s more of work with the threads (the
+ *                                  profiler restarts and must not crash); exits 0
+ *   processes forkthread           a thread (not main) forks; in the child that thread
+ *                                  returns from its start routine, which ends the child
+ *                                  with status 0; the parent waits (up to 10 s) and prints
+ *                                  the child's status
  * The parent modes print "child PID" and "child status: exited N" /
  * "killed by N" on stdout (lines the test normalizes by pid). Every mode
  * retries its waits on EINTR. */
@@ -38,7 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "h_work.h"
+#include "work.h"
 
 extern char **environ;
 
@@ -318,7 +318,7 @@ int main(int argc, char **argv)
 		return mode_execfail();
 	if (argc == 2 && strcmp(argv[1], "forkthread") == 0)
 		return mode_forkthread();
-	fprintf(stderr, "usage: h_procs fork|forkexec PROG ARGS|vfork PROG ARGS|spawn PROG ARGS|"
+	fprintf(stderr, "usage: processes fork|forkexec PROG ARGS|vfork PROG ARGS|spawn PROG ARGS|"
 			"system CMD|envwork|daemon MARKER LOG\n");
 	return 2;
 }

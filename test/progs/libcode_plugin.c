@@ -1,5 +1,6 @@
-/* A plugin h_code dlopens, runs, then deletes or replaces on disk while it
- * is still loaded: its frames must still resolve (or keep module + offset). */
+/* A plugin the code program dlopens, runs, then deletes or replaces on disk
+ * while it is still loaded: its frames must still resolve (or keep module +
+ * offset). */
 #include <stdint.h>
 #include <time.h>
 

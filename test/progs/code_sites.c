@@ -1,9 +1,9 @@
-/* h_sites: blocking calls made again and again from the same places and from
- * look-alike places, for the sampler's replay of walks from published
+/* code_sites: blocking calls made again and again from the same places and
+ * from look-alike places, for the sampler's replay of walks from published
  * registers (WALLPROF_TEST_SITE_CHECK=1 checks every replay against a real
  * libunwind walk).
  *
- *   h_sites SECONDS [ctx|main|same]
+ *   code_sites SECONDS [ctx|main|same]
  *
  * Four threads loop for SECONDS. Each iteration picks, at random, a
  * recursion depth (0-5) and one of two functions with identical frames
@@ -25,7 +25,7 @@
 #include <time.h>
 #include <ucontext.h>
 
-#include "h_work.h"
+#include "work.h"
 
 static double end_s;
 
@@ -102,7 +102,7 @@ static void *worker(void *arg)
 	}
 	stk = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (stk == MAP_FAILED || mprotect(stk, page, PROT_NONE) != 0 || getcontext(&co) != 0) {
-		perror("h_sites: stack");
+		perror("code_sites: stack");
 		exit(1);
 	}
 	co.uc_stack.ss_sp = stk;
@@ -110,7 +110,7 @@ static void *worker(void *arg)
 	co.uc_link = &back;
 	makecontext(&co, (void (*)(void))worker_loop, 1, seed);
 	if (swapcontext(&back, &co) != 0) {
-		perror("h_sites: swapcontext");
+		perror("code_sites: swapcontext");
 		exit(1);
 	}
 	munmap(stk, len);

@@ -1,12 +1,12 @@
-/* h_code: code layouts under the profiler (the tests also rebuild this file
+/* code: code layouts under the profiler (the tests also rebuild this file
  * without frame pointers, without unwind tables, stripped). Usage:
- *   h_code chain SECONDS          main -> wpt_level1 -> wpt_level2 -> wpt_level3, which
+ *   code chain SECONDS            main -> wpt_level1 -> wpt_level2 -> wpt_level3, which
  *                                 spins for SECONDS
- *   h_code recurse DEPTH SECONDS  wpt_recurse DEPTH levels deep, spinning at the bottom
- *   h_code plugin PATH unlink     dlopen PATH, wpt_hplugin_work 0.5 s, unlink PATH,
+ *   code recurse DEPTH SECONDS    wpt_recurse DEPTH levels deep, spinning at the bottom
+ *   code plugin PATH unlink       dlopen PATH, wpt_hplugin_work 0.5 s, unlink PATH,
  *                                 wpt_hplugin_work 0.3 s more
- *   h_code plugin PATH replace OTHER   ... rename(OTHER, PATH) instead of unlink
- *   h_code dlblock N              N times dl_iterate_phdr with a callback that sleeps
+ *   code plugin PATH replace OTHER   ... rename(OTHER, PATH) instead of unlink
+ *   code dlblock N                N times dl_iterate_phdr with a callback that sleeps
  *                                 2 ms in usleep (a blocking call under the loader's lock)
  * Prints one deterministic result line, exits 0. */
 /* noipa on the named functions: no inlining, cloning or identical-code folding
@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "h_work.h"
+#include "work.h"
 
 __attribute__((noipa)) static uint64_t wpt_level3(double seconds)
 {
@@ -72,12 +72,12 @@ static int mode_plugin(char **argv, int argc)
 
 	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
-		fprintf(stderr, "h_code: %s\n", dlerror());
+		fprintf(stderr, "code: %s\n", dlerror());
 		return 1;
 	}
 	*(void **)&work = dlsym(h, "wpt_hplugin_work");
 	if (!work) {
-		fprintf(stderr, "h_code: no wpt_hplugin_work\n");
+		fprintf(stderr, "code: no wpt_hplugin_work\n");
 		return 1;
 	}
 	printf("plugin: work %lu\n", work(0.5));
@@ -94,7 +94,7 @@ static int mode_plugin(char **argv, int argc)
 		}
 		printf("plugin: replaced\n");
 	} else {
-		fprintf(stderr, "h_code: bad plugin action\n");
+		fprintf(stderr, "code: bad plugin action\n");
 		return 2;
 	}
 	printf("plugin: work again %lu\n", work(0.3));
@@ -138,7 +138,7 @@ int main(int argc, char **argv)
 		return mode_plugin(argv, argc);
 	if (argc == 3 && strcmp(argv[1], "dlblock") == 0)
 		return mode_dlblock(atoi(argv[2]));
-	fprintf(stderr, "usage: h_code chain SECONDS | recurse DEPTH SECONDS | "
+	fprintf(stderr, "usage: code chain SECONDS | recurse DEPTH SECONDS | "
 			"plugin PATH unlink | plugin PATH replace OTHER | dlblock N\n");
 	return 2;
 }

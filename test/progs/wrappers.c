@@ -1,20 +1,21 @@
-/* h_args: the wrappers at the edges: bad arguments, huge timeouts, threads
- * that block right after running, datagrams with MSG_WAITALL. Each mode
- * prints lines that must be the same with and without the profiler.
+/* wrappers: the interposed calls at their edges: bad arguments, huge
+ * timeouts, threads that block right after running, datagrams with
+ * MSG_WAITALL. Each mode prints lines that must be the same with and without
+ * the profiler.
  *
- *   h_args badargs      bad pointers and counts the kernel rejects (EFAULT,
- *                       EINVAL); each in a child, which must not die
- *   h_args hugetimeout  ppoll with a {LONG_MAX, 0} timeout on a pipe written
- *                       after 300 ms: returns 1
- *   h_args busyblock    2 s of: 3 ms of CPU, then a 7 ms nanosleep issued with
- *                       a raw `syscall` instruction; counts early wake-ups
- *   h_args udpwaitall   20 datagrams of 100 bytes, each read with
- *                       recv(MSG_WAITALL): one datagram each time
- *   h_args sndtimeo     send into a full socket with SO_SNDTIMEO 0.5 s: EAGAIN
- *                       after about 0.5 s (printed in tenths)
- *   h_args longconnect  a TCP connect to a listener whose queue is full, with
- *                       SO_SNDTIMEO of 49.7 days (2^32 ms and a bit), ended
- *                       by the program's SIGALRM after 1.2 s: EINTR */
+ *   wrappers badargs      bad pointers and counts the kernel rejects (EFAULT,
+ *                         EINVAL); each in a child, which must not die
+ *   wrappers hugetimeout  ppoll with a {LONG_MAX, 0} timeout on a pipe written
+ *                         after 300 ms: returns 1
+ *   wrappers busyblock    2 s of: 3 ms of CPU, then a 7 ms nanosleep issued with
+ *                         a raw `syscall` instruction; counts early wake-ups
+ *   wrappers udpwaitall   20 datagrams of 100 bytes, each read with
+ *                         recv(MSG_WAITALL): one datagram each time
+ *   wrappers sndtimeo     send into a full socket with SO_SNDTIMEO 0.5 s: EAGAIN
+ *                         after about 0.5 s (printed in tenths)
+ *   wrappers longconnect  a TCP connect to a listener whose queue is full, with
+ *                         SO_SNDTIMEO of 49.7 days (2^32 ms and a bit), ended
+ *                         by the program's SIGALRM after 1.2 s: EINTR */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -287,7 +288,7 @@ int main(int argc, char **argv)
 		return mode_sndtimeo();
 	if (!strcmp(m, "longconnect"))
 		return mode_longconnect();
-	fprintf(stderr, "usage: h_args badargs|hugetimeout|busyblock|udpwaitall|sndtimeo|"
+	fprintf(stderr, "usage: wrappers badargs|hugetimeout|busyblock|udpwaitall|sndtimeo|"
 		"longconnect\n");
 	return 2;
 }

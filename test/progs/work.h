@@ -1,8 +1,8 @@
-/* h_work.h: what the h_*.c test programs share: a clock, a fixed CPU spin,
+/* work.h: what most test programs share: a clock, a fixed CPU spin,
  * and distinctly named work functions (noipa, so that GCC cannot fold two
  * identical bodies into one symbol and the profile names the right one). */
-#ifndef H_WORK_H
-#define H_WORK_H
+#ifndef WORK_H
+#define WORK_H
 
 #include <stdint.h>
 #include <time.h>

@@ -1,6 +1,7 @@
-// cxx: a C++ target for demangling. The hot method is wpt::Worker::spin(int);
-// it runs for about one second of wall time and prints a result that does
-// not depend on how many rounds fit in that second.
+// profile_cxx: a C++ target for demangling (test/e2e/profile.py). The hot
+// method is wpt::Worker::spin(int); it runs for about one second of wall time
+// and prints a result that does not depend on how many rounds fit in that
+// second.
 #include <chrono>
 #include <cstdio>
 
@@ -42,6 +43,6 @@ int main()
 			return 5; // spin() must be deterministic
 	} while (clock::now() < end);
 
-	std::printf("cxx: spin(1000000) = %ld\n", result);
+	std::printf("profile_cxx: spin(1000000) = %ld\n", result);
 	return 0;
 }
