@@ -6,6 +6,8 @@
 #   make unit         build the unit test binaries (build/unit/, build/asan/) and the converter
 #   make bench        benchmarks, one table (scripts/bench.py; BENCH_ARGS="--quick -k NAME")
 #   make soak         soak test (scripts/soak.py; SOAK_SECONDS=600)
+#   make install      PREFIX=/usr/local DESTDIR=: the library, the converter, wallprof, wallprof-report
+#   make uninstall    remove what `make install` put (same PREFIX and DESTDIR)
 #   make clean
 
 # Which sources go where; the other lists below derive from these two.
@@ -22,6 +24,8 @@ PYTHON  ?= python3
 PKGS    := libunwind libdw jansson
 BUILD   := build
 OBJ     := $(BUILD)/obj
+PREFIX  ?= /usr/local
+DESTDIR ?=
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -83,7 +87,7 @@ EXE_DEPFLAGS = -MMD -MP -MT $@ -MF $(exe_dep)
 
 # ---- Targets ---------------------------------------------------------------
 
-.PHONY: all unit deps demo test bench soak clean
+.PHONY: all unit deps demo test bench soak install uninstall clean
 all: $(LIB) $(CONVERT)
 unit: $(UNIT_PLAIN) $(UNIT_ASAN) $(CONVERT)
 
@@ -105,6 +109,14 @@ soak: deps
 	@$(MAKE) --no-print-directory $(LIB) $(BUILD)/progs/soak $(BUILD)/progs/libwpt_plugin.so
 	@$(PYTHON) scripts/soak.py --seconds $(SOAK_SECONDS) $(SOAK_ARGS)
 
+# The launcher finds the library as ../lib/libwallprof.so from its own
+# directory, so both must stay under the same PREFIX.
+install: $(LIB) $(CONVERT)
+	install -D -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libwallprof.so
+	install -D -m 755 $(CONVERT) $(DESTDIR)$(PREFIX)/bin/wallprof-convert
+	install -D -m 755 scripts/wallprof $(DESTDIR)$(PREFIX)/bin/wallprof
+	install -D -m 755 scripts/wallprof-report $(DESTDIR)$(PREFIX)/bin/wallprof-report
+
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libwallprof.so $(DESTDIR)$(PREFIX)/bin/wallprof-convert \
 	      $(DESTDIR)$(PREFIX)/bin/wallprof $(DESTDIR)$(PREFIX)/bin/wallprof-report
@@ -125,7 +137,7 @@ FLAGS_FILES := $(OBJ)/lib/flags $(OBJ)/asan/flags
 shell_quote = '$(subst ','\'',$(1))'
 write_flags = mkdir -p $(dir $(1)) && printf '%s\n' $(call shell_quote,$(2)) | cmp -s - $(1) || \
 	printf '%s\n' $(call shell_quote,$(2)) > $(1)
-ifneq ($(filter-out clean deps,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out clean deps uninstall,$(or $(MAKECMDGOALS),all)),)
 $(foreach f,$(FLAGS_FILES),$(shell $(call write_flags,$(f),$(VARIANT_CFLAGS_$(notdir $(f:/flags=))))))
 endif
 $(FLAGS_FILES): ;
