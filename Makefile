@@ -8,6 +8,7 @@
 #   make soak         soak test (scripts/soak.py; SOAK_SECONDS=600)
 #   make install      PREFIX=/usr/local DESTDIR=: the library, the converter, wallprof, wallprof-report
 #   make uninstall    remove what `make install` put (same PREFIX and DESTDIR)
+#   make format-check C sources and headers against .clang-format (installs clang-format-19, root)
 #   make clean
 
 # Which sources go where; the other lists below derive from these two.
@@ -21,6 +22,7 @@ CC      ?= cc
 CXX     ?= c++
 AR      ?= ar
 PYTHON  ?= python3
+CLANG_FORMAT ?= clang-format-19
 PKGS    := libunwind libdw jansson
 BUILD   := build
 OBJ     := $(BUILD)/obj
@@ -80,6 +82,9 @@ BENCH_ARGS   ?=
 SOAK_SECONDS ?= 600
 SOAK_ARGS    ?=
 
+# What `make format-check` looks at (not the generated syscall_names.inc).
+FORMAT_SRCS := $(sort $(wildcard */*.c */*.h test/*/*.c test/*/*.h))
+
 # Programs compiled and linked in one step (test and bench programs) write
 # their header dependencies to build/obj/exe/DIR/NAME.d.
 exe_dep      = $(OBJ)/exe/$(patsubst $(BUILD)/%,%,$@).d
@@ -87,7 +92,7 @@ EXE_DEPFLAGS = -MMD -MP -MT $@ -MF $(exe_dep)
 
 # ---- Targets ---------------------------------------------------------------
 
-.PHONY: all unit deps demo test bench soak install uninstall clean
+.PHONY: all unit deps demo test bench soak install uninstall format-check clean
 all: $(LIB) $(CONVERT)
 unit: $(UNIT_PLAIN) $(UNIT_ASAN) $(CONVERT)
 
@@ -121,6 +126,21 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libwallprof.so $(DESTDIR)$(PREFIX)/bin/wallprof-convert \
 	      $(DESTDIR)$(PREFIX)/bin/wallprof $(DESTDIR)$(PREFIX)/bin/wallprof-report
 
+# Lists the files clang-format would change, with the number of places in
+# each; `$(CLANG_FORMAT) -i FILE` applies them.
+format-check:
+	@scripts/install-deps.sh format
+	@n=0; for f in $(FORMAT_SRCS); do \
+		out=$$($(CLANG_FORMAT) --dry-run -Werror "$$f" 2>&1) && continue; \
+		c=$$(printf '%s\n' "$$out" | grep -c 'clang-format-violations'); \
+		if [ "$$c" = 0 ]; then printf '%s\n' "$$out" >&2; exit 2; fi; \
+		echo "$$f: $$c changes"; n=$$((n + 1)); \
+	done; \
+	if [ $$n != 0 ]; then \
+		echo "format-check: $$n of $(words $(FORMAT_SRCS)) files differ from .clang-format"; exit 1; \
+	fi; \
+	echo "format-check: $(words $(FORMAT_SRCS)) files match .clang-format"
+
 clean:
 	rm -rf $(BUILD)
 
@@ -137,7 +157,7 @@ FLAGS_FILES := $(OBJ)/lib/flags $(OBJ)/asan/flags
 shell_quote = '$(subst ','\'',$(1))'
 write_flags = mkdir -p $(dir $(1)) && printf '%s\n' $(call shell_quote,$(2)) | cmp -s - $(1) || \
 	printf '%s\n' $(call shell_quote,$(2)) > $(1)
-ifneq ($(filter-out clean deps uninstall,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out clean deps uninstall format-check,$(or $(MAKECMDGOALS),all)),)
 $(foreach f,$(FLAGS_FILES),$(shell $(call write_flags,$(f),$(VARIANT_CFLAGS_$(notdir $(f:/flags=))))))
 endif
 $(FLAGS_FILES): ;

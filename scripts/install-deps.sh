@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages libwallprof needs to build and test, when
 # missing. As root it runs apt-get; otherwise it prints the exact command.
+# With the argument "format": only clang-format-19 (make format-check).
 set -eu
 
 PKGS="build-essential pkg-config libunwind-dev libdw-dev libelf-dev libjansson-dev zlib1g-dev python3 elfutils golang-go libpython3.11-testsuite"
@@ -18,14 +19,19 @@ missing() {
 	return 1
 }
 
+if [ "${1:-}" = format ]; then
+	PKGS="clang-format-19"
+	missing() { ! command -v clang-format-19 >/dev/null 2>&1; }
+fi
+
 missing || exit 0
 
 if [ "$(id -u)" != 0 ]; then
-	echo "wallprof: missing build dependencies; run as root:" >&2
+	echo "wallprof: missing dependencies; run as root:" >&2
 	echo "  apt-get update && apt-get install -y $PKGS" >&2
 	exit 1
 fi
-echo "wallprof: installing build dependencies: $PKGS" >&2
+echo "wallprof: installing dependencies: $PKGS" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends $PKGS >/dev/null
