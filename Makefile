@@ -1,101 +1,81 @@
 # libwallprof: wall-clock sampling profiler injected with LD_PRELOAD.
 #
-#   make          build build/libwallprof.so
-#   make demo     install missing -dev packages (root), build, profile a sample program, summarize
-#   make test     install missing -dev packages (root), unit tests (plain + ASan/UBSan), end-to-end tests
-#   make bench    benchmarks, one table (scripts/bench.py; BENCH_ARGS="--quick -k NAME")
+#   make              build build/libwallprof.so and build/wallprof-convert
+#   make demo         install missing -dev packages (root), build, profile a sample program, summarize
+#   make test         install missing -dev packages (root), unit tests (plain + ASan/UBSan), end-to-end tests
+#   make unit         build the unit test binaries (build/unit/, build/asan/) and the converter
+#   make bench        benchmarks, one table (scripts/bench.py; BENCH_ARGS="--quick -k NAME")
+#   make soak         soak test (scripts/soak.py; SOAK_SECONDS=600)
+#   make install      PREFIX=/usr/local DESTDIR=: the library, the converter, wallprof, wallprof-report
+#   make uninstall    remove what `make install` put (same PREFIX and DESTDIR)
+#   make format-check C sources and headers against .clang-format (installs clang-format-19, root)
 #   make clean
+
+# Which sources go where; the other lists below derive from these three.
+# RUNTIME_SRCS: the injected runtime, only in the library.
+# SHARED_SRCS: what the library shares with the converter (the raw dump's
+#   writer, the index line, output names, build-ids); nothing that needs
+#   the symbolizer, JSON or zlib, which run in the converter's process only.
+# CORE_SRCS: the converter's stages, archived (once per build variant) for
+#   the converter, the unit tests and bench/dump.
+RUNTIME_SRCS := $(wildcard preload/*.c) $(wildcard unwind/*.c)
+SHARED_SRCS  := output/raw.c output/event.c output/write.c output/profile.c symbolize/build_id.c
+CORE_SRCS    := $(wildcard symbolize/*.c) $(wildcard output/*.c) preload/ring.c preload/modules.c
 
 CC      ?= cc
 CXX     ?= c++
+AR      ?= ar
 PYTHON  ?= python3
+CLANG_FORMAT ?= clang-format-19
 PKGS    := libunwind libdw jansson
-# The preloaded library links only what capture needs (no symbolizer, no
-# JSON, no zlib: those run in the converter, a process of its own).
+# The library links only what capture needs.
 LIB_PKGS := libunwind libdw
 BUILD   := build
+OBJ     := $(BUILD)/obj
+PREFIX  ?= /usr/local
+DESTDIR ?=
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-LIB_PKG_LIBS := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null)
+LIB_LIBS   := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null) -lpthread -ldl
 
 WARN    := -Wall -Wextra -Werror
 CFLAGS  ?= -O2 -g
 # -fexceptions: cleanup handlers in the interposed calls run on thread cancellation.
 BASE_CFLAGS := -std=gnu11 $(WARN) -fvisibility=hidden -fPIC -fexceptions -D_GNU_SOURCE $(PKG_CFLAGS)
+SAN_FLAGS   := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LIBS    := $(PKG_LIBS) -lz -lpthread -ldl
 
-# Module sources. preload/ holds the injected runtime; the rest are the
-# pure stages that unit tests also build on their own.
-PRELOAD_SRCS := $(wildcard preload/*.c) $(wildcard unwind/*.c)
-# What the library shares with the converter: the raw dump's writer, the
-# index line, output names.
-SHARED_SRCS  := output/raw.c output/event.c output/write.c output/profile.c symbolize/build_id.c
-CORE_SRCS    := $(wildcard symbolize/*.c) $(wildcard output/*.c) preload/ring.c preload/modules.c
-LIB_SRCS     := $(sort $(PRELOAD_SRCS) $(SHARED_SRCS))
-HEADERS      := $(wildcard */*.h) $(wildcard */*.inc)
+# The two object variants, each compiled once into build/obj/VARIANT/:
+#   lib   the library's flags; also used by the plain unit tests, the
+#         converter and bench/dump, which link its core archive
+#   asan  the sanitizer unit tests, which link its own core archive
+VARIANT_CFLAGS_lib  := $(BASE_CFLAGS) $(CFLAGS)
+VARIANT_CFLAGS_asan := $(BASE_CFLAGS) $(SAN_FLAGS)
+# Object of each source: build/obj/VARIANT/path/name.o.
+objs = $(patsubst %.c,$(OBJ)/$(1)/%.o,$(2))
 
-LIB := $(BUILD)/libwallprof.so
+LIB_SRCS   := $(sort $(RUNTIME_SRCS) $(SHARED_SRCS))
+LIB        := $(BUILD)/libwallprof.so
+CONVERT    := $(BUILD)/wallprof-convert
+CORE_LIB   := $(OBJ)/lib/libcore.a
+CORE_ASAN  := $(OBJ)/asan/libcore.a
 
 UNIT_SRCS  := $(wildcard test/unit/test_*.c)
 UNIT_PLAIN := $(patsubst test/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 UNIT_ASAN  := $(patsubst test/unit/%.c,$(BUILD)/asan/%,$(UNIT_SRCS))
-SAN_FLAGS  := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+
+OBJS_lib   := $(call objs,lib,$(LIB_SRCS) $(UNIT_SRCS) scripts/wallprof-convert.c test/bench/dump.c)
+OBJS_asan  := $(call objs,asan,$(CORE_SRCS) $(UNIT_SRCS))
 
 PROG_LIB := $(wildcard test/progs/lib*.c)
 PROG_C   := $(filter-out $(PROG_LIB),$(wildcard test/progs/*.c))
 PROG_CXX := $(wildcard test/progs/*.cc)
 PROGS    := $(patsubst test/progs/%.c,$(BUILD)/progs/%,$(PROG_C)) \
             $(patsubst test/progs/%.cc,$(BUILD)/progs/%,$(PROG_CXX)) \
-            $(patsubst test/progs/%.c,$(BUILD)/progs/%.so,$(PROG_LIB))
+            $(patsubst test/progs/%.c,$(BUILD)/progs/%.so,$(PROG_LIB)) \
+            $(BUILD)/progs/blocking_fortify
 PROG_CFLAGS := -O2 -g -pthread -fno-omit-frame-pointer -Wall -Wextra -Werror
-
-.PHONY: all deps demo test unit integration clean
-all: $(LIB)
-
-deps:
-	@scripts/install-deps.sh
-
-# -z now: every libc function the library calls is bound at load time, not
-# at its first call, which in a signal handler would run the loader's lazy
-# binding on the handler's stack (it saves the vector registers there: 2.8
-# KiB with AVX-512; too much on a small alternate signal stack).
-$(LIB): $(LIB_SRCS) $(HEADERS) Makefile
-	@mkdir -p $(BUILD)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -shared -Wl,-z,defs -Wl,-z,now -Wl,--as-needed -o $@ $(LIB_SRCS) $(LIB_PKG_LIBS) -lpthread -ldl
-
-$(BUILD)/unit/%: test/unit/%.c $(CORE_SRCS) $(HEADERS) $(wildcard test/unit/*.h)
-	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(CORE_SRCS) $(LIBS)
-
-$(BUILD)/asan/%: test/unit/%.c $(CORE_SRCS) $(HEADERS) $(wildcard test/unit/*.h)
-	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(SAN_FLAGS) -o $@ $< $(CORE_SRCS) $(LIBS)
-
-$(BUILD)/progs/%: test/progs/%.c $(wildcard test/progs/*.h)
-	@mkdir -p $(dir $@)
-	$(CC) $(PROG_CFLAGS) -std=gnu11 -o $@ $< -lm
-
-$(BUILD)/progs/lib%.so: test/progs/lib%.c
-	@mkdir -p $(dir $@)
-	$(CC) $(PROG_CFLAGS) -std=gnu11 -fPIC -shared -o $@ $<
-
-$(BUILD)/progs/%: test/progs/%.cc
-	@mkdir -p $(dir $@)
-	$(CXX) $(PROG_CFLAGS) -o $@ $<
-
-unit: $(UNIT_PLAIN) $(UNIT_ASAN)
-
-demo: deps
-	@$(MAKE) --no-print-directory $(LIB) $(BUILD)/progs/demo
-	@scripts/demo.sh
-
-test: deps
-	@$(MAKE) --no-print-directory $(LIB) unit $(PROGS)
-	@$(PYTHON) test/run_tests.py
-
-clean:
-	rm -rf $(BUILD)
 
 # Benchmarks: programs under test/bench/, driven by scripts/bench.py.
 BENCH_SRCS   := $(wildcard test/bench/*.c)
@@ -103,57 +83,175 @@ BENCH_PROGS  := $(patsubst test/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 BENCH_CFLAGS := -O2 -g -pthread -std=gnu11 -Wall -Wextra -Werror
 BENCH_ARGS   ?=
 
-.PHONY: bench
-bench: $(LIB) $(BENCH_PROGS)
-	@scripts/install-deps.sh bench && $(PYTHON) scripts/bench.py $(BENCH_ARGS)
-
-$(BUILD)/bench/%: test/bench/%.c
-	@mkdir -p $(dir $@)
-	$(CC) $(BENCH_CFLAGS) -o $@ $<
-
-# A statically linked test program (the launcher's static-binary detection);
-# this explicit rule wins over the pattern rule for build/progs/%.
-$(BUILD)/progs/launcher_static: test/progs/launcher_static.c
-	@mkdir -p $(dir $@)
-	$(CC) $(PROG_CFLAGS) -std=gnu11 -static -o $@ $<
-
-# blocking.c a second time with _FORTIFY_SOURCE=2 (tests eintr_battery_fortify*):
-# its poll, ppoll, read, recv and recvfrom calls become glibc's __*_chk
-# variants. The plain build must not use them, whatever the compiler's default.
-PROGS += $(BUILD)/progs/blocking_fortify
-$(BUILD)/progs/blocking: PROG_CFLAGS += -U_FORTIFY_SOURCE
-$(BUILD)/progs/blocking_fortify: test/progs/blocking.c $(wildcard test/progs/*.h)
-	@mkdir -p $(dir $@)
-	$(CC) $(PROG_CFLAGS) -std=gnu11 -D_FORTIFY_SOURCE=2 -o $@ $< -lm
-
-# Offline converter of raw dumps (written when the host dies of a fatal
-# signal) into Sentry JSON: build/wallprof-convert RAW [-o OUT.json].
-CONVERT := $(BUILD)/wallprof-convert
-all: $(CONVERT)
-unit: $(CONVERT)
-
-$(CONVERT): scripts/wallprof-convert.c $(CORE_SRCS) $(HEADERS) Makefile
-	@mkdir -p $(BUILD)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(CORE_SRCS) $(LIBS)
-
 # Soak test, not part of `make test`: build/progs/soak under the preload at
 # 1000 Hz for SOAK_SECONDS (thread churn, forks, dlopen, SIGUSR2 snapshots),
 # watched for crashes, hangs and memory growth (scripts/soak.py).
 SOAK_SECONDS ?= 600
 SOAK_ARGS    ?=
 
-.PHONY: soak
+# What `make format-check` looks at (not the generated syscall_names.inc).
+FORMAT_SRCS := $(sort $(wildcard */*.c */*.h test/*/*.c test/*/*.h))
+
+# Programs compiled and linked in one step (test and bench programs) write
+# their header dependencies to build/obj/exe/DIR/NAME.d.
+exe_dep      = $(OBJ)/exe/$(patsubst $(BUILD)/%,%,$@).d
+EXE_DEPFLAGS = -MMD -MP -MT $@ -MF $(exe_dep)
+
+# ---- Targets ---------------------------------------------------------------
+
+.PHONY: all unit deps demo test bench soak install uninstall format-check clean
+all: $(LIB) $(CONVERT)
+unit: $(UNIT_PLAIN) $(UNIT_ASAN) $(CONVERT)
+
+deps:
+	@scripts/install-deps.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory $(LIB) $(CONVERT) $(BUILD)/progs/demo
+	@scripts/demo.sh
+
+test: deps
+	@$(MAKE) --no-print-directory $(LIB) unit $(PROGS)
+	@$(PYTHON) scripts/check-as-safe.py
+	@$(PYTHON) test/run_tests.py
+
+bench: $(LIB) $(CONVERT) $(BENCH_PROGS)
+	@scripts/install-deps.sh bench && $(PYTHON) scripts/bench.py $(BENCH_ARGS)
+
 soak: deps
 	@$(MAKE) --no-print-directory $(LIB) $(BUILD)/progs/soak $(BUILD)/progs/libwpt_plugin.so
 	@$(PYTHON) scripts/soak.py --seconds $(SOAK_SECONDS) $(SOAK_ARGS)
 
+# The launcher finds the library as ../lib/libwallprof.so from its own
+# directory, so both must stay under the same PREFIX.
+install: $(LIB) $(CONVERT)
+	install -D -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libwallprof.so
+	install -D -m 755 $(CONVERT) $(DESTDIR)$(PREFIX)/bin/wallprof-convert
+	install -D -m 755 scripts/wallprof $(DESTDIR)$(PREFIX)/bin/wallprof
+	install -D -m 755 scripts/wallprof-report $(DESTDIR)$(PREFIX)/bin/wallprof-report
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/lib/libwallprof.so $(DESTDIR)$(PREFIX)/bin/wallprof-convert \
+	      $(DESTDIR)$(PREFIX)/bin/wallprof $(DESTDIR)$(PREFIX)/bin/wallprof-report
+
+# Lists the files clang-format would change, with the number of places in
+# each; `$(CLANG_FORMAT) -i FILE` applies them.
+format-check:
+	@scripts/install-deps.sh format
+	@n=0; for f in $(FORMAT_SRCS); do \
+		out=$$($(CLANG_FORMAT) --dry-run -Werror "$$f" 2>&1) && continue; \
+		c=$$(printf '%s\n' "$$out" | grep -c 'clang-format-violations'); \
+		if [ "$$c" = 0 ]; then printf '%s\n' "$$out" >&2; exit 2; fi; \
+		echo "$$f: $$c changes"; n=$$((n + 1)); \
+	done; \
+	if [ $$n != 0 ]; then \
+		echo "format-check: $$n of $(words $(FORMAT_SRCS)) files differ from .clang-format"; exit 1; \
+	fi; \
+	echo "format-check: $(words $(FORMAT_SRCS)) files match .clang-format"
+
+clean:
+	rm -rf $(BUILD)
+
+# ---- Rules -----------------------------------------------------------------
+
+# A recipe that fails leaves no half-written target behind.
+.DELETE_ON_ERROR:
+
+# Each variant's compile flags, kept in build/obj/VARIANT/flags and rewritten
+# (when make reads this file) only when they change: make CFLAGS=-O0, a new
+# flag here. Its objects depend on that file, so they are recompiled then,
+# and only then.
+FLAGS_FILES := $(OBJ)/lib/flags $(OBJ)/asan/flags
+shell_quote = '$(subst ','\'',$(1))'
+write_flags = mkdir -p $(dir $(1)) && printf '%s\n' $(call shell_quote,$(2)) | cmp -s - $(1) || \
+	printf '%s\n' $(call shell_quote,$(2)) > $(1)
+ifneq ($(filter-out clean deps uninstall format-check,$(or $(MAKECMDGOALS),all)),)
+$(foreach f,$(FLAGS_FILES),$(shell $(call write_flags,$(f),$(VARIANT_CFLAGS_$(notdir $(f:/flags=))))))
+endif
+$(FLAGS_FILES): ;
+
+# One object per source and variant; -MMD -MP write its header dependencies
+# beside it (the .d files included at the end).
+$(OBJS_lib): $(OBJ)/lib/%.o: %.c $(OBJ)/lib/flags
+	@mkdir -p $(@D)
+	$(CC) $(VARIANT_CFLAGS_lib) -MMD -MP -c -o $@ $<
+
+$(OBJS_asan): $(OBJ)/asan/%.o: %.c $(OBJ)/asan/flags
+	@mkdir -p $(@D)
+	$(CC) $(VARIANT_CFLAGS_asan) -MMD -MP -c -o $@ $<
+
+# The core archives are rebuilt from scratch when the Makefile changes (a
+# source moved in or out of CORE_SRCS leaves no stale member behind).
+$(CORE_LIB): $(call objs,lib,$(CORE_SRCS))
+$(CORE_ASAN): $(call objs,asan,$(CORE_SRCS))
+$(CORE_LIB) $(CORE_ASAN): Makefile
+	@rm -f $@
+	$(AR) rcs $@ $(filter %.o,$^)
+
+# -z now: every libc function the library calls is bound at load time, not
+# at its first call, which in a signal handler would run the loader's lazy
+# binding on the handler's stack (it saves the vector registers there: 2.8
+# KiB with AVX-512; too much on a small alternate signal stack).
+$(LIB): $(call objs,lib,$(LIB_SRCS)) Makefile
+	@mkdir -p $(@D)
+	$(CC) $(VARIANT_CFLAGS_lib) -shared -Wl,-z,defs -Wl,-z,now -Wl,--as-needed -o $@ \
+		$(filter %.o,$^) $(LIB_LIBS)
+
+# The converter: raw dumps into Sentry JSON, in a process of its own (the
+# library starts it on every dump; by hand: build/wallprof-convert RAW).
+$(CONVERT): $(OBJ)/lib/scripts/wallprof-convert.o $(CORE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(VARIANT_CFLAGS_lib) -o $@ $^ $(LIBS)
+
+$(UNIT_PLAIN): $(BUILD)/unit/%: $(OBJ)/lib/test/unit/%.o $(CORE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(VARIANT_CFLAGS_lib) -o $@ $^ $(LIBS)
+
+$(UNIT_ASAN): $(BUILD)/asan/%: $(OBJ)/asan/test/unit/%.o $(CORE_ASAN)
+	@mkdir -p $(@D)
+	$(CC) $(VARIANT_CFLAGS_asan) -o $@ $^ $(LIBS)
+
+$(BUILD)/progs/%: test/progs/%.c
+	@mkdir -p $(@D) $(dir $(exe_dep))
+	$(CC) $(PROG_CFLAGS) $(EXE_DEPFLAGS) -std=gnu11 -o $@ $< -lm
+
+$(BUILD)/progs/lib%.so: test/progs/lib%.c
+	@mkdir -p $(@D) $(dir $(exe_dep))
+	$(CC) $(PROG_CFLAGS) $(EXE_DEPFLAGS) -std=gnu11 -fPIC -shared -o $@ $<
+
+$(BUILD)/progs/%: test/progs/%.cc
+	@mkdir -p $(@D) $(dir $(exe_dep))
+	$(CXX) $(PROG_CFLAGS) $(EXE_DEPFLAGS) -o $@ $<
+
+# A statically linked test program (the launcher's static-binary detection);
+# this explicit rule wins over the pattern rule for build/progs/%.
+$(BUILD)/progs/launcher_static: test/progs/launcher_static.c
+	@mkdir -p $(@D) $(dir $(exe_dep))
+	$(CC) $(PROG_CFLAGS) $(EXE_DEPFLAGS) -std=gnu11 -static -o $@ $<
+
+# blocking.c a second time with _FORTIFY_SOURCE=2 (tests eintr_battery_fortify*):
+# its poll, ppoll, read, recv and recvfrom calls become glibc's __*_chk
+# variants. The plain build must not use them, whatever the compiler's default.
+$(BUILD)/progs/blocking: PROG_CFLAGS += -U_FORTIFY_SOURCE
+$(BUILD)/progs/blocking_fortify: test/progs/blocking.c
+	@mkdir -p $(@D) $(dir $(exe_dep))
+	$(CC) $(PROG_CFLAGS) $(EXE_DEPFLAGS) -std=gnu11 -D_FORTIFY_SOURCE=2 -o $@ $< -lm
+
+$(BUILD)/bench/%: test/bench/%.c
+	@mkdir -p $(@D) $(dir $(exe_dep))
+	$(CC) $(BENCH_CFLAGS) $(EXE_DEPFLAGS) -o $@ $<
+
 # Benchmark programs that link parts of the library (explicit rules win over
 # the pattern rule above): handler links the unwinder alone, dump the core
-# sources (ring, modules, symbolize, output) like the unit tests.
+# archive (ring, modules, symbolize, output) like the unit tests.
 $(BUILD)/bench/handler: test/bench/handler.c unwind/unwind.c unwind/unwind.h
-	@mkdir -p $(dir $@)
+	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) -D_GNU_SOURCE $(PKG_CFLAGS) -o $@ $< unwind/unwind.c -lunwind
 
-$(BUILD)/bench/dump: test/bench/dump.c $(CORE_SRCS) $(HEADERS)
-	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(CFLAGS) -o $@ $< $(CORE_SRCS) $(LIBS)
+$(BUILD)/bench/dump: $(OBJ)/lib/test/bench/dump.o $(CORE_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(VARIANT_CFLAGS_lib) -o $@ $^ $(LIBS)
+
+# Header dependencies written by the compiler (missing ones are not built yet).
+-include $(OBJS_lib:.o=.d) $(OBJS_asan:.o=.d) \
+	$(patsubst $(BUILD)/%,$(OBJ)/exe/%.d,$(PROGS) $(filter-out %/handler %/dump,$(BENCH_PROGS)))

@@ -5,6 +5,7 @@
 #   scripts/install-deps.sh bench   the tools `make bench` compares against or
 #       drives (perf, gperftools' CPU profiler, git). Never fatal: without
 #       them (not root, apt-get failed) their rows are skipped with a note.
+#   scripts/install-deps.sh format  only clang-format-19 (make format-check).
 set -eu
 
 if [ "${1:-}" = bench ]; then
@@ -44,14 +45,19 @@ missing() {
 	return 1
 }
 
+if [ "${1:-}" = format ]; then
+	PKGS="clang-format-19"
+	missing() { ! command -v clang-format-19 >/dev/null 2>&1; }
+fi
+
 missing || exit 0
 
 if [ "$(id -u)" != 0 ]; then
-	echo "wallprof: missing build dependencies; run as root:" >&2
+	echo "wallprof: missing dependencies; run as root:" >&2
 	echo "  apt-get update && apt-get install -y $PKGS" >&2
 	exit 1
 fi
-echo "wallprof: installing build dependencies: $PKGS" >&2
+echo "wallprof: installing dependencies: $PKGS" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends $PKGS >/dev/null
