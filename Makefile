@@ -65,7 +65,7 @@ UNIT_SRCS  := $(wildcard test/unit/test_*.c)
 UNIT_PLAIN := $(patsubst test/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 UNIT_ASAN  := $(patsubst test/unit/%.c,$(BUILD)/asan/%,$(UNIT_SRCS))
 
-OBJS_lib   := $(call objs,lib,$(LIB_SRCS) $(UNIT_SRCS) scripts/wallprof-convert.c test/bench/dump.c)
+OBJS_lib   := $(call objs,lib,$(sort $(LIB_SRCS) $(CORE_SRCS)) $(UNIT_SRCS) scripts/wallprof-convert.c test/bench/dump.c)
 OBJS_asan  := $(call objs,asan,$(CORE_SRCS) $(UNIT_SRCS))
 
 PROG_LIB := $(wildcard test/progs/lib*.c)

@@ -219,11 +219,29 @@ static void test_roundtrip(void)
 	REQ(p.nr_threads == 4);
 	REQ(thread_of(&p, 100) && !strcmp(thread_of(&p, 100)->name, "main") &&
 	    thread_of(&p, 100)->nr_signals == 5 && thread_of(&p, 100)->nr_samples == 10);
+	/* tid 101 was two threads: the newest name, the counts of both */
 	REQ(thread_of(&p, 101) && !strcmp(thread_of(&p, 101)->name, "new-101") &&
-	    thread_of(&p, 101)->nr_signals == 3 && thread_of(&p, 101)->nr_samples == 8);
+	    thread_of(&p, 101)->nr_signals == 4 && thread_of(&p, 101)->nr_samples == 10);
 	REQ(thread_of(&p, 103) && !strcmp(thread_of(&p, 103)->name, "sixteen-chars-n"));
 	REQ(!thread_of(&p, 200));
-	report("read: one thread per sampled tid, newest entry of a reused tid");
+	report("read: one thread per sampled tid, newest name, counts of a reused tid summed");
+
+	{
+		/* A thread alive at the dump is listed without samples (one
+		 * that blocks our signal: its losses are accounted). */
+		struct wp_profile q;
+		char p2[PATH_MAX];
+
+		pathf(p2, "live.raw");
+		threads[3].flags = WP_THREAD_LIVE;
+		REQ(write_dump(p2, r, &meta) == 0);
+		threads[3].flags = 0;
+		REQ(wp_raw_read(p2, &q, NULL, err, sizeof(err)) == 0);
+		REQ(q.nr_threads == 5 && thread_of(&q, 200) && !strcmp(thread_of(&q, 200)->name, "idle") &&
+		    thread_of(&q, 200)->flags == WP_THREAD_LIVE);
+		wp_profile_free(&q);
+		report("read: a live thread without samples is listed");
+	}
 
 	c = (const uint64_t *)&p.counters;
 	for (i = 0; i < sizeof(p.counters) / 8; i++) {
