@@ -46,12 +46,16 @@ BASE_CFLAGS := -std=gnu11 $(WARN) -fvisibility=hidden -fPIC -fexceptions -D_GNU_
 SAN_FLAGS   := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LIBS    := $(PKG_LIBS) -lz -lpthread -ldl
 
-# The two object variants, each compiled once into build/obj/VARIANT/:
-#   lib   the library's flags; also used by the plain unit tests, the
-#         converter and bench/dump, which link its core archive
-#   asan  the sanitizer unit tests, which link its own core archive
+# The three object variants, each compiled once into build/obj/VARIANT/:
+#   lib   what users get: the library, the converter, bench/dump
+#   test  the same with the test-only knobs compiled in (-DWP_TEST_HOOKS,
+#         preload/test_hooks.h): build/test/libwallprof.so, which the
+#         end-to-end tests that set a WALLPROF_TEST_* variable preload, and
+#         the plain unit tests (fault injection), which link its core archive
+#   asan  the sanitizer unit tests (with the knobs), with their own archive
 VARIANT_CFLAGS_lib  := $(BASE_CFLAGS) $(CFLAGS)
-VARIANT_CFLAGS_asan := $(BASE_CFLAGS) $(SAN_FLAGS)
+VARIANT_CFLAGS_test := $(BASE_CFLAGS) $(CFLAGS) -DWP_TEST_HOOKS
+VARIANT_CFLAGS_asan := $(BASE_CFLAGS) $(SAN_FLAGS) -DWP_TEST_HOOKS
 # Object of each source: build/obj/VARIANT/path/name.o.
 objs = $(patsubst %.c,$(OBJ)/$(1)/%.o,$(2))
 
@@ -59,13 +63,17 @@ LIB_SRCS   := $(sort $(RUNTIME_SRCS) $(SHARED_SRCS))
 LIB        := $(BUILD)/libwallprof.so
 CONVERT    := $(BUILD)/wallprof-convert
 CORE_LIB   := $(OBJ)/lib/libcore.a
+CORE_TEST  := $(OBJ)/test/libcore.a
 CORE_ASAN  := $(OBJ)/asan/libcore.a
+TEST_LIB   := $(BUILD)/test/libwallprof.so
+TEST_CONVERT := $(BUILD)/test/wallprof-convert
 
 UNIT_SRCS  := $(wildcard test/unit/test_*.c)
 UNIT_PLAIN := $(patsubst test/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 UNIT_ASAN  := $(patsubst test/unit/%.c,$(BUILD)/asan/%,$(UNIT_SRCS))
 
-OBJS_lib   := $(call objs,lib,$(sort $(LIB_SRCS) $(CORE_SRCS)) $(UNIT_SRCS) scripts/wallprof-convert.c test/bench/dump.c)
+OBJS_lib   := $(call objs,lib,$(sort $(LIB_SRCS) $(CORE_SRCS)) scripts/wallprof-convert.c test/bench/dump.c)
+OBJS_test  := $(call objs,test,$(sort $(LIB_SRCS) $(CORE_SRCS)) $(UNIT_SRCS))
 OBJS_asan  := $(call objs,asan,$(CORE_SRCS) $(UNIT_SRCS))
 
 PROG_LIB := $(wildcard test/progs/lib*.c)
@@ -99,9 +107,10 @@ EXE_DEPFLAGS = -MMD -MP -MT $@ -MF $(exe_dep)
 
 # ---- Targets ---------------------------------------------------------------
 
-.PHONY: all unit deps demo test bench soak install uninstall format-check clean
+.PHONY: all unit testlib deps demo test bench soak install uninstall format-check clean
 all: $(LIB) $(CONVERT)
 unit: $(UNIT_PLAIN) $(UNIT_ASAN) $(CONVERT)
+testlib: $(TEST_LIB) $(TEST_CONVERT)
 
 deps:
 	@scripts/install-deps.sh
@@ -111,7 +120,7 @@ demo: deps
 	@scripts/demo.sh
 
 test: deps
-	@$(MAKE) --no-print-directory $(LIB) unit $(PROGS)
+	@$(MAKE) --no-print-directory $(LIB) testlib unit $(PROGS)
 	@$(PYTHON) scripts/check-as-safe.py
 	@$(PYTHON) test/run_tests.py
 
@@ -161,7 +170,7 @@ clean:
 # (when make reads this file) only when they change: make CFLAGS=-O0, a new
 # flag here. Its objects depend on that file, so they are recompiled then,
 # and only then.
-FLAGS_FILES := $(OBJ)/lib/flags $(OBJ)/asan/flags
+FLAGS_FILES := $(OBJ)/lib/flags $(OBJ)/test/flags $(OBJ)/asan/flags
 shell_quote = '$(subst ','\'',$(1))'
 write_flags = mkdir -p $(dir $(1)) && printf '%s\n' $(call shell_quote,$(2)) | cmp -s - $(1) || \
 	printf '%s\n' $(call shell_quote,$(2)) > $(1)
@@ -176,6 +185,10 @@ $(OBJS_lib): $(OBJ)/lib/%.o: %.c $(OBJ)/lib/flags
 	@mkdir -p $(@D)
 	$(CC) $(VARIANT_CFLAGS_lib) -MMD -MP -c -o $@ $<
 
+$(OBJS_test): $(OBJ)/test/%.o: %.c $(OBJ)/test/flags
+	@mkdir -p $(@D)
+	$(CC) $(VARIANT_CFLAGS_test) -MMD -MP -c -o $@ $<
+
 $(OBJS_asan): $(OBJ)/asan/%.o: %.c $(OBJ)/asan/flags
 	@mkdir -p $(@D)
 	$(CC) $(VARIANT_CFLAGS_asan) -MMD -MP -c -o $@ $<
@@ -183,8 +196,9 @@ $(OBJS_asan): $(OBJ)/asan/%.o: %.c $(OBJ)/asan/flags
 # The core archives are rebuilt from scratch when the Makefile changes (a
 # source moved in or out of CORE_SRCS leaves no stale member behind).
 $(CORE_LIB): $(call objs,lib,$(CORE_SRCS))
+$(CORE_TEST): $(call objs,test,$(CORE_SRCS))
 $(CORE_ASAN): $(call objs,asan,$(CORE_SRCS))
-$(CORE_LIB) $(CORE_ASAN): Makefile
+$(CORE_LIB) $(CORE_TEST) $(CORE_ASAN): Makefile
 	@rm -f $@
 	$(AR) rcs $@ $(filter %.o,$^)
 
@@ -197,15 +211,25 @@ $(LIB): $(call objs,lib,$(LIB_SRCS)) Makefile
 	$(CC) $(VARIANT_CFLAGS_lib) -shared -Wl,-z,defs -Wl,-z,now -Wl,--as-needed -o $@ \
 		$(filter %.o,$^) $(LIB_LIBS)
 
+$(TEST_LIB): $(call objs,test,$(LIB_SRCS)) Makefile
+	@mkdir -p $(@D)
+	$(CC) $(VARIANT_CFLAGS_test) -shared -Wl,-z,defs -Wl,-z,now -Wl,--as-needed -o $@ \
+		$(filter %.o,$^) $(LIB_LIBS)
+
+# The test library finds the converter beside itself, as an installed one.
+$(TEST_CONVERT): $(CONVERT)
+	@mkdir -p $(@D)
+	ln -sf ../wallprof-convert $@
+
 # The converter: raw dumps into Sentry JSON, in a process of its own (the
 # library starts it on every dump; by hand: build/wallprof-convert RAW).
 $(CONVERT): $(OBJ)/lib/scripts/wallprof-convert.o $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(VARIANT_CFLAGS_lib) -o $@ $^ $(LIBS)
 
-$(UNIT_PLAIN): $(BUILD)/unit/%: $(OBJ)/lib/test/unit/%.o $(CORE_LIB)
+$(UNIT_PLAIN): $(BUILD)/unit/%: $(OBJ)/test/test/unit/%.o $(CORE_TEST)
 	@mkdir -p $(@D)
-	$(CC) $(VARIANT_CFLAGS_lib) -o $@ $^ $(LIBS)
+	$(CC) $(VARIANT_CFLAGS_test) -o $@ $^ $(LIBS)
 
 $(UNIT_ASAN): $(BUILD)/asan/%: $(OBJ)/asan/test/unit/%.o $(CORE_ASAN)
 	@mkdir -p $(@D)
@@ -253,5 +277,5 @@ $(BUILD)/bench/dump: $(OBJ)/lib/test/bench/dump.o $(CORE_LIB)
 	$(CC) $(VARIANT_CFLAGS_lib) -o $@ $^ $(LIBS)
 
 # Header dependencies written by the compiler (missing ones are not built yet).
--include $(OBJS_lib:.o=.d) $(OBJS_asan:.o=.d) \
+-include $(OBJS_lib:.o=.d) $(OBJS_test:.o=.d) $(OBJS_asan:.o=.d) \
 	$(patsubst $(BUILD)/%,$(OBJ)/exe/%.d,$(PROGS) $(filter-out %/handler %/dump,$(BENCH_PROGS)))

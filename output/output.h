@@ -109,6 +109,8 @@ void wp_out_random(void *buf, size_t len);
 
 /* Fault injection for tests: when > 0, the n-th write(2) issued by
  * wp_out_atomic_write() from now on fails with ENOSPC. 0 disables. */
+#ifdef WP_TEST_HOOKS
 extern int wp_out_fail_write_at;
+#endif
 
 #endif

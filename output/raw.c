@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../preload/test_hooks.h"
 #include "raw.h"
 #include "../preload/ring.h"
 #include "../preload/sys.h"
@@ -16,7 +17,9 @@
 _Static_assert(sizeof(struct wp_counters) % 8 == 0, "wp_counters is a run of u64");
 _Static_assert(sizeof(((struct wp_thread *)0)->name) == 16, "thread names are 16 bytes");
 
+#if WP_TESTING
 int wp_raw_fail_write_at;
+#endif
 
 /* ---- checksum ---------------------------------------------------------- */
 
@@ -108,10 +111,12 @@ static int write_all(int fd, const unsigned char *p, size_t n)
 	while (n > 0) {
 		ssize_t w;
 
+#if WP_TESTING
 		if (wp_raw_fail_write_at > 0 && --wp_raw_fail_write_at == 0) {
 			errno = ENOSPC;
 			return -1;
 		}
+#endif
 		w = wp_syscall(SYS_write, fd, p, n);
 		if (w > 0) {
 			p += w;

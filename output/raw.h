@@ -182,6 +182,8 @@ int wp_raw_out_flush(struct wp_raw_out *o);                              /* asyn
 
 /* Fault injection for tests: when > 0, the n-th write(2) issued by the raw
  * writer from now on fails with ENOSPC. 0 disables. */
+#ifdef WP_TEST_HOOKS
 extern int wp_raw_fail_write_at;
+#endif
 
 #endif

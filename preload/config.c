@@ -11,6 +11,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "test_hooks.h"
 #include "sys.h"
 
 #include "tree.h"
@@ -319,6 +320,7 @@ void wp_config_load(struct wp_config *c)
 			wp_log(WP_LOG_ERROR, "WALLPROF_ENABLE='%.64s' is not 0 or 1; using 1", s);
 	}
 
+#if WP_TESTING
 	/* Tests only: signal threads inside wrapped blocking calls on every
 	 * tick, so that the EINTR-retry safety net is exercised on purpose. */
 	s = getenv("WALLPROF_TEST_SIGNAL_BLOCKED");
@@ -333,6 +335,7 @@ void wp_config_load(struct wp_config *c)
 	/* Tests only: a wrapped read() sends this signal to its own thread
 	 * while it publishes its context. */
 	env_uint("WALLPROF_TEST_ENTER_SIGNAL", 0, 0, 64, &c->test_enter_signal);
+#endif
 
 	env_uint("WALLPROF_HZ", WP_DEFAULT_HZ, 1, WP_MAX_HZ, &c->hz);
 	env_uint("WALLPROF_RING_SECONDS", WP_DEFAULT_RING_SECONDS, 1, WP_MAX_RING_SECONDS,

@@ -14,6 +14,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "test_hooks.h"
 #include "../unwind/unwind.h"
 #include "handler.h"
 #include "runtime.h"
@@ -277,6 +278,7 @@ WP_AS_SAFE void wp_handler_undo_restart(void *ucp)
 	s->hdl.rst_seq = 0;
 }
 
+#if WP_TESTING
 /* WALLPROF_TEST_HANDLER_DELAY_US: stays in the handler up to `us`, or until
  * a signal of the program's is pending (held back by sampling_mask()), so
  * that tests can make it land while our handler runs. async-signal-safe */
@@ -295,6 +297,7 @@ WP_AS_SAFE static void test_delay(unsigned us)
 	} while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t.tv_nsec -
 			 (uint64_t)t0.tv_nsec < (uint64_t)us * 1000u);
 }
+#endif
 
 /* Stack the unwinder may use in our handler: measured at about 8 KiB
  * (libunwind's cursor, context and register-state records), with margin. */
@@ -377,8 +380,10 @@ WP_AS_SAFE static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 			s->hdl.rst_sp = (uint64_t)r[REG_RSP];
 			s->hdl.rst_seq = seq;
 		}
+#if WP_TESTING
 		if (g->fix.cfg.test_handler_delay_us)
 			test_delay(g->fix.cfg.test_handler_delay_us);
+#endif
 	}
 	if (wp_tls_slot != s)
 		wp_slot_adopt(s); /* found by a scan, not by a wrapper */

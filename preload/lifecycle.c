@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "test_hooks.h"
 #include "../unwind/unwind.h"
 #include "convert.h"
 #include "dump.h"
@@ -221,7 +222,9 @@ int wp_sampler_start(void)
 	wp_convert_init(&g->fix.cfg);
 	g->fix.pid = getpid();
 	g->fix.uid = getuid();
+#if WP_TESTING
 	wp_test_enter_signal = g->fix.cfg.test_enter_signal;
+#endif
 	g->fix.ticks_per_scan = g->fix.cfg.hz >= 10 ? g->fix.cfg.hz / 10 : 1;
 	if (wp_slots_alloc(&g->fix.cfg) < 0 || wp_threads_alloc() < 0 || wp_tick_alloc_ring() < 0) {
 		wp_log(WP_LOG_ERROR, "cannot allocate the sample buffers (%s); profiling is off",

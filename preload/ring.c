@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include "ring.h"
+#include "test_hooks.h"
 #include "../output/raw.h"
 
 #define RING_MAX_FRAMES 4096 /* longest stack accepted; longer ones are cut */
@@ -606,6 +607,7 @@ WP_AS_SAFE void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o)
 	wp_raw_sec_end(o);
 }
 
+#if WP_TESTING
 /* async-signal-safe */
 WP_AS_SAFE int wp_ring_raw_write(const struct wp_ring *r, int fd)
 {
@@ -632,3 +634,4 @@ void wp_ring_test_scramble(struct wp_ring *r, unsigned what)
 		r->nr_words = r->cfg.nr_words * 2;
 	}
 }
+#endif

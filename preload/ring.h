@@ -99,14 +99,16 @@ WP_AS_SAFE void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o);
  * failed. May change errno. async-signal-safe */
 WP_AS_SAFE int wp_ring_raw_write(const struct wp_ring *r, int fd);
 
-/* Tests only: makes the ring's internals inconsistent the way a torn update
- * could (WP_RING_SCRAMBLE_*), or worse. The ring is then only fit for
- * wp_ring_raw_write() and wp_ring_destroy(). */
+/* Tests only (the WP_TEST_HOOKS build): makes the ring's internals
+ * inconsistent the way a torn update could (WP_RING_SCRAMBLE_*), or worse.
+ * The ring is then only fit for wp_ring_raw_write() and wp_ring_destroy(). */
 #define WP_RING_SCRAMBLE_SAMPLE_STACK 0x1 /* a live sample's stack id out of range */
 #define WP_RING_SCRAMBLE_STACK_FRAME 0x2  /* a stack's frame id out of range */
 #define WP_RING_SCRAMBLE_STACK_EXTENT 0x4 /* a stack's extent past the arena */
 #define WP_RING_SCRAMBLE_COUNTS 0x8       /* head and every count past capacity */
+#ifdef WP_TEST_HOOKS
 void wp_ring_test_scramble(struct wp_ring *r, unsigned what);
+#endif
 
 /* Live counts, for tests. */
 size_t wp_ring_nr_samples(const struct wp_ring *r);

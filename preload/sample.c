@@ -18,6 +18,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "test_hooks.h"
 #include "../unwind/unwind.h"
 #include "proc_unwind.h"
 #include "runtime.h"
@@ -218,7 +219,7 @@ static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, i
 		g->smp.ctr.nr_site_replayed++;
 		g->smp.ctr.nr_site_direct += ok == 2;
 		*truncated = 0;
-		if (!g->fix.cfg.test_site_check) {
+		if (!WP_TESTING || !g->fix.cfg.test_site_check) {
 			memcpy(out, hit->ip, hit->nr * sizeof(*out));
 			return hit->nr;
 		}
@@ -448,7 +449,7 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 	unsigned long long args[6];
 	int ran;
 
-	if ((seq & 1) && g->fix.cfg.test_signal_blocked &&
+	if (WP_TESTING && (seq & 1) && g->fix.cfg.test_signal_blocked &&
 	    atomic_load_explicit(&s->state, memory_order_acquire) == S_IDLE) {
 		send_signal(s, now, s->thr.blk_sysno); /* tests: force the race */
 		return;

@@ -15,6 +15,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "test_hooks.h"
 #include "../unwind/unwind.h"
 #include "runtime.h"
 #include "sampler.h"
@@ -361,6 +362,7 @@ WP_AS_SAFE void wp_slot_wait_unpinned(struct wp_slot *s)
 	errno = saved;
 }
 
+#if WP_TESTING
 unsigned wp_test_enter_signal;
 
 /* async-signal-safe */
@@ -371,6 +373,7 @@ WP_AS_SAFE void wp_test_enter_raise(void)
 	wp_syscall(SYS_tgkill, wp_syscall(SYS_getpid), wp_syscall(SYS_gettid), wp_test_enter_signal);
 	errno = saved;
 }
+#endif
 
 /* async-signal-safe */
 WP_AS_SAFE void wp_sampler_loader_enter(void)

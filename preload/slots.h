@@ -34,6 +34,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 
+#include "test_hooks.h"
 #include "as_safe.h"
 #include "ring.h"
 
@@ -234,8 +235,10 @@ WP_AS_SAFE void wp_slot_wait_unpinned(struct wp_slot *s);
 /* WALLPROF_TEST_ENTER_SIGNAL (tests only): a wrapped read() sends this
  * signal to its own thread while it publishes (wp_test_enter_raise), so that
  * a handler of the program's runs in the middle of it. */
+#if WP_TESTING
 extern unsigned wp_test_enter_signal;
 WP_AS_SAFE void wp_test_enter_raise(void);
+#endif
 
 /* Captures the caller's registers. Must be inlined into the frame that will
  * block, so that the published context describes a live frame.
@@ -290,7 +293,9 @@ WP_AS_SAFE static inline __attribute__((always_inline)) void
 wp_block_enter(struct wp_blk *b, unsigned sysno, void *fn)
 {
 	struct wp_slot *s = wp_slot_self();
+#if WP_TESTING
 	int raised = 0;
+#endif
 	uint32_t q;
 
 	b->s = NULL;
@@ -316,8 +321,10 @@ wp_block_enter(struct wp_blk *b, unsigned sysno, void *fn)
 		wp_regs_capture(&s->thr.blk_regs);
 		b->s = s;
 		b->seq = q + 1;
+#if WP_TESTING
 		if (__builtin_expect(wp_test_enter_signal != 0, 0) && sysno == SYS_read && !raised++)
 			wp_test_enter_raise();
+#endif
 		/* Release: the fields are visible before the odd sequence. */
 		if (atomic_compare_exchange_strong_explicit(&s->thr.blk_seq, &q, q + 1,
 							    memory_order_release,

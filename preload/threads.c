@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "test_hooks.h"
 #include "runtime.h"
 #include "sampler.h"
 #include "slots.h"
@@ -124,7 +125,7 @@ void wp_threads_scan(void)
 		}
 	}
 	close(fd);
-	if (g->fix.cfg.test_scan_hold_us) {
+	if (WP_TESTING && g->fix.cfg.test_scan_hold_us) {
 		struct timespec hold = { (time_t)(g->fix.cfg.test_scan_hold_us / 1000000),
 					 (long)(g->fix.cfg.test_scan_hold_us % 1000000) * 1000 };
 

@@ -22,6 +22,10 @@ TEST_DIR = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TEST_DIR)
 BUILD = os.path.join(ROOT, "build")
 LIB = os.path.join(BUILD, "libwallprof.so")
+# The test build: the same library with the WALLPROF_TEST_* knobs compiled
+# in (-DWP_TEST_HOOKS). A run that sets one of them gets it; every other run
+# profiles with the library users get.
+TEST_LIB = os.path.join(BUILD, "test", "libwallprof.so")
 PROGS = os.path.join(BUILD, "progs")
 PROG_SRC = os.path.join(TEST_DIR, "progs")
 
@@ -116,8 +120,9 @@ def clean_env(extra=None, preload=True):
     env = {k: v for k, v in os.environ.items() if not k.startswith("WALLPROF_")}
     env.pop("LD_PRELOAD", None)
     if preload:
-        check(os.path.exists(LIB), "build/libwallprof.so not built")
-        env["LD_PRELOAD"] = LIB
+        lib = TEST_LIB if any(k.startswith("WALLPROF_TEST_") for k in (extra or {})) else LIB
+        check(os.path.exists(lib), "%s not built" % os.path.relpath(lib, ROOT))
+        env["LD_PRELOAD"] = lib
     if extra:
         env.update(extra)
     return env
