@@ -9,7 +9,7 @@
 CC      ?= cc
 CXX     ?= c++
 PYTHON  ?= python3
-PKGS    := libunwind libdw jansson
+PKGS    := libunwind libunwind-generic libdw jansson
 BUILD   := build
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
