@@ -27,9 +27,10 @@ CXX     ?= c++
 AR      ?= ar
 PYTHON  ?= python3
 CLANG_FORMAT ?= clang-format-19
-PKGS    := libunwind libdw jansson
-# The library links only what capture needs.
-LIB_PKGS := libunwind libdw
+PKGS    := libunwind libunwind-generic libdw jansson
+# The library links only what capture needs: libunwind (local walks in the
+# handler, remote walks of threads blocked outside the wrappers).
+LIB_PKGS := libunwind libunwind-generic
 BUILD   := build
 OBJ     := $(BUILD)/obj
 PREFIX  ?= /usr/local
