@@ -8,21 +8,7 @@
 
 #include "../preload/sys.h"
 #include "event.h"
-
-/* async-signal-safe */
-static size_t fmt_uint(char *buf, unsigned long long v)
-{
-	char tmp[24];
-	size_t n = 0, i;
-
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (i = 0; i < n; i++)
-		buf[i] = tmp[n - 1 - i];
-	return n;
-}
+#include "strput.h"
 
 /* async-signal-safe */
 static int printable(const char *s, size_t n)
@@ -58,13 +44,13 @@ int wp_event_append(const char *index_path, unsigned pid, const char *kind, cons
 		errno = saved;
 		return -1;
 	}
-	v[0] = (struct iovec){ npid, fmt_uint(npid, pid) };
+	v[0] = (struct iovec){ npid, wp_put_uint(npid, 0, sizeof(npid), pid) };
 	v[1] = (struct iovec){ "\t", 1 };
 	v[2] = (struct iovec){ (void *)kind, strlen(kind) };
 	v[3] = (struct iovec){ "\t", 1 };
 	v[4] = (struct iovec){ (void *)(path ? path : ""), plen };
 	v[5] = (struct iovec){ "\t", 1 };
-	v[6] = (struct iovec){ nlost, fmt_uint(nlost, lost) };
+	v[6] = (struct iovec){ nlost, wp_put_uint(nlost, 0, sizeof(nlost), lost) };
 	v[7] = (struct iovec){ "\t", 1 };
 	v[8] = (struct iovec){ (void *)msg, len };
 	v[9] = (struct iovec){ "\n", 1 };

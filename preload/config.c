@@ -11,6 +11,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "../output/strput.h"
 #include "test_hooks.h"
 #include "sys.h"
 
@@ -225,17 +226,6 @@ check:
 	return sig;
 }
 
-/* `s` after the `n` bytes of `buf` (of `len`), cut to fit and terminated as
- * snprintf would. async-signal-safe */
-WP_AS_SAFE static size_t name_put(char *buf, size_t n, size_t len, const char *s)
-{
-	while (*s && n + 1 < len)
-		buf[n++] = *s++;
-	if (n < len)
-		buf[n] = 0;
-	return n;
-}
-
 /* No snprintf: the interposed sigaction, which names a signal in its one
  * line, may run in a signal handler. */
 WP_AS_SAFE const char *wp_signal_name(int sig, char *buf, size_t len)
@@ -246,12 +236,12 @@ WP_AS_SAFE const char *wp_signal_name(int sig, char *buf, size_t len)
 	size_t n;
 
 	if (abbrev)
-		return name_put(buf, name_put(buf, 0, len, "SIG"), len, abbrev), buf;
+		return wp_put_str(buf, wp_put_str(buf, 0, len, "SIG"), len, abbrev), buf;
 	if (sig >= SIGRTMIN && sig <= SIGRTMAX) {
-		n = name_put(buf, 0, len, "SIGRTMIN+");
+		n = wp_put_str(buf, 0, len, "SIGRTMIN+");
 		sig -= SIGRTMIN;
 	} else {
-		n = name_put(buf, 0, len, "signal ");
+		n = wp_put_str(buf, 0, len, "signal ");
 	}
 	v = sig < 0 ? 0u - (unsigned)sig : (unsigned)sig;
 	*--p = 0;
@@ -261,7 +251,7 @@ WP_AS_SAFE const char *wp_signal_name(int sig, char *buf, size_t len)
 	} while (v);
 	if (sig < 0)
 		*--p = '-';
-	name_put(buf, n, len, p);
+	wp_put_str(buf, n, len, p);
 	return buf;
 }
 

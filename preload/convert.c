@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../output/strput.h"
 #include "convert.h"
 #include "sys.h"
 #include "tree.h"
@@ -172,31 +173,6 @@ WP_AS_SAFE static int intermediate(void *arg)
 
 /* ---- starting it ------------------------------------------------------- */
 
-/* async-signal-safe */
-WP_AS_SAFE static size_t put(char *buf, size_t n, size_t cap, const char *s)
-{
-	while (*s && n + 1 < cap)
-		buf[n++] = *s++;
-	if (n < cap)
-		buf[n] = 0;
-	return n;
-}
-
-/* async-signal-safe */
-WP_AS_SAFE static void fmt_uint(char out[24], unsigned long long v)
-{
-	char tmp[24];
-	size_t n = 0, i;
-
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (i = 0; i < n; i++)
-		out[i] = tmp[n - 1 - i];
-	out[n] = 0;
-}
-
 /* Appends one argument to the command line in `cv`; one that does not fit
  * is left out (paths are bounded well below the room). async-signal-safe */
 WP_AS_SAFE static void arg(struct wp_conv *cv, size_t *n, int *argc, const char *s)
@@ -205,7 +181,7 @@ WP_AS_SAFE static void arg(struct wp_conv *cv, size_t *n, int *argc, const char 
 
 	if (*argc >= (int)(sizeof(cv->argv) / sizeof(*cv->argv)) - 1)
 		return;
-	*n = put(cv->args, *n, sizeof(cv->args), s);
+	*n = wp_put_str(cv->args, *n, sizeof(cv->args), s);
 	if (*n + 1 >= sizeof(cv->args)) {
 		*n = start;
 		return;
@@ -232,7 +208,7 @@ WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq
 	cv->pidfd = -1;
 	cv->report = -1;
 	cv->len = 0;
-	put(cv->raw, 0, sizeof(cv->raw), rq->raw);
+	wp_put_str(cv->raw, 0, sizeof(cv->raw), rq->raw);
 	if (!program[0])
 		return -1;
 	arg(cv, &an, &ac, program);
@@ -253,14 +229,14 @@ WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq
 		arg(cv, &an, &ac, "--debuginfod");
 	/* A module deleted or replaced on disk is read through this thread's
 	 * mappings while it waits (not when detached: the process is gone). */
-	fmt_uint(tid, (unsigned long long)wp_syscall(SYS_gettid));
+	wp_put_uint(tid, 0, sizeof(tid), (unsigned long long)wp_syscall(SYS_gettid));
 	if (!rq->detach) {
 		arg(cv, &an, &ac, "--pid");
 		arg(cv, &an, &ac, tid);
 	} else if (wp_tree_index()) {
 		arg(cv, &an, &ac, "--index");
 		arg(cv, &an, &ac, wp_tree_index());
-		fmt_uint(num, (unsigned long long)wp_syscall(SYS_getpid));
+		wp_put_uint(num, 0, sizeof(num), (unsigned long long)wp_syscall(SYS_getpid));
 		arg(cv, &an, &ac, "--index-pid");
 		arg(cv, &an, &ac, num);
 	}
@@ -431,13 +407,13 @@ WP_AS_SAFE int wp_convert_wait(struct wp_conv *cv, uint64_t deadline_ns, int as_
 				wp_syscall(SYS_pidfd_send_signal, cv->pidfd, SIGKILL, NULL, 0);
 			else /* its end of the pipe is open: it lives, its pid is its own */
 				wp_syscall(SYS_kill, cv->pid, SIGKILL);
-			fmt_uint(num, timeout_s);
-			n = put(line, n, cap, "the conversion took longer than "
+			wp_put_uint(num, 0, sizeof(num), timeout_s);
+			n = wp_put_str(line, n, cap, "the conversion took longer than "
 				"WALLPROF_CONVERT_TIMEOUT=");
-			n = put(line, n, cap, num);
-			n = put(line, n, cap, " s and was stopped; the raw dump stays at ");
-			n = put(line, n, cap, cv->raw);
-			n = put(line, n, cap, " (convert it with wallprof-convert)");
+			n = wp_put_str(line, n, cap, num);
+			n = wp_put_str(line, n, cap, " s and was stopped; the raw dump stays at ");
+			n = wp_put_str(line, n, cap, cv->raw);
+			n = wp_put_str(line, n, cap, " (convert it with wallprof-convert)");
 			wp_log_raw(WP_LOG_ERROR, "error", NULL, 0, line, n);
 			rc = -1;
 			break;

@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../output/strput.h"
 #include "../output/output.h"
 #include "../output/raw.h"
 #include "convert.h"
@@ -103,31 +104,6 @@ WP_AS_SAFE void wp_dump_rearm(void)
 	atomic_store(&dump_once, DUMP_FREE);
 }
 
-/* async-signal-safe */
-WP_AS_SAFE static size_t put(char *buf, size_t n, size_t cap, const char *s)
-{
-	while (*s && n + 1 < cap)
-		buf[n++] = *s++;
-	buf[n] = 0;
-	return n;
-}
-
-/* async-signal-safe */
-WP_AS_SAFE static size_t put_uint(char *buf, size_t n, size_t cap, unsigned long long v)
-{
-	char tmp[24];
-	size_t k = 0;
-
-	do {
-		tmp[k++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	while (k && n + 1 < cap)
-		buf[n++] = tmp[--k];
-	buf[n] = 0;
-	return n;
-}
-
 /* The four paths of a dump: `base` is the profile's name without ".json",
  * `tag` "", ".<n>" (snapshot) or ".exec<k>"; the fallbacks are the same
  * names in $TMPDIR (or /tmp), unique per process whatever the configured
@@ -137,7 +113,7 @@ WP_AS_SAFE static void dump_paths(struct dump_names *d, const char *json, const 
 	size_t n;
 
 	if (json != d->json)
-		put(d->json, 0, sizeof(d->json), json);
+		wp_put_str(d->json, 0, sizeof(d->json), json);
 	n = strlen(d->json);
 	n = n > 5 && !strcmp(d->json + n - 5, ".json") ? n - 5 : n;
 	if (n + 5 < sizeof(d->raw)) {
@@ -146,13 +122,13 @@ WP_AS_SAFE static void dump_paths(struct dump_names *d, const char *json, const 
 	} else {
 		d->raw[0] = 0;
 	}
-	n = put(d->json_fb, 0, sizeof(d->json_fb), g->fix.cfg.tmpdir);
-	n = put(d->json_fb, n, sizeof(d->json_fb), "/wallprof.");
-	n = put_uint(d->json_fb, n, sizeof(d->json_fb), (unsigned)g->fix.pid);
-	n = put(d->json_fb, n, sizeof(d->json_fb), tag);
+	n = wp_put_str(d->json_fb, 0, sizeof(d->json_fb), g->fix.cfg.tmpdir);
+	n = wp_put_str(d->json_fb, n, sizeof(d->json_fb), "/wallprof.");
+	n = wp_put_uint(d->json_fb, n, sizeof(d->json_fb), (unsigned)g->fix.pid);
+	n = wp_put_str(d->json_fb, n, sizeof(d->json_fb), tag);
 	memcpy(d->raw_fb, d->json_fb, n);
-	put(d->raw_fb, n, sizeof(d->raw_fb), ".raw");
-	put(d->json_fb, n, sizeof(d->json_fb), ".json");
+	wp_put_str(d->raw_fb, n, sizeof(d->raw_fb), ".raw");
+	wp_put_str(d->json_fb, n, sizeof(d->json_fb), ".json");
 }
 
 /* Whether some thread has two samples: else Sentry would reject the
@@ -254,12 +230,12 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 	}
 	wp_syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old_mask, NULL, 8);
 	if (sig) {
-		n = put(sp->line, n, cap, "SIG");
-		n = put(sp->line, n, cap, abbrev ? abbrev : "?");
-		n = put(sp->line, n, cap, ": ");
+		n = wp_put_str(sp->line, n, cap, "SIG");
+		n = wp_put_str(sp->line, n, cap, abbrev ? abbrev : "?");
+		n = wp_put_str(sp->line, n, cap, ": ");
 	}
 	if (rc < 0) {
-		n = put(sp->line, n, cap, "could not write the raw profile; no profile");
+		n = wp_put_str(sp->line, n, cap, "could not write the raw profile; no profile");
 		wp_log_raw(WP_LOG_ERROR, "error", NULL, 0, sp->line, n);
 		return -1;
 	}
@@ -270,13 +246,13 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 	rq.detach = detach;
 	if (wp_convert_start(&sp->conv, &rq) < 0) {
 		wp_syscall(SYS_close, fd);
-		n = put(sp->line, n, cap, "wrote raw profile ");
-		n = put(sp->line, n, cap, path);
-		n = put(sp->line, n, cap, wp_convert_program() ? "; could not start " :
+		n = wp_put_str(sp->line, n, cap, "wrote raw profile ");
+		n = wp_put_str(sp->line, n, cap, path);
+		n = wp_put_str(sp->line, n, cap, wp_convert_program() ? "; could not start " :
 				    "; no converter found (WALLPROF_CONVERTER, or wallprof-convert "
 				    "beside libwallprof.so): convert it with wallprof-convert");
 		if (wp_convert_program())
-			n = put(sp->line, n, cap, wp_convert_program());
+			n = wp_put_str(sp->line, n, cap, wp_convert_program());
 		wp_log_raw(WP_LOG_ERROR, "wrote", path, 0, sp->line, n);
 		return -1;
 	}
@@ -366,13 +342,13 @@ WP_AS_SAFE __attribute__((noinline)) static int exec_paths(struct dump_space *sp
 	if (!out_base[0])
 		return -1;
 	for (k = 0; k < 1000; k++) {
-		put_uint(tag, put(tag, 0, sizeof(tag), ".exec"), sizeof(tag), (unsigned)k);
-		n = put(json, put(json, 0, sizeof(sp->n.json), out_base), sizeof(sp->n.json), tag);
+		wp_put_uint(tag, wp_put_str(tag, 0, sizeof(tag), ".exec"), sizeof(tag), (unsigned)k);
+		n = wp_put_str(json, wp_put_str(json, 0, sizeof(sp->n.json), out_base), sizeof(sp->n.json), tag);
 		if (n + 6 >= sizeof(sp->n.raw))
 			return -1;
 		memcpy(raw, json, n + 1);
-		put(json, n, sizeof(sp->n.json), ".json");
-		put(raw, n, sizeof(sp->n.raw), ".raw");
+		wp_put_str(json, n, sizeof(sp->n.json), ".json");
+		wp_put_str(raw, n, sizeof(sp->n.raw), ".raw");
 		if (access(json, F_OK) != 0 && access(raw, F_OK) != 0)
 			break;
 	}

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../output/strput.h"
 #include "dump.h"
 #include "handler.h"
 #include "runtime.h"
@@ -19,15 +20,6 @@
 
 /* The program's handlers, installed behind the trampoline. */
 static struct sigaction prog_handlers[NSIG];
-
-/* `s` after the `n` bytes of `buf` (of `cap`), cut to fit. async-signal-safe */
-WP_AS_SAFE static size_t put(char *buf, size_t n, size_t cap, const char *s)
-{
-	while (*s && n + 1 < cap)
-		buf[n++] = *s++;
-	buf[n] = 0;
-	return n;
-}
 
 /* Runs the program's handler for `sig` as the kernel would have: its mask
  * (the sampling signal kept deliverable), SA_RESETHAND, then our
@@ -138,9 +130,9 @@ WP_AS_SAFE int wp_sampler_sigaction(int sig, const struct sigaction *act, struct
 			 * line written as a handler may: sigaction() is
 			 * async-signal-safe, so must this be. */
 			g->sig.snapshot_signal = 0;
-			n = put(line, n, sizeof(line), "the program installed its own ");
-			n = put(line, n, sizeof(line), wp_signal_name(sig, a, sizeof(a)));
-			n = put(line, n, sizeof(line), " handler; snapshots are off");
+			n = wp_put_str(line, n, sizeof(line), "the program installed its own ");
+			n = wp_put_str(line, n, sizeof(line), wp_signal_name(sig, a, sizeof(a)));
+			n = wp_put_str(line, n, sizeof(line), " handler; snapshots are off");
 			wp_log_raw(WP_LOG_INFO, "info", NULL, 0, line, n);
 			rc = program_sigaction(sig, act, NULL);
 			if (rc == 0 && old)
