@@ -337,3 +337,18 @@ def mark_line(src, mark):
 def is_libc_module(module):
     base = os.path.basename(module or "")
     return base.startswith("libc.so") or base.startswith("libc-")
+
+
+def tool(argv, what, timeout=60):
+    """Runs a build or inspection tool (cc, readelf, eu-stack); returns its
+    output, stdout and stderr together. A missing tool or a failure is a
+    test failure naming `what`."""
+    try:
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=timeout)
+    except FileNotFoundError:
+        raise Failure("%s: %s is not installed" % (what, argv[0]))
+    out = p.stdout.decode(errors="replace")
+    check(p.returncode == 0, "%s failed (%d): %s" % (" ".join(argv), p.returncode,
+                                                    out.strip()[-300:]))
+    return out

@@ -22,15 +22,7 @@ def tests(rt):
     src = os.path.join(rt.PROG_SRC, SRC)
 
     def tool(argv, what):
-        try:
-            p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               timeout=TOOL_TIMEOUT)
-        except FileNotFoundError:
-            raise rt.Failure("%s: %s is not installed" % (what, argv[0]))
-        out = p.stdout.decode(errors="replace")
-        check(p.returncode == 0, "%s failed (%d): %s" % (" ".join(argv), p.returncode,
-                                                        out.strip()[-300:]))
-        return out
+        return rt.tool(argv, what, TOOL_TIMEOUT)
 
     def build(tmp, name, flags):
         out = os.path.join(tmp, name)
