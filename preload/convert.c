@@ -42,6 +42,7 @@ static void find_program(const struct wp_config *c)
 	static const char *const where[] = { "/wallprof-convert", "/../bin/wallprof-convert" };
 	Dl_info info;
 	const char *slash;
+	char *self = NULL;
 	size_t i, n;
 
 	program[0] = 0;
@@ -53,18 +54,25 @@ static void find_program(const struct wp_config *c)
 			       c->converter, strerror(errno));
 		return;
 	}
+	/* Absolute: LD_PRELOAD=./lib.so names the library relative to a
+	 * directory the program may leave (chdir) before its exit. */
 	if (!dladdr((void *)find_program, &info) || !info.dli_fname ||
-	    !(slash = strrchr(info.dli_fname, '/')))
+	    !(self = realpath(info.dli_fname, NULL)) || !(slash = strrchr(self, '/'))) {
+		free(self);
 		return;
-	n = (size_t)(slash - info.dli_fname);
+	}
+	n = (size_t)(slash - self);
 	for (i = 0; i < sizeof(where) / sizeof(*where); i++) {
 		if (n + strlen(where[i]) >= sizeof(program))
 			continue;
-		memcpy(program, info.dli_fname, n);
+		memcpy(program, self, n);
 		memcpy(program + n, where[i], strlen(where[i]) + 1);
-		if (access(program, X_OK) == 0)
+		if (access(program, X_OK) == 0) {
+			free(self);
 			return;
+		}
 	}
+	free(self);
 	program[0] = 0;
 }
 
@@ -121,11 +129,18 @@ WP_AS_SAFE static int child(void *arg)
 	unsigned long none = 0;
 	int sig, null, raw, out;
 
-	/* Default dispositions: the program's handlers are in memory the
-	 * converter will not have, and an ignored SIGTERM would outlive it. */
-	for (sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			wp_syscall(SYS_rt_sigaction, sig, dfl, NULL, 8);
+	/* What exec does, before it: handled signals back to their default
+	 * (the program's handlers are in memory the converter will not have),
+	 * ignored ones stay ignored (nohup's SIGHUP). */
+	for (sig = 1; sig < NSIG; sig++) {
+		unsigned long old[4] = { 0 };
+
+		if (sig == SIGKILL || sig == SIGSTOP ||
+		    wp_syscall(SYS_rt_sigaction, sig, NULL, old, 8) < 0 ||
+		    old[0] == (unsigned long)SIG_IGN)
+			continue;
+		wp_syscall(SYS_rt_sigaction, sig, dfl, NULL, 8);
+	}
 	null = (int)wp_syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDWR | O_CLOEXEC);
 	/* Out of the way of 0..3 first, then into place. */
 	raw = (int)wp_syscall(SYS_fcntl, s->raw_fd, F_DUPFD_CLOEXEC, 10);
@@ -144,10 +159,12 @@ WP_AS_SAFE static int child(void *arg)
 		for (fd = 4; fd < 4096; fd++)
 			wp_syscall(SYS_close, fd);
 	}
-	if (s->idle) {
+	{
+		/* Not the program's real-time policy: the converter is
+		 * ordinary work, background work at idle priority. */
 		struct sched_param sp = { 0 };
 
-		wp_syscall(SYS_sched_setscheduler, 0, SCHED_IDLE, &sp);
+		wp_syscall(SYS_sched_setscheduler, 0, s->idle ? SCHED_IDLE : SCHED_OTHER, &sp);
 	}
 	wp_syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, 8);
 	wp_syscall(SYS_execve, s->argv[0], s->argv, env);
@@ -208,6 +225,7 @@ WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq
 	cv->pidfd = -1;
 	cv->report = -1;
 	cv->len = 0;
+	cv->final = 0;
 	wp_put_str(cv->raw, 0, sizeof(cv->raw), rq->raw);
 	if (!program[0])
 		return -1;
@@ -304,7 +322,7 @@ WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq
 
 /* One report line: "<level> TAB <kind> TAB <path> TAB <lost> TAB <message>".
  * async-signal-safe when `as_safe` */
-WP_AS_SAFE static void relay(char *line, size_t len, int as_safe)
+WP_AS_SAFE static void relay(struct wp_conv *cv, char *line, size_t len, int as_safe)
 {
 	char *f[5], *p = line, *end = line + len;
 	unsigned long long lost = 0;
@@ -325,6 +343,8 @@ WP_AS_SAFE static void relay(char *line, size_t len, int as_safe)
 		lost = lost * 10 + (unsigned long long)(*p - '0');
 	if (strcmp(f[1], "wrote") && strcmp(f[1], "short") && strcmp(f[1], "error"))
 		f[1] = "info";
+	else
+		cv->final = 1;
 	if (as_safe)
 		wp_log_raw(level, f[1], f[2][0] ? f[2] : NULL, lost, f[4], (size_t)(end - f[4]));
 	else
@@ -351,7 +371,7 @@ WP_AS_SAFE static int drain(struct wp_conv *cv, int as_safe)
 		while ((nl = memchr(cv->buf, '\n', cv->len))) {
 			size_t used = (size_t)(nl - cv->buf) + 1;
 
-			relay(cv->buf, used - 1, as_safe);
+			relay(cv, cv->buf, used - 1, as_safe);
 			memmove(cv->buf, cv->buf + used, cv->len - used);
 			cv->len -= used;
 		}
@@ -368,7 +388,7 @@ WP_AS_SAFE static uint64_t now_ns(void)
 
 /* The converter is not our child (see intermediate): forgetting it is all.
  * async-signal-safe */
-WP_AS_SAFE static void reap(struct wp_conv *cv)
+WP_AS_SAFE void wp_convert_forget(struct wp_conv *cv)
 {
 	if (cv->pidfd >= 0)
 		wp_syscall(SYS_close, cv->pidfd);
@@ -425,12 +445,29 @@ WP_AS_SAFE int wp_convert_wait(struct wp_conv *cv, uint64_t deadline_ns, int as_
 			break;
 		if (!eof && pf[0].revents)
 			eof = drain(cv, as_safe);
-		if (cv->pidfd >= 0 && pf[1].revents)
+		if (cv->pidfd >= 0 && pf[1].revents) {
+			/* Gone: what it wrote is in the pipe. A process forked
+			 * meanwhile may hold the pipe's write end, so no end of
+			 * file is waited for. */
 			gone = 1;
+			break;
+		}
 	}
 	if (!eof && rc == 0)
 		drain(cv, as_safe);
-	reap(cv);
+	if (rc == 0 && !cv->final) {
+		char *line = cv->line;
+		size_t n = 0, cap = sizeof(cv->line);
+
+		n = wp_put_str(line, n, cap, "the converter ended without a word (");
+		n = wp_put_str(line, n, cap, program);
+		n = wp_put_str(line, n, cap, "); the raw dump stays at ");
+		n = wp_put_str(line, n, cap, cv->raw);
+		n = wp_put_str(line, n, cap, " (convert it with wallprof-convert)");
+		wp_log_raw(WP_LOG_ERROR, "error", NULL, 0, line, n);
+		rc = -1;
+	}
+	wp_convert_forget(cv);
 	errno = saved;
 	return rc;
 }
@@ -450,6 +487,6 @@ int wp_convert_poll(struct wp_conv *cv)
 	pf.events = POLLIN;
 	if (cv->pidfd >= 0 && wp_syscall(SYS_poll, &pf, 1, 0) == 0)
 		return 0;
-	reap(cv);
+	wp_convert_forget(cv);
 	return 1;
 }

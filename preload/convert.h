@@ -29,7 +29,8 @@ WP_AS_SAFE const char *wp_convert_program(void);
 /* One conversion in flight. */
 struct wp_conv {
 	int pid;        /* 0: none */
-	int pidfd;      /* -1 without CLONE_PIDFD */
+	int pidfd;      /* -1 when pidfd_open is not available */
+	int final;      /* a final event (wrote, short, error) was relayed */
 	int report;     /* read end of its report pipe, -1 when detached */
 	size_t len;     /* bytes of a partial line in buf */
 	char buf[1536];
@@ -62,6 +63,10 @@ WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq
  * killed. A detached conversion is not waited for: returns 0 at once.
  * async-signal-safe when `as_safe` */
 WP_AS_SAFE int wp_convert_wait(struct wp_conv *cv, uint64_t deadline_ns, int as_safe);
+
+/* In a forked child: the parent's conversion is none of its business; its
+ * descriptors are closed. async-signal-safe */
+WP_AS_SAFE void wp_convert_forget(struct wp_conv *cv);
 
 /* Relays what the converter reported so far without waiting; returns 1 once
  * it has ended (and is reaped), else 0. Sampler thread. */

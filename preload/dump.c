@@ -206,12 +206,21 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 		if (!path[0])
 			continue;
 		fd = (int)wp_syscall(SYS_openat, AT_FDCWD, path,
-				     O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+				     O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
 		if (fd < 0)
 			continue;
 		/* Held by the converter while it runs: a dump being converted is
-		 * told from one left behind (tree.c waits on it). */
-		wp_syscall(SYS_flock, fd, LOCK_EX);
+		 * told from one left behind (tree.c waits on it). Another
+		 * process's dump under the same name (a template without %p, a
+		 * pid namespace) is being converted: not truncated under its
+		 * converter, not waited for; the fallback, unique per pid, is
+		 * used instead. Truncated only once it is ours. */
+		if (wp_syscall(SYS_flock, fd, LOCK_EX | LOCK_NB) < 0 ||
+		    wp_syscall(SYS_ftruncate, fd, 0) < 0) {
+			wp_syscall(SYS_close, fd);
+			fd = -1;
+			continue;
+		}
 		rc = wp_raw_write_out(&sp->out, fd, meta, g->smp.ring, g->smp.mods.mods,
 				      g->smp.mods.nr, threads, nr_threads, &sp->ctr);
 		if (rc < 0) {
@@ -253,7 +262,7 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 				    "beside libwallprof.so): convert it with wallprof-convert");
 		if (wp_convert_program())
 			n = wp_put_str(sp->line, n, cap, wp_convert_program());
-		wp_log_raw(WP_LOG_ERROR, "wrote", path, 0, sp->line, n);
+		wp_log_raw(WP_LOG_ERROR, "error", path, 0, sp->line, n);
 		return -1;
 	}
 	wp_syscall(SYS_close, fd);
@@ -509,8 +518,11 @@ WP_AS_SAFE int wp_dump_fatal_ours(const struct sigaction *a)
 
 void wp_dump_forked(void)
 {
-	snap_space.conv.pid = 0; /* the parent's */
-	exit_space.conv.pid = 0;
+	/* The parent's conversions: their descriptors are not the child's
+	 * business, and a dump the parent was writing is not the child's. */
+	wp_convert_forget(&snap_space.conv);
+	wp_convert_forget(&exit_space.conv);
+	atomic_store(&dump_once, DUMP_FREE);
 	snapshots_waiting = 0;
 	snapshot_seq = 0;
 	set_dump_paths();

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -162,11 +163,15 @@ static char *read_index(size_t *len)
 /* Whether a converter still holds the dump at `path` (see convert.h). */
 static int converting(const char *path)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), busy;
+	/* Any descendant can write the index: a FIFO or a device named there
+	 * is not opened for long, nor waited on. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK), busy;
+	struct stat st;
 
 	if (fd < 0)
 		return 0;
-	busy = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+	busy = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	       flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
 	close(fd);
 	return busy;
 }

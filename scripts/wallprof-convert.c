@@ -196,6 +196,10 @@ static int convert_for_library(const struct job *j)
 		wp_profile_free(&p);
 		return 1;
 	}
+	/* The dump first: the profile is in place, whatever happens to us
+	 * while we report. */
+	if (same_file(j->raw, j->fd))
+		unlink(j->raw);
 	event(L_INFO, "wrote", path, dropped,
 	      "%swrote %s (%s%zu samples, %zu threads, %.1f s, %llu dropped) in %.0f ms", who,
 	      path, what, st.nr_samples, st.nr_threads, st.duration_s, dropped, mono_ms() - t0);
@@ -203,8 +207,6 @@ static int convert_for_library(const struct job *j)
 		event(L_INFO, "info", NULL, 0, "%s covers %.1f s; Sentry rejects v1 profiles longer "
 		      "than %d s", path, st.duration_s, WP_SENTRY_MAX_SECONDS);
 	wp_profile_free(&p);
-	if (same_file(j->raw, j->fd))
-		unlink(j->raw);
 	return 0;
 }
 
@@ -374,8 +376,11 @@ int main(int argc, char **argv)
 		j.source = fdpath;
 	}
 	if (rep.library) {
-		/* Past RLIMIT_FSIZE a write fails with EFBIG instead of killing us. */
+		/* Past RLIMIT_FSIZE a write fails with EFBIG instead of killing us;
+		 * a reader of our report that is gone (the process died of a
+		 * second signal) does not kill us before the dump is dealt with. */
 		signal(SIGXFSZ, SIG_IGN);
+		signal(SIGPIPE, SIG_IGN);
 		rc = convert_for_library(&j);
 	} else {
 		rc = convert_by_hand(&j);

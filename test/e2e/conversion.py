@@ -121,7 +121,74 @@ def tests(rt):
         rt.check_valid(obj)
         check(not [n for n in os.listdir(tmp) if n.endswith(".raw")], "a raw dump is left")
 
+    def test_same_name(tmp):
+        """Two children ending together under one profile name (a template
+        without %p): the second does not truncate or wait for the first's
+        dump being converted; it writes its own (the fallback in
+        $TMPDIR), both are converted, each exit stays short."""
+        fake = fake_converter(tmp, "sleep 2\nexec %s \"$@\"" % converter)
+        code = ("import subprocess, sys, time\n"
+                "t = time.monotonic()\n"
+                "ps = [subprocess.Popen(sys.argv[1:]) for i in range(2)]\n"
+                "for p in ps: p.wait()\n"
+                "print('children %.3f' % (time.monotonic() - t))\n")
+        td = os.path.join(tmp, "td")
+        os.mkdir(td)
+        env = {"WALLPROF_CONVERTER": fake, "WALLPROF_OUTPUT": os.path.join(tmp, "p.json"),
+               "TMPDIR": td}
+        r = rt.run_bounded([sys.executable, "-c", code, rt.prog("conversion"), "work", "300"],
+                           tmp, env_extra=env, timeout=TIMEOUT)
+        check(r.rc == 0, r.describe())
+        m = re.search(r"children ([0-9.]+)", r.stdout)
+        check(m and float(m.group(1)) < 1.5, "the children took %s s (300 ms of work each)"
+              % (m and m.group(1)))
+        lines = r.wallprof_lines()
+        check(any("2 files written" in l for l in lines), "the root's report: %s" % lines)
+        idx = [n for n in os.listdir(tmp) if n.endswith(".index")]
+        with open(os.path.join(tmp, idx[0])) as f:
+            text = f.read()
+        check("corrupt" not in text and "empty" not in text, "index: %s" % text)
+
+    def test_converter_crash(tmp):
+        """A converter that dies without a word: one line says so and where
+        the dump stays."""
+        fake = fake_converter(tmp, "kill -SEGV $$")
+        r = rt.run_bounded([rt.prog("conversion"), "work", "300"], tmp,
+                           env_extra={"WALLPROF_CONVERTER": fake}, timeout=TIMEOUT)
+        raw = os.path.join(tmp, "wallprof.%d.raw" % r.pid)
+        lines = r.wallprof_lines()
+        check(r.rc == 0 and len(lines) == 1 and "without a word" in lines[0] and raw in lines[0],
+              "want one line naming the dump left: %s" % lines)
+        check(os.path.exists(raw), "the raw dump is gone")
+
+    def test_index_fifo(tmp):
+        """A FIFO named as a dump in the index (any descendant may write
+        it) is not opened for long: the root's report ends."""
+        code = ("import os\n"
+                "idx = os.environ['WALLPROF_TREE'].split(':', 1)[1]\n"
+                "fifo = os.path.join(os.getcwd(), 'fifo.raw')\n"
+                "os.mkfifo(fifo)\n"
+                "with open(idx, 'a') as f:\n"
+                "    f.write('%d\\traw\\t%s\\t0\\tconverting\\n' % (os.getpid() + 1, fifo))\n")
+        r = rt.run_bounded([sys.executable, "-c", code], tmp, timeout=30)
+        check(r.rc == 0, "the root did not end: %s" % r.describe())
+
+    def test_relative_preload(tmp):
+        """LD_PRELOAD naming the library relative to a directory the
+        program leaves before its exit: the converter is still found."""
+        rel = os.path.relpath(lib, rt.ROOT)
+        env = {"LD_PRELOAD": "./" + rel, "WALLPROF_OUTPUT": os.path.join(tmp, "w.%p.json")}
+        r = rt.run_bounded([rt.prog("conversion"), "chdir", "300", "/"], rt.ROOT,
+                           env_extra=env, preload=False, timeout=TIMEOUT)
+        check(r.rc == 0, r.describe())
+        path = os.path.join(tmp, "w.%d.json" % r.pid)
+        check(os.path.exists(path), "no profile: %s" % r.wallprof_lines())
+
     return [("conv_library_deps", test_library_deps),
+            ("conv_same_name", test_same_name),
+            ("conv_converter_crash", test_converter_crash),
+            ("conv_index_fifo", test_index_fifo),
+            ("conv_relative_preload", test_relative_preload),
             ("conv_invisible", test_invisible),
             ("conv_missing", test_missing),
             ("conv_timeout", test_timeout),

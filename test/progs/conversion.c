@@ -7,6 +7,7 @@
  *                              work; prints the SIGCHLDs seen and what
  *                              waitpid(-1) says
  *   conversion work MS         busy for MS milliseconds in wpt_conv_work
+ *   conversion chdir MS DIR    the same, then chdir(DIR) before the exit
  */
 #include <errno.h>
 #include <signal.h>
@@ -57,6 +58,10 @@ int main(int argc, char **argv)
 		wpt_conv_work(atof(argv[2]));
 		return 0;
 	}
+	if (argc == 4 && !strcmp(argv[1], "chdir")) {
+		wpt_conv_work(atof(argv[2]));
+		return chdir(argv[3]) == 0 ? 0 : 1;
+	}
 	if (argc == 3 && !strcmp(argv[1], "invisible")) {
 		char json[4096], raw[4096];
 		struct sigaction sa;
@@ -81,6 +86,6 @@ int main(int argc, char **argv)
 		       (int)nr_sigchld, (int)r, r < 0 ? strerror(errno) : "");
 		return 0;
 	}
-	fprintf(stderr, "usage: conversion invisible DIR | work MS\n");
+	fprintf(stderr, "usage: conversion invisible DIR | work MS | chdir MS DIR\n");
 	return 2;
 }
