@@ -184,7 +184,24 @@ def tests(rt):
         path = os.path.join(tmp, "w.%d.json" % r.pid)
         check(os.path.exists(path), "no profile: %s" % r.wallprof_lines())
 
+    def test_forks_during_wait(tmp):
+        """Children forked while the exit waits for its converter may hold
+        the report pipe: the wait ends when the converter does, with its
+        line and no false timeout."""
+        env = {"WALLPROF_CONVERT_TIMEOUT": "3", "WALLPROF_FOLLOW_CHILDREN": "0"}
+        for i in range(3):
+            t0 = time.monotonic()
+            r = rt.run_bounded([rt.prog("conversion"), "forks", "300"], tmp, env_extra=env,
+                               timeout=TIMEOUT)
+            took = time.monotonic() - t0
+            lines = r.wallprof_lines()
+            check(r.rc == 0 and not any("longer than" in l for l in lines) and
+                  any("wrote" in l for l in lines),
+                  "run %d: %s (%s)" % (i, lines, r.describe()))
+            check(took < 2.5, "run %d: the exit took %.1f s" % (i, took))
+
     return [("conv_library_deps", test_library_deps),
+            ("conv_forks_during_wait", test_forks_during_wait),
             ("conv_same_name", test_same_name),
             ("conv_converter_crash", test_converter_crash),
             ("conv_index_fifo", test_index_fifo),

@@ -8,8 +8,13 @@
  *                              waitpid(-1) says
  *   conversion work MS         busy for MS milliseconds in wpt_conv_work
  *   conversion chdir MS DIR    the same, then chdir(DIR) before the exit
+ *   conversion forks MS        the same while a thread forks children (which
+ *                              close 0-2 and sleep 6 s) every 2 ms, through
+ *                              the exit: some inherit whatever descriptors the
+ *                              exit has open
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +50,28 @@ __attribute__((noinline)) static void wpt_conv_work(double ms)
 			sink += (unsigned long)i * 7;
 }
 
+static void *forker(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		pid_t p = fork();
+
+		if (p == 0) {
+			struct timespec six = { 6, 0 };
+
+			close(0);
+			close(1);
+			close(2);
+			nanosleep(&six, NULL);
+			_exit(0);
+		}
+		struct timespec two = { 0, 2000000 };
+
+		nanosleep(&two, NULL);
+	}
+	return NULL;
+}
+
 static int exists(const char *path)
 {
 	struct stat st;
@@ -55,6 +82,13 @@ static int exists(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "work")) {
+		wpt_conv_work(atof(argv[2]));
+		return 0;
+	}
+	if (argc == 3 && !strcmp(argv[1], "forks")) {
+		pthread_t t;
+
+		pthread_create(&t, NULL, forker, NULL);
 		wpt_conv_work(atof(argv[2]));
 		return 0;
 	}
@@ -86,6 +120,6 @@ int main(int argc, char **argv)
 		       (int)nr_sigchld, (int)r, r < 0 ? strerror(errno) : "");
 		return 0;
 	}
-	fprintf(stderr, "usage: conversion invisible DIR | work MS | chdir MS DIR\n");
+	fprintf(stderr, "usage: conversion invisible DIR | work MS | chdir MS DIR | forks MS\n");
 	return 2;
 }
