@@ -19,6 +19,7 @@
 
 #include "../output/strput.h"
 #include "convert.h"
+#include "runtime.h"
 #include "sys.h"
 #include "tree.h"
 
@@ -378,14 +379,6 @@ WP_AS_SAFE static int drain(struct wp_conv *cv, int as_safe)
 	}
 }
 
-WP_AS_SAFE static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* The converter is not our child (see intermediate): forgetting it is all.
  * async-signal-safe */
 WP_AS_SAFE void wp_convert_forget(struct wp_conv *cv)
@@ -398,10 +391,26 @@ WP_AS_SAFE void wp_convert_forget(struct wp_conv *cv)
 	cv->pidfd = cv->report = -1;
 }
 
+/* One error line: `why` (and `what`), then where the raw dump stays.
+ * async-signal-safe */
+WP_AS_SAFE static void say_left(struct wp_conv *cv, const char *why, const char *what,
+				const char *why2)
+{
+	size_t n = 0, cap = sizeof(cv->line);
+
+	n = wp_put_str(cv->line, n, cap, why);
+	n = wp_put_str(cv->line, n, cap, what);
+	n = wp_put_str(cv->line, n, cap, why2);
+	n = wp_put_str(cv->line, n, cap, "; the raw dump stays at ");
+	n = wp_put_str(cv->line, n, cap, cv->raw);
+	n = wp_put_str(cv->line, n, cap, " (convert it with wallprof-convert)");
+	wp_log_raw(WP_LOG_ERROR, "error", NULL, 0, cv->line, n);
+}
+
 /* async-signal-safe when `as_safe` */
 WP_AS_SAFE int wp_convert_wait(struct wp_conv *cv, uint64_t deadline_ns, int as_safe)
 {
-	int saved = errno, eof = 0, gone = 0, rc = 0;
+	int saved = errno, eof = 0, rc = 0;
 
 	if (!cv->pid)
 		return 0;
@@ -414,33 +423,27 @@ WP_AS_SAFE int wp_convert_wait(struct wp_conv *cv, uint64_t deadline_ns, int as_
 		return 0;
 	}
 	wp_syscall(SYS_fcntl, cv->report, F_SETFL, O_NONBLOCK);
-	while (!eof || (!gone && cv->pidfd >= 0)) {
+	while (!eof || cv->pidfd >= 0) {
 		struct pollfd pf[2] = { { cv->report, POLLIN, 0 }, { cv->pidfd, POLLIN, 0 } };
-		uint64_t now = now_ns();
+		uint64_t now = wp_mono_ns();
 		struct timespec ts;
 
 		if (now >= deadline_ns) {
-			char *line = cv->line, num[24];
-			size_t n = 0, cap = sizeof(cv->line);
+			char num[24];
 
 			if (cv->pidfd >= 0)
 				wp_syscall(SYS_pidfd_send_signal, cv->pidfd, SIGKILL, NULL, 0);
 			else /* its end of the pipe is open: it lives, its pid is its own */
 				wp_syscall(SYS_kill, cv->pid, SIGKILL);
 			wp_put_uint(num, 0, sizeof(num), timeout_s);
-			n = wp_put_str(line, n, cap, "the conversion took longer than "
-				"WALLPROF_CONVERT_TIMEOUT=");
-			n = wp_put_str(line, n, cap, num);
-			n = wp_put_str(line, n, cap, " s and was stopped; the raw dump stays at ");
-			n = wp_put_str(line, n, cap, cv->raw);
-			n = wp_put_str(line, n, cap, " (convert it with wallprof-convert)");
-			wp_log_raw(WP_LOG_ERROR, "error", NULL, 0, line, n);
+			say_left(cv, "the conversion took longer than WALLPROF_CONVERT_TIMEOUT=", num,
+				 " s and was stopped");
 			rc = -1;
 			break;
 		}
 		ts.tv_sec = (time_t)((deadline_ns - now) / 1000000000ull);
 		ts.tv_nsec = (long)((deadline_ns - now) % 1000000000ull);
-		if (wp_syscall(SYS_ppoll, pf + eof, (eof ? 0 : 1) + (cv->pidfd >= 0 && !gone),
+		if (wp_syscall(SYS_ppoll, pf + eof, (eof ? 0 : 1) + (cv->pidfd >= 0),
 			       &ts, NULL, 8) < 0 && errno != EINTR)
 			break;
 		if (!eof && pf[0].revents)
@@ -449,22 +452,13 @@ WP_AS_SAFE int wp_convert_wait(struct wp_conv *cv, uint64_t deadline_ns, int as_
 			/* Gone: what it wrote is in the pipe. A process forked
 			 * meanwhile may hold the pipe's write end, so no end of
 			 * file is waited for. */
-			gone = 1;
 			break;
 		}
 	}
 	if (!eof && rc == 0)
 		drain(cv, as_safe);
 	if (rc == 0 && !cv->final) {
-		char *line = cv->line;
-		size_t n = 0, cap = sizeof(cv->line);
-
-		n = wp_put_str(line, n, cap, "the converter ended without a word (");
-		n = wp_put_str(line, n, cap, program);
-		n = wp_put_str(line, n, cap, "); the raw dump stays at ");
-		n = wp_put_str(line, n, cap, cv->raw);
-		n = wp_put_str(line, n, cap, " (convert it with wallprof-convert)");
-		wp_log_raw(WP_LOG_ERROR, "error", NULL, 0, line, n);
+		say_left(cv, "the converter ended without a word (", program, ")");
 		rc = -1;
 	}
 	wp_convert_forget(cv);

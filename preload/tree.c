@@ -16,6 +16,7 @@
 #include "../output/output.h"
 #include "../output/profile.h"
 #include "sys.h"
+#include "runtime.h"
 #include "tree.h"
 
 #define INDEX_READ_MAX (64u << 20) /* the report reads at most this much */
@@ -176,14 +177,6 @@ static int converting(const char *path)
 	return busy;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Waits until no dump named by a "raw" line is being converted, or the
  * deadline; returns how many dumps those lines name that are still there. */
 static unsigned long wait_conversions(uint64_t deadline_ns)
@@ -203,7 +196,7 @@ static unsigned long wait_conversions(uint64_t deadline_ns)
 		    strncmp(kind, "raw\t", 4) || !(end = strchr(++path, '\t')))
 			continue;
 		*end = 0;
-		while (converting(path) && mono_ns() < deadline_ns) {
+		while (converting(path) && wp_mono_ns() < deadline_ns) {
 			struct timespec ms = { 0, 5000000 };
 
 			wp_syscall(SYS_nanosleep, &ms, NULL);
