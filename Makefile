@@ -19,8 +19,10 @@
 # CORE_SRCS: the converter's stages, archived (once per build variant) for
 #   the converter, the unit tests and bench/dump.
 RUNTIME_SRCS := $(wildcard preload/*.c) $(wildcard unwind/*.c)
-SHARED_SRCS  := output/raw.c output/event.c output/write.c output/profile.c symbolize/build_id.c
+SHARED_SRCS  := output/raw.c output/event.c output/event_queue.c output/write.c output/profile.c symbolize/build_id.c
 CORE_SRCS    := $(wildcard symbolize/*.c) $(wildcard output/*.c) preload/ring.c preload/modules.c
+# CONVERT_SRCS: the converter program's own files (convert/convert.h).
+CONVERT_SRCS := $(wildcard convert/*.c)
 
 CC      ?= cc
 CXX     ?= c++
@@ -73,7 +75,7 @@ UNIT_SRCS  := $(wildcard test/unit/test_*.c)
 UNIT_PLAIN := $(patsubst test/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 UNIT_ASAN  := $(patsubst test/unit/%.c,$(BUILD)/asan/%,$(UNIT_SRCS))
 
-OBJS_lib   := $(call objs,lib,$(sort $(LIB_SRCS) $(CORE_SRCS)) scripts/wallprof-convert.c test/bench/dump.c)
+OBJS_lib   := $(call objs,lib,$(sort $(LIB_SRCS) $(CORE_SRCS)) $(CONVERT_SRCS) test/bench/dump.c)
 OBJS_test  := $(call objs,test,$(sort $(LIB_SRCS) $(CORE_SRCS)) $(UNIT_SRCS))
 OBJS_asan  := $(call objs,asan,$(CORE_SRCS) $(UNIT_SRCS))
 
@@ -224,7 +226,7 @@ $(TEST_CONVERT): $(CONVERT)
 
 # The converter: raw dumps into Sentry JSON, in a process of its own (the
 # library starts it on every dump; by hand: build/wallprof-convert RAW).
-$(CONVERT): $(OBJ)/lib/scripts/wallprof-convert.o $(CORE_LIB)
+$(CONVERT): $(call objs,lib,$(CONVERT_SRCS)) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(VARIANT_CFLAGS_lib) -o $@ $^ $(LIBS)
 

@@ -59,3 +59,22 @@ int wp_event_append(const char *index_path, unsigned pid, const char *kind, cons
 	errno = saved;
 	return w > 0 ? 0 : -1;
 }
+
+/* async-signal-safe */
+int wp_event_split(char *line, size_t len, char *f[WP_EVENT_FIELDS])
+{
+	char *p = line, *end = line + len;
+	int k;
+
+	for (k = 0; k < WP_EVENT_FIELDS - 1; k++) {
+		f[k] = p;
+		while (p < end && *p != '\t')
+			p++;
+		if (p == end)
+			return -1;
+		*p++ = 0;
+	}
+	f[k] = p;
+	*end = 0;
+	return 0;
+}

@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -21,7 +23,6 @@
 #include "convert.h"
 #include "runtime.h"
 #include "sys.h"
-#include "tree.h"
 
 #ifndef SCHED_IDLE
 #define SCHED_IDLE 5
@@ -231,6 +232,19 @@ WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq
 	if (!program[0])
 		return -1;
 	arg(cv, &an, &ac, program);
+	if (!rq->json) {
+		/* the tree's converter: the dumps are named in the index */
+		arg(cv, &an, &ac, "--tree");
+		arg(cv, &an, &ac, "--fd");
+		arg(cv, &an, &ac, "3");
+		arg(cv, &an, &ac, "--index");
+		arg(cv, &an, &ac, rq->index);
+		arg(cv, &an, &ac, "--platform");
+		arg(cv, &an, &ac, platform);
+		if (debuginfod)
+			arg(cv, &an, &ac, "--debuginfod");
+		goto start;
+	}
 	arg(cv, &an, &ac, "--library");
 	arg(cv, &an, &ac, "--fd");
 	arg(cv, &an, &ac, "3");
@@ -252,13 +266,14 @@ WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq
 	if (!rq->detach) {
 		arg(cv, &an, &ac, "--pid");
 		arg(cv, &an, &ac, tid);
-	} else if (wp_tree_index()) {
+	} else if (rq->index) {
 		arg(cv, &an, &ac, "--index");
-		arg(cv, &an, &ac, wp_tree_index());
+		arg(cv, &an, &ac, rq->index);
 		wp_put_uint(num, 0, sizeof(num), (unsigned long long)wp_syscall(SYS_getpid));
 		arg(cv, &an, &ac, "--index-pid");
 		arg(cv, &an, &ac, num);
 	}
+start:
 	if (!rq->detach && wp_syscall(SYS_pipe2, pipefd, O_CLOEXEC) < 0)
 		pipefd[0] = pipefd[1] = -1;
 	stack = (char *)wp_syscall(SYS_mmap, NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
@@ -317,6 +332,39 @@ WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq
 	cv->pidfd = pidfd;
 	errno = saved;
 	return 0;
+}
+
+/* async-signal-safe */
+WP_AS_SAFE int wp_convert_tree(struct wp_conv *cv, const char *index)
+{
+	struct wp_conv_req rq = { 0 };
+	struct stat st;
+	int fd, rc, saved = errno;
+
+	if (!program[0] || !index)
+		return -1;
+	/* O_NONBLOCK: whoever names the index, a FIFO there does not hang us */
+	fd = (int)wp_syscall(SYS_openat, AT_FDCWD, index,
+			     O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0) {
+		errno = saved;
+		return -1;
+	}
+	if (wp_syscall(SYS_fstat, fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		rc = -1;
+	} else if (wp_syscall(SYS_flock, fd, LOCK_EX | LOCK_NB) < 0) {
+		rc = errno == EWOULDBLOCK ? 0 : -1; /* one is at work */
+	} else {
+		/* its copy of the descriptor holds the lock from now on */
+		rq.raw_fd = fd;
+		rq.raw = index;
+		rq.detach = 1;
+		rq.index = index;
+		rc = wp_convert_start(cv, &rq) < 0 ? -1 : 1;
+	}
+	wp_syscall(SYS_close, fd);
+	errno = saved;
+	return rc;
 }
 
 /* ---- its report -------------------------------------------------------- */

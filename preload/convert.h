@@ -47,13 +47,22 @@ struct wp_conv_req {
 	const char *raw;      /* its name */
 	const char *json;     /* the profile to write */
 	const char *fallback; /* where to write it when `json` cannot be, or NULL */
-	int detach;           /* nobody waits: events go to the tree's index; idle priority */
+	int detach;           /* nobody waits: events go to `index`; idle priority */
+	const char *index;    /* the tree's index, or NULL */
 };
 
 /* Starts the converter. Returns 0, or -1 with nothing running (no
  * converter, no process): the caller says so and the dump stays.
  * async-signal-safe */
 WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq);
+
+/* Makes sure the tree's converter runs (wallprof-convert --tree, detached,
+ * at idle priority) on the dumps pending in the tree's index `index`
+ * (output/event.h): starts it with the index's lock, unless a converter
+ * already holds that lock. Returns 1 when one was started, 0 when one
+ * already runs, -1 when none could be started (no converter, no index, no
+ * process). async-signal-safe */
+WP_AS_SAFE int wp_convert_tree(struct wp_conv *cv, const char *index);
 
 /* Waits until the conversion ends or CLOCK_MONOTONIC reaches `deadline_ns`,
  * relaying each line it reports through the log (`as_safe`: with

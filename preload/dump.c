@@ -209,14 +209,14 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 				     O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
 		if (fd < 0)
 			continue;
-		/* Held by the converter while it runs: a dump being converted is
-		 * told from one left behind (tree.c waits on it). Another
-		 * process's dump under the same name (a template without %p, a
-		 * pid namespace) is being converted: not truncated under its
-		 * converter, not waited for; the fallback, unique per pid, is
-		 * used instead. Truncated only once it is ours. */
+		/* Held while we write it and by a converter while it reads it.
+		 * A dump already there is never written over: another
+		 * process's under the same name (a template without %p, a pid
+		 * namespace) being written, converted or waiting for the
+		 * tree's converter, or one left behind, a profile still to
+		 * convert. The fallback, unique per pid, is used instead. */
 		if (wp_syscall(SYS_flock, fd, LOCK_EX | LOCK_NB) < 0 ||
-		    wp_syscall(SYS_ftruncate, fd, 0) < 0) {
+		    wp_syscall(SYS_lseek, fd, 0, SEEK_END) != 0) {
 			wp_syscall(SYS_close, fd);
 			fd = -1;
 			continue;
@@ -248,11 +248,27 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 		wp_log_raw(WP_LOG_ERROR, "error", NULL, 0, sp->line, n);
 		return -1;
 	}
+	if (detach && wp_convert_program() && wp_tree_index() &&
+	    wp_tree_record("raw", path, 0, sp->n.json, strlen(sp->n.json), 0) == 0) {
+		/* The tree's converter takes it from the index once we let go
+		 * of it (see convert.h, wp_convert_tree). */
+		wp_syscall(SYS_close, fd);
+		if (wp_convert_tree(&sp->conv, wp_tree_index()) >= 0)
+			return 0;
+		n = wp_put_str(sp->line, n, cap, "wrote raw profile ");
+		n = wp_put_str(sp->line, n, cap, path);
+		n = wp_put_str(sp->line, n, cap, "; could not start ");
+		n = wp_put_str(sp->line, n, cap, wp_convert_program());
+		wp_log_raw(WP_LOG_ERROR, "error", path, 0, sp->line, n);
+		wp_tree_record("done", path, 0, "", 0, 0);
+		return -1;
+	}
 	rq.raw_fd = fd;
 	rq.raw = path;
 	rq.json = sp->n.json;
 	rq.fallback = sp->n.json_fb;
 	rq.detach = detach;
+	rq.index = wp_tree_index();
 	if (wp_convert_start(&sp->conv, &rq) < 0) {
 		wp_syscall(SYS_close, fd);
 		n = wp_put_str(sp->line, n, cap, "wrote raw profile ");
@@ -266,9 +282,6 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 		return -1;
 	}
 	wp_syscall(SYS_close, fd);
-	if (detach)
-		/* for the root's report: a dump converting in the background */
-		wp_tree_record("raw", path, 0, "converting", 10, 0);
 	return 0;
 }
 

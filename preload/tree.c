@@ -15,6 +15,7 @@
 #include "../output/event.h"
 #include "../output/output.h"
 #include "../output/profile.h"
+#include "convert.h"
 #include "sys.h"
 #include "runtime.h"
 #include "tree.h"
@@ -109,10 +110,10 @@ WP_AS_SAFE void wp_tree_forked(void)
 }
 
 /* async-signal-safe */
-WP_AS_SAFE void wp_tree_record(const char *kind, const char *path, unsigned long long lost,
-                               const char *msg, size_t len, int create)
+WP_AS_SAFE int wp_tree_record(const char *kind, const char *path, unsigned long long lost,
+                              const char *msg, size_t len, int create)
 {
-	(void)wp_event_append(index_path, (unsigned)wp_syscall(SYS_getpid), kind, path, lost, msg,
+	return wp_event_append(index_path, (unsigned)wp_syscall(SYS_getpid), kind, path, lost, msg,
 			      len, create || !is_root);
 }
 
@@ -161,49 +162,48 @@ static char *read_index(size_t *len)
 	return buf;
 }
 
-/* Whether a converter still holds the dump at `path` (see convert.h). */
-static int converting(const char *path)
+/* How many dumps the index still waits on (output/event.h). */
+static unsigned long pending(void)
 {
-	/* Any descendant can write the index: a FIFO or a device named there
-	 * is not opened for long, nor waited on. */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK), busy;
-	struct stat st;
-
-	if (fd < 0)
-		return 0;
-	busy = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-	       flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
-	close(fd);
-	return busy;
-}
-
-/* Waits until no dump named by a "raw" line is being converted, or the
- * deadline; returns how many dumps those lines name that are still there. */
-static unsigned long wait_conversions(uint64_t deadline_ns)
-{
-	unsigned long left = 0;
+	struct wp_event_queue q = { 0 };
+	struct wp_event_dump old;
+	unsigned long nr;
 	size_t len = 0;
 	char *buf = read_index(&len), *line, *next;
 
 	for (line = buf; buf && line < buf + len && *line; line = next) {
-		char *kind, *path, *end;
+		char *f[WP_EVENT_FIELDS];
 
-		next = strchr(line, '\n');
-		if (!next)
-			break;
+		if (!(next = strchr(line, '\n')))
+			break; /* a line being written as we read */
 		*next++ = 0;
-		if (!(kind = strchr(line, '\t')) || !(path = strchr(++kind, '\t')) ||
-		    strncmp(kind, "raw\t", 4) || !(end = strchr(++path, '\t')))
-			continue;
-		*end = 0;
-		while (converting(path) && wp_mono_ns() < deadline_ns) {
-			struct timespec ms = { 0, 5000000 };
-
-			wp_syscall(SYS_nanosleep, &ms, NULL);
-		}
-		left += access(path, F_OK) == 0;
+		if (wp_event_split(line, (size_t)(next - 1 - line), f) == 0 &&
+		    wp_event_queue_feed(&q, f, &old) == 1)
+			wp_event_dump_free(&old);
 	}
+	nr = q.nr;
+	wp_event_queue_free(&q);
 	free(buf);
+	return nr;
+}
+
+/* Waits until the index waits on no dump, or the deadline, making sure the
+ * tree's converter runs meanwhile (a descendant that died before starting
+ * it, a converter that crashed); returns how many are still pending. */
+static unsigned long wait_conversions(uint64_t deadline_ns)
+{
+	static struct wp_conv cv;
+	unsigned long left;
+
+	/* A converter that lingers for more ends once it is through. */
+	wp_tree_record("end", NULL, 0, "", 0, 0);
+	while ((left = pending()) && wp_mono_ns() < deadline_ns) {
+		struct timespec ms = { 0, 10000000 };
+
+		if (wp_convert_tree(&cv, index_path) < 0)
+			break;
+		wp_syscall(SYS_nanosleep, &ms, NULL);
+	}
 	return left;
 }
 

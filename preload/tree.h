@@ -9,9 +9,13 @@
  *     <pid> TAB <kind> TAB <path or empty> TAB <samples lost> TAB <message> LF
  *
  * kinds: "wrote" (a file was written: profile, snapshot, raw dump),
- * "short" (too short for a profile), "error", "info", "raw" (a dump handed
- * to the converter in the background, which then adds its own line). The root reads the index
- * at its exit and prints one summary (files written, fallbacks, losses).
+ * "short" (too short for a profile), "error", "info"; "raw" (a dump left
+ * for the tree's converter, the profile to write as the message), "done"
+ * (the converter is through with it, after its own lines) and "end" (the
+ * root's: it waits no longer; output/event.h). The root reads the index at
+ * its exit, after waiting for the dumps still pending (starting the
+ * tree's converter if none runs), and prints one summary (files written,
+ * fallbacks, losses).
  * The root is told to its descendants by
  * WALLPROF_TREE="<pid>.<start time>:<index path>", set in the environment at
  * start (the start time, from /proc/self/stat, tells an exec'd root from a
@@ -44,9 +48,10 @@ WP_AS_SAFE void wp_tree_forked(void);
  * adds to an existing one (a tree without descendants has no index) unless
  * `create` (a line its closed or replaced stderr could not show). `path`
  * may be NULL; a `path` or `msg` with control characters is replaced by a
- * note saying so. async-signal-safe */
-WP_AS_SAFE void wp_tree_record(const char *kind, const char *path, unsigned long long lost,
-                               const char *msg, size_t len, int create);
+ * note saying so. Returns 0, or -1 when no line was written.
+ * async-signal-safe */
+WP_AS_SAFE int wp_tree_record(const char *kind, const char *path, unsigned long long lost,
+                              const char *msg, size_t len, int create);
 
 /* The index's path, or NULL when this process has none (a root that does
  * not follow its children). async-signal-safe */
@@ -54,9 +59,10 @@ WP_AS_SAFE const char *wp_tree_index(void);
 
 /* The root at its final exit: one summary of its descendants' lines in the
  * index, at info level (nothing when there is no index). Dumps that
- * descendants left converting in the background ("raw" lines whose file a
- * converter still holds locked) are waited for until CLOCK_MONOTONIC
- * `deadline_ns`; those still there after it are counted as left. */
+ * descendants left for the tree's converter ("raw" lines without their
+ * "done") are waited for until CLOCK_MONOTONIC `deadline_ns`, the
+ * converter started if none runs; those still pending then are counted as
+ * not converted. */
 void wp_tree_report(uint64_t deadline_ns);
 
 #endif

@@ -200,7 +200,115 @@ def tests(rt):
                   "run %d: %s (%s)" % (i, lines, r.describe()))
             check(took < 2.5, "run %d: the exit took %.1f s" % (i, took))
 
+    def logging_converter(tmp, before=""):
+        """A converter that logs its mode (--library or --tree) to a file,
+        then runs the real one; `before`: shell lines run first."""
+        log = os.path.join(tmp, "calls")
+        return log, fake_converter(tmp, '%s\necho "$1" >> %s\nexec %s "$@"'
+                                   % (before, log, converter))
+
+    def calls(log):
+        with open(log) as f:
+            return f.read().split()
+
+    def child_profiles(tmp, r):
+        return [n for n in os.listdir(tmp) if n.endswith(".json") and
+                n != "wallprof.%d.json" % r.pid]
+
+    def test_tree_one_converter(tmp):
+        """Four children one after the other: one converter (--tree)
+        converts all their dumps, each written and valid, the root's own
+        with its own (--library); the report counts four files."""
+        log, fake = logging_converter(tmp)
+        code = ("import subprocess, sys\n"
+                "for i in range(4): subprocess.run(sys.argv[1:])\n")
+        r = rt.run_bounded([sys.executable, "-c", code, rt.prog("conversion"), "work", "300"],
+                           tmp, env_extra={"WALLPROF_CONVERTER": fake}, timeout=TIMEOUT)
+        check(r.rc == 0, r.describe())
+        lines = r.wallprof_lines()
+        check(any("4 child processes: 4 files written" in l for l in lines),
+              "the root's report: %s" % lines)
+        c = calls(log)
+        check(c.count("--tree") == 1 and c.count("--library") == 1,
+              "converters started: %s" % c)
+        jsons = child_profiles(tmp, r)
+        check(len(jsons) == 4, "child profiles: %s" % jsons)
+        for j in jsons:
+            rt.check_valid(rt.load_profile(os.path.join(tmp, j)))
+        check(not [n for n in os.listdir(tmp) if n.endswith(".raw")], "a raw dump is left")
+
+    def test_tree_after_root(tmp):
+        """A child that outlives the root: its dump is converted by a
+        converter it starts itself, which ends once done (the root has said
+        "end")."""
+        code = ("import subprocess, sys\n"
+                "print(subprocess.Popen(sys.argv[1:]).pid, flush=True)\n")
+        r = rt.run_bounded([sys.executable, "-c", code, rt.prog("conversion"), "work", "600"],
+                           tmp, timeout=TIMEOUT)
+        check(r.rc == 0, r.describe())
+        child = int(r.stdout.split()[0])
+        path = os.path.join(tmp, "wallprof.%d.json" % child)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check(os.path.exists(path), "the child's profile never came")
+        rt.check_valid(rt.load_profile(path))
+
+        def converters():
+            out = []
+            for pid in os.listdir("/proc"):
+                try:
+                    with open("/proc/%s/cmdline" % pid, "rb") as f:
+                        if tmp.encode() in f.read() and pid.isdigit():
+                            out.append(pid)
+                except OSError:
+                    pass
+            return out
+        while converters() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check(not converters(), "the converter lingers after the root's end")
+
+    def test_tree_restart(tmp):
+        """The tree's converter dies before converting anything: the root
+        starts another at its exit, and the child's profile is written."""
+        mark = os.path.join(tmp, "died")
+        log, fake = logging_converter(
+            tmp, 'if [ "$1" = --tree ] && [ ! -e %s ]; then : > %s; exit 1; fi' % (mark, mark))
+        code = "import subprocess, sys\nsubprocess.run(sys.argv[1:])\n"
+        r = rt.run_bounded([sys.executable, "-c", code, rt.prog("conversion"), "work", "300"],
+                           tmp, env_extra={"WALLPROF_CONVERTER": fake}, timeout=TIMEOUT)
+        check(r.rc == 0, r.describe())
+        check(os.path.exists(mark), "the first converter was not started")
+        lines = r.wallprof_lines()
+        check(any("1 child process: 1 file written" in l for l in lines),
+              "the root's report: %s" % lines)
+        jsons = child_profiles(tmp, r)
+        check(len(jsons) == 1, "child profiles: %s" % jsons)
+        rt.check_valid(rt.load_profile(os.path.join(tmp, jsons[0])))
+
+    def test_dump_left_kept(tmp):
+        """A raw dump left under the profile's name (a profile still to
+        convert) is not written over: this run's dump takes the fallback,
+        and its profile is written all the same."""
+        old = os.path.join(tmp, "p.raw")
+        with open(old, "wb") as f:
+            f.write(b"a dump left behind")
+        td = os.path.join(tmp, "td")
+        os.mkdir(td)
+        env = {"WALLPROF_OUTPUT": os.path.join(tmp, "p.json"), "TMPDIR": td}
+        r = rt.run_bounded([rt.prog("conversion"), "work", "300"], tmp, env_extra=env,
+                           timeout=TIMEOUT)
+        check(r.rc == 0, r.describe())
+        with open(old, "rb") as f:
+            check(f.read() == b"a dump left behind", "the dump left behind was written over")
+        rt.check_valid(rt.load_profile(os.path.join(tmp, "p.json")))
+        check(not os.listdir(td), "left in TMPDIR: %s" % os.listdir(td))
+
     return [("conv_library_deps", test_library_deps),
+            ("conv_tree_one_converter", test_tree_one_converter),
+            ("conv_tree_after_root", test_tree_after_root),
+            ("conv_tree_restart", test_tree_restart),
+            ("conv_dump_left_kept", test_dump_left_kept),
             ("conv_forks_during_wait", test_forks_during_wait),
             ("conv_same_name", test_same_name),
             ("conv_converter_crash", test_converter_crash),
