@@ -38,6 +38,9 @@ void wp_cv_event(int level, const char *kind, const char *path, unsigned long lo
 	for (i = 0; i < n; i++)
 		if ((unsigned char)msg[i] < 0x20 || msg[i] == 0x7f)
 			msg[i] = '?';
+	for (i = 0; path && path[i]; i++)
+		if ((unsigned char)path[i] < 0x20 || path[i] == 0x7f)
+			path = "(path with control characters)";
 	if (rep.index) {
 		if (level <= WP_CV_INFO)
 			wp_event_append(rep.index, rep.pid, kind, path, lost, msg, n, 1);

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../output/event.h"
 #include "../output/strput.h"
 #include "convert.h"
 #include "runtime.h"
@@ -168,6 +169,10 @@ WP_AS_SAFE static int child(void *arg)
 
 		wp_syscall(SYS_sched_setscheduler, 0, s->idle ? SCHED_IDLE : SCHED_OTHER, &sp);
 	}
+	/* Background work is out of the terminal's reach: a ^C, ^Z or hangup
+	 * meant for the program does not stop it mid-conversion. */
+	if (s->idle)
+		wp_syscall(SYS_setsid);
 	wp_syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, 8);
 	wp_syscall(SYS_execve, s->argv[0], s->argv, env);
 	s->err = errno ? errno : ENOEXEC;
@@ -192,28 +197,36 @@ WP_AS_SAFE static int intermediate(void *arg)
 
 /* ---- starting it ------------------------------------------------------- */
 
-/* Appends one argument to the command line in `cv`; one that does not fit
- * is left out (paths are bounded well below the room). async-signal-safe */
-WP_AS_SAFE static void arg(struct wp_conv *cv, size_t *n, int *argc, const char *s)
+/* Appends one argument, or an option and its value (`value` not NULL),
+ * to the command line in `cv`: both or neither (paths are bounded well
+ * below the room; an option left out is better than one that takes the
+ * next argument as its value). async-signal-safe */
+WP_AS_SAFE static void arg(struct wp_conv *cv, size_t *n, int *argc, const char *s,
+			   const char *value)
 {
-	size_t start = *n;
+	size_t start = *n, next;
+	int need = value ? 2 : 1;
 
-	if (*argc >= (int)(sizeof(cv->argv) / sizeof(*cv->argv)) - 1)
+	if (*argc + need >= (int)(sizeof(cv->argv) / sizeof(*cv->argv)))
 		return;
-	*n = wp_put_str(cv->args, *n, sizeof(cv->args), s);
-	if (*n + 1 >= sizeof(cv->args)) {
-		*n = start;
+	next = wp_put_str(cv->args, *n, sizeof(cv->args), s) + 1;
+	if (value)
+		next = wp_put_str(cv->args, next, sizeof(cv->args), value) + 1;
+	if (next >= sizeof(cv->args)) {
+		cv->args[start] = 0;
 		return;
 	}
 	cv->argv[(*argc)++] = cv->args + start;
+	if (value)
+		cv->argv[(*argc)++] = cv->args + start + strlen(s) + 1;
 	cv->argv[*argc] = NULL;
-	(*n)++;
+	*n = next;
 }
 
 /* async-signal-safe */
 WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq)
 {
-	char num[24], tid[24];
+	char num[24];
 	size_t an = 0;
 	int ac = 0;
 	int pipefd[2] = { -1, -1 }, saved = errno;
@@ -231,49 +244,34 @@ WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq
 	wp_put_str(cv->raw, 0, sizeof(cv->raw), rq->raw);
 	if (!program[0])
 		return -1;
-	arg(cv, &an, &ac, program);
+	arg(cv, &an, &ac, program, NULL);
 	if (!rq->json) {
 		/* the tree's converter: the dumps are named in the index */
-		arg(cv, &an, &ac, "--tree");
-		arg(cv, &an, &ac, "--fd");
-		arg(cv, &an, &ac, "3");
-		arg(cv, &an, &ac, "--index");
-		arg(cv, &an, &ac, rq->index);
-		arg(cv, &an, &ac, "--platform");
-		arg(cv, &an, &ac, platform);
-		if (debuginfod)
-			arg(cv, &an, &ac, "--debuginfod");
-		goto start;
+		arg(cv, &an, &ac, "--tree", NULL);
+		arg(cv, &an, &ac, "--fd", "3");
+		arg(cv, &an, &ac, "--index", rq->index);
+	} else {
+		arg(cv, &an, &ac, "--library", NULL);
+		arg(cv, &an, &ac, "--fd", "3");
+		arg(cv, &an, &ac, "--raw", rq->raw);
+		arg(cv, &an, &ac, "-o", rq->json);
+		if (rq->fallback)
+			arg(cv, &an, &ac, "--fallback", rq->fallback);
+		/* A module deleted or replaced on disk is read through this
+		 * thread's mappings while it waits (not when detached: the
+		 * process is gone). */
+		if (!rq->detach) {
+			wp_put_uint(num, 0, sizeof(num), (unsigned long long)wp_syscall(SYS_gettid));
+			arg(cv, &an, &ac, "--pid", num);
+		} else if (rq->index) {
+			wp_put_uint(num, 0, sizeof(num), (unsigned long long)wp_syscall(SYS_getpid));
+			arg(cv, &an, &ac, "--index", rq->index);
+			arg(cv, &an, &ac, "--index-pid", num);
+		}
 	}
-	arg(cv, &an, &ac, "--library");
-	arg(cv, &an, &ac, "--fd");
-	arg(cv, &an, &ac, "3");
-	arg(cv, &an, &ac, "--raw");
-	arg(cv, &an, &ac, rq->raw);
-	arg(cv, &an, &ac, "-o");
-	arg(cv, &an, &ac, rq->json);
-	if (rq->fallback) {
-		arg(cv, &an, &ac, "--fallback");
-		arg(cv, &an, &ac, rq->fallback);
-	}
-	arg(cv, &an, &ac, "--platform");
-	arg(cv, &an, &ac, platform);
+	arg(cv, &an, &ac, "--platform", platform);
 	if (debuginfod)
-		arg(cv, &an, &ac, "--debuginfod");
-	/* A module deleted or replaced on disk is read through this thread's
-	 * mappings while it waits (not when detached: the process is gone). */
-	wp_put_uint(tid, 0, sizeof(tid), (unsigned long long)wp_syscall(SYS_gettid));
-	if (!rq->detach) {
-		arg(cv, &an, &ac, "--pid");
-		arg(cv, &an, &ac, tid);
-	} else if (rq->index) {
-		arg(cv, &an, &ac, "--index");
-		arg(cv, &an, &ac, rq->index);
-		wp_put_uint(num, 0, sizeof(num), (unsigned long long)wp_syscall(SYS_getpid));
-		arg(cv, &an, &ac, "--index-pid");
-		arg(cv, &an, &ac, num);
-	}
-start:
+		arg(cv, &an, &ac, "--debuginfod", NULL);
 	if (!rq->detach && wp_syscall(SYS_pipe2, pipefd, O_CLOEXEC) < 0)
 		pipefd[0] = pipefd[1] = -1;
 	stack = (char *)wp_syscall(SYS_mmap, NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
@@ -373,20 +371,12 @@ WP_AS_SAFE int wp_convert_tree(struct wp_conv *cv, const char *index)
  * async-signal-safe when `as_safe` */
 WP_AS_SAFE static void relay(struct wp_conv *cv, char *line, size_t len, int as_safe)
 {
-	char *f[5], *p = line, *end = line + len;
+	char *f[WP_EVENT_FIELDS], *p, *end = line + len;
 	unsigned long long lost = 0;
-	int k, level;
+	int level;
 
-	for (k = 0; k < 5; k++) {
-		f[k] = p;
-		if (k == 4)
-			break;
-		while (p < end && *p != '\t')
-			p++;
-		if (p == end)
-			return; /* not a report line */
-		*p++ = 0;
-	}
+	if (wp_event_split(line, len, f) < 0)
+		return; /* not a report line */
 	level = f[0][0] >= '1' && f[0][0] <= '3' && !f[0][1] ? f[0][0] - '0' : WP_LOG_INFO;
 	for (p = f[3]; *p >= '0' && *p <= '9'; p++)
 		lost = lost * 10 + (unsigned long long)(*p - '0');

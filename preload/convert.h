@@ -33,11 +33,12 @@ struct wp_conv {
 	int final;      /* a final event (wrote, short, error) was relayed */
 	int report;     /* read end of its report pipe, -1 when detached */
 	size_t len;     /* bytes of a partial line in buf */
-	char buf[1536];
+	/* a report line: a path and a message of at most 1 KiB (convert/job.c) */
+	char buf[WP_PATH_MAX + 1536];
 	char raw[WP_PATH_MAX];
 	char line[WP_PATH_MAX + 200]; /* our own message, off the stack */
 	/* the command line, built here: each dump path has its own struct */
-	char args[3 * WP_PATH_MAX + 256];
+	char args[4 * WP_PATH_MAX + 256];
 	char *argv[24];
 };
 

@@ -374,6 +374,8 @@ WP_AS_SAFE __attribute__((noinline)) static int exec_paths(struct dump_space *sp
 		if (access(json, F_OK) != 0 && access(raw, F_OK) != 0)
 			break;
 	}
+	if (k == 1000)
+		return -1; /* not over the last one */
 	dump_paths(&sp->n, json, tag);
 	return k;
 }
