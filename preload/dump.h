@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include "as_safe.h"
+#include "raw_dump.h" /* what every dump is written with (dump.c) */
 
 /* Computes the exit dump's paths, then installs the fatal-signal handler
  * for every terminating signal still at its default action (not the

@@ -25,8 +25,9 @@
 
 #include "../../output/output.h"
 #include "../../output/raw.h"
-#include "../../symbolize/symbolize.h"
+#include "../../preload/raw_dump.h"
 #include "../../preload/wallprof.h"
+#include "../../symbolize/symbolize.h"
 
 #include "check.h"
 #include "raw_files.h"
