@@ -133,6 +133,7 @@ demo: deps
 test: deps
 	@$(MAKE) --no-print-directory $(LIB) testlib unit $(PROGS)
 	@$(PYTHON) scripts/check-as-safe.py
+	@$(PYTHON) scripts/check-layout.py
 	@$(PYTHON) test/run_tests.py
 
 bench: $(LIB) $(CONVERT) $(BENCH_PROGS)
