@@ -59,8 +59,9 @@ LIBS    := $(PKG_LIBS) -lz -lpthread -ldl
 #   test  the same with the test-only knobs compiled in (-DWP_TEST_HOOKS,
 #         preload/test_hooks.h): build/test/libwallprof.so, which the
 #         end-to-end tests that set a WALLPROF_TEST_* variable preload, and
-#         the plain unit tests (fault injection), which link its core archive
-#   asan  the sanitizer unit tests (with the knobs), with their own archive
+#         the plain unit tests (fault injection), which link its core and
+#         parts archives
+#   asan  the sanitizer unit tests (with the knobs), with their own archives
 VARIANT_CFLAGS_lib  := $(BASE_CFLAGS) $(CFLAGS)
 VARIANT_CFLAGS_test := $(BASE_CFLAGS) $(CFLAGS) -DWP_TEST_HOOKS
 VARIANT_CFLAGS_asan := $(BASE_CFLAGS) $(SAN_FLAGS) -DWP_TEST_HOOKS

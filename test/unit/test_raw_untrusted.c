@@ -48,7 +48,7 @@
 
 /* ---- crafting dumps ------------------------------------------------------ */
 
-/* A RING section's tables, any content (ring.h documents the layout). */
+/* A RING section's tables, any content (output/raw.h documents the layout). */
 struct rsample {
 	uint64_t t;
 	uint32_t tid, stack, flags, syscall;
