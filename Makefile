@@ -11,18 +11,25 @@
 #   make format-check C sources and headers against .clang-format (installs clang-format-19, root)
 #   make clean
 
-# Which sources go where; the other lists below derive from these three.
+# Which sources go where; the other lists below derive from these four.
 # RUNTIME_SRCS: the injected runtime, only in the library.
 # SHARED_SRCS: what the library shares with the converter (the raw dump's
-#   writer, the index line, output names, build-ids); nothing that needs
-#   the symbolizer, JSON or zlib, which run in the converter's process only.
+#   writer blocks, the index line, output names, build-ids); nothing that
+#   needs the symbolizer, JSON or zlib, which run in the converter's process
+#   only.
 # CORE_SRCS: the converter's stages, archived (once per build variant) for
-#   the converter, the unit tests and bench/dump.
-RUNTIME_SRCS := $(wildcard preload/*.c) $(wildcard unwind/*.c)
-SHARED_SRCS  := output/raw.c output/event.c output/event_queue.c output/write.c output/profile.c symbolize/build_id.c
-CORE_SRCS    := $(wildcard symbolize/*.c) $(wildcard output/*.c) preload/ring.c preload/modules.c
+#   the converter, the unit tests and bench/dump. Only from output/ and
+#   symbolize/: the converter compiles nothing of the runtime
+#   (scripts/check-layout.py checks it).
+# RUNTIME_PARTS: the pieces of the runtime that the unit tests and
+#   bench/dump drive outside the library (the ring, the module map, the raw
+#   dump's writer), archived for them; never linked into the converter.
+RUNTIME_SRCS  := $(wildcard preload/*.c) $(wildcard unwind/*.c)
+SHARED_SRCS   := output/raw.c output/event.c output/event_queue.c output/write.c output/profile.c symbolize/build_id.c
+CORE_SRCS     := $(wildcard symbolize/*.c) $(wildcard output/*.c)
+RUNTIME_PARTS := preload/ring.c preload/modules.c preload/raw_dump.c
 # CONVERT_SRCS: the converter program's own files (convert/convert.h).
-CONVERT_SRCS := $(wildcard convert/*.c)
+CONVERT_SRCS  := $(wildcard convert/*.c)
 
 CC      ?= cc
 CXX     ?= c++
@@ -54,8 +61,9 @@ LIBS    := $(PKG_LIBS) -lz -lpthread -ldl
 #   test  the same with the test-only knobs compiled in (-DWP_TEST_HOOKS,
 #         preload/test_hooks.h): build/test/libwallprof.so, which the
 #         end-to-end tests that set a WALLPROF_TEST_* variable preload, and
-#         the plain unit tests (fault injection), which link its core archive
-#   asan  the sanitizer unit tests (with the knobs), with their own archive
+#         the plain unit tests (fault injection), which link its core and
+#         parts archives
+#   asan  the sanitizer unit tests (with the knobs), with their own archives
 VARIANT_CFLAGS_lib  := $(BASE_CFLAGS) $(CFLAGS)
 VARIANT_CFLAGS_test := $(BASE_CFLAGS) $(CFLAGS) -DWP_TEST_HOOKS
 VARIANT_CFLAGS_asan := $(BASE_CFLAGS) $(SAN_FLAGS) -DWP_TEST_HOOKS
@@ -68,6 +76,9 @@ CONVERT    := $(BUILD)/wallprof-convert
 CORE_LIB   := $(OBJ)/lib/libcore.a
 CORE_TEST  := $(OBJ)/test/libcore.a
 CORE_ASAN  := $(OBJ)/asan/libcore.a
+PARTS_LIB  := $(OBJ)/lib/libparts.a
+PARTS_TEST := $(OBJ)/test/libparts.a
+PARTS_ASAN := $(OBJ)/asan/libparts.a
 TEST_LIB   := $(BUILD)/test/libwallprof.so
 TEST_CONVERT := $(BUILD)/test/wallprof-convert
 
@@ -77,7 +88,7 @@ UNIT_ASAN  := $(patsubst test/unit/%.c,$(BUILD)/asan/%,$(UNIT_SRCS))
 
 OBJS_lib   := $(call objs,lib,$(sort $(LIB_SRCS) $(CORE_SRCS)) $(CONVERT_SRCS) test/bench/dump.c)
 OBJS_test  := $(call objs,test,$(sort $(LIB_SRCS) $(CORE_SRCS)) $(UNIT_SRCS))
-OBJS_asan  := $(call objs,asan,$(CORE_SRCS) $(UNIT_SRCS))
+OBJS_asan  := $(call objs,asan,$(CORE_SRCS) $(RUNTIME_PARTS) $(UNIT_SRCS))
 
 PROG_LIB := $(wildcard test/progs/lib*.c)
 PROG_C   := $(filter-out $(PROG_LIB),$(wildcard test/progs/*.c))
@@ -125,6 +136,7 @@ demo: deps
 test: deps
 	@$(MAKE) --no-print-directory $(LIB) testlib unit $(PROGS)
 	@$(PYTHON) scripts/check-as-safe.py
+	@$(PYTHON) scripts/check-layout.py
 	@$(PYTHON) test/run_tests.py
 
 bench: $(LIB) $(CONVERT) $(BENCH_PROGS)
@@ -196,12 +208,16 @@ $(OBJS_asan): $(OBJ)/asan/%.o: %.c $(OBJ)/asan/flags
 	@mkdir -p $(@D)
 	$(CC) $(VARIANT_CFLAGS_asan) -MMD -MP -c -o $@ $<
 
-# The core archives are rebuilt from scratch when the Makefile changes (a
-# source moved in or out of CORE_SRCS leaves no stale member behind).
+# The core and parts archives are rebuilt from scratch when the Makefile
+# changes (a source moved in or out of CORE_SRCS or RUNTIME_PARTS leaves no
+# stale member behind).
 $(CORE_LIB): $(call objs,lib,$(CORE_SRCS))
 $(CORE_TEST): $(call objs,test,$(CORE_SRCS))
 $(CORE_ASAN): $(call objs,asan,$(CORE_SRCS))
-$(CORE_LIB) $(CORE_TEST) $(CORE_ASAN): Makefile
+$(PARTS_LIB): $(call objs,lib,$(RUNTIME_PARTS))
+$(PARTS_TEST): $(call objs,test,$(RUNTIME_PARTS))
+$(PARTS_ASAN): $(call objs,asan,$(RUNTIME_PARTS))
+$(CORE_LIB) $(CORE_TEST) $(CORE_ASAN) $(PARTS_LIB) $(PARTS_TEST) $(PARTS_ASAN): Makefile
 	@rm -f $@
 	$(AR) rcs $@ $(filter %.o,$^)
 
@@ -230,11 +246,11 @@ $(CONVERT): $(call objs,lib,$(CONVERT_SRCS)) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(VARIANT_CFLAGS_lib) -o $@ $^ $(LIBS)
 
-$(UNIT_PLAIN): $(BUILD)/unit/%: $(OBJ)/test/test/unit/%.o $(CORE_TEST)
+$(UNIT_PLAIN): $(BUILD)/unit/%: $(OBJ)/test/test/unit/%.o $(PARTS_TEST) $(CORE_TEST)
 	@mkdir -p $(@D)
 	$(CC) $(VARIANT_CFLAGS_test) -o $@ $^ $(LIBS)
 
-$(UNIT_ASAN): $(BUILD)/asan/%: $(OBJ)/asan/test/unit/%.o $(CORE_ASAN)
+$(UNIT_ASAN): $(BUILD)/asan/%: $(OBJ)/asan/test/unit/%.o $(PARTS_ASAN) $(CORE_ASAN)
 	@mkdir -p $(@D)
 	$(CC) $(VARIANT_CFLAGS_asan) -o $@ $^ $(LIBS)
 
@@ -269,13 +285,14 @@ $(BUILD)/bench/%: test/bench/%.c
 	$(CC) $(BENCH_CFLAGS) $(EXE_DEPFLAGS) -o $@ $<
 
 # Benchmark programs that link parts of the library (explicit rules win over
-# the pattern rule above): handler links the unwinder alone, dump the core
-# archive (ring, modules, symbolize, output) like the unit tests.
+# the pattern rule above): handler links the unwinder alone, dump the parts
+# (ring, modules, raw dump) and core (symbolize, output) archives like the
+# unit tests.
 $(BUILD)/bench/handler: test/bench/handler.c unwind/unwind.c unwind/unwind.h
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) -D_GNU_SOURCE $(PKG_CFLAGS) -o $@ $< unwind/unwind.c -lunwind
 
-$(BUILD)/bench/dump: $(OBJ)/lib/test/bench/dump.o $(CORE_LIB)
+$(BUILD)/bench/dump: $(OBJ)/lib/test/bench/dump.o $(PARTS_LIB) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(VARIANT_CFLAGS_lib) -o $@ $^ $(LIBS)
 

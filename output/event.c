@@ -6,9 +6,9 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 
-#include "../preload/sys.h"
 #include "event.h"
 #include "strput.h"
+#include "sys.h"
 
 /* async-signal-safe */
 static int printable(const char *s, size_t n)

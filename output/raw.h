@@ -1,7 +1,9 @@
 /* raw: the raw dump a dying process writes with async-signal-safe calls only
- * (ring, module map, threads, counters, settings; no symbols), and its
- * reader, which turns a dump back into the profile a live snapshot builds.
- * Writing is async-signal-safe; reading is not. */
+ * (ring, module map, threads, counters, settings; no symbols): its layout,
+ * the building blocks of its writer, and its reader, which turns a dump back
+ * into the profile a live snapshot builds. The runtime composes a dump with
+ * these blocks (preload/raw_dump.h; the ring's section, preload/ring.h); the
+ * converter only reads. Writing is async-signal-safe; reading is not. */
 #ifndef WP_RAW_H
 #define WP_RAW_H
 
@@ -9,8 +11,6 @@
 #include <stdint.h>
 
 #include "profile.h"
-
-struct wp_ring;
 
 /*
  * File layout, version 1. Every integer is little-endian (x86-64 native).
@@ -34,7 +34,17 @@ struct wp_ring;
  *   THRD v1  u32 n, u32 0; n x { u32 tid; char name[16]; u32 flags (WP_THREAD_*);
  *            u64 nr_signals, nr_samples } (40 bytes; in the caller's order, newest
  *            entry last; a tid reused by a later thread has several entries)
- *   RING v1  see ring.h (wp_ring_raw_write)
+ *   RING v1  u64 cap_samples, cap_pcs, cap_stacks, cap_words, window_ns (config);
+ *            u64 nr_added, nr_overwritten, nr_dropped_full, nr_compactions (stats);
+ *            u64 head, nr_samples, nr_pcs, nr_stacks, nr_words (as read, capped);
+ *            nr_samples x { u64 t_ns; u32 tid, stack, flags, syscall } (24 bytes,
+ *            ring order, oldest first); nr_pcs x { u64 addr; u32 flags, 0 } (16
+ *            bytes: the frame table); nr_stacks x { u32 off, len } (8 bytes: the
+ *            stack's frames are words[off, off+len)); nr_words x u32 (frame
+ *            indices, leaf first). Every live sample is written (the reader
+ *            applies the window); a ring caught mid-update may hold ids that
+ *            do not hold together, which the reader drops (preload/ring.h says
+ *            what its writer guarantees)
  *   END! v1  u64 offset of this section, u32 sections before it, u32 0
  *
  * Nothing follows END!. A dump cut short (the process was killed while
@@ -67,32 +77,6 @@ struct wp_raw_meta {
 	uint32_t snapshot;          /* snapshot number, 0 for the exit profile */
 	uint64_t ring_bytes;        /* memory the ring was given */
 };
-
-/* Writes a complete raw dump to `fd` (from its current position): header,
- * META, CTRS, one MODL per module, THRD, the ring (wp_ring_raw_emit), END!. Every array
- * is read defensively: counts are capped (WP_RAW_MAX_*), strings are read up
- * to a bound, NULL pointers are written as empty. `ring` may be mid-update
- * by another thread; see wp_ring_raw_emit. Retries EINTR and short writes;
- * does not fsync or close `fd`; may change errno. Its writer (struct
- * wp_raw_out, 2.1 KiB) is on the stack: about 2.5 KiB in all; a signal
- * handler that may run on a small alternate stack calls wp_raw_write_out()
- * instead. Returns 0, or -1 when a write failed (the file is then unusable).
- * async-signal-safe */
-int wp_raw_write(int fd, const struct wp_raw_meta *meta, const struct wp_ring *ring,
-		 const struct wp_module *mods, size_t nr_mods, const struct wp_thread *threads,
-		 size_t nr_threads, const struct wp_counters *ctr);
-
-struct wp_raw_out;
-
-/* wp_raw_write() with the caller's writer `o` (static storage, say) instead
- * of one on the stack: about 0.4 KiB of stack (gcc 12 -O2 -fstack-usage
- * along the deepest path), for a signal handler on a small alternate stack.
- * `o` must not be in use by anyone else meanwhile.
- * async-signal-safe */
-int wp_raw_write_out(struct wp_raw_out *o, int fd, const struct wp_raw_meta *meta,
-		     const struct wp_ring *ring, const struct wp_module *mods, size_t nr_mods,
-		     const struct wp_thread *threads, size_t nr_threads,
-		     const struct wp_counters *ctr);
 
 /* What the reader saw besides the profile (for the converter's messages). */
 struct wp_raw_info {
@@ -134,7 +118,7 @@ int wp_raw_read_ex(const char *path, struct wp_profile *out, struct wp_raw_info 
 int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out,
 		    struct wp_raw_info *info, char *err, size_t errlen);
 
-/* ---- building blocks shared with the ring's writer (ring.c) ---------- */
+/* ---- the writer's building blocks (preload/raw_dump.c, ring.c) ------- */
 
 /* The section checksum: 64-bit, over 8-byte little-endian words (the last
  * one zero-padded), the length mixed in at the end. Detects any change

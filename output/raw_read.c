@@ -1,8 +1,9 @@
-/* raw (reader): parses a raw dump (layout in raw.h and ring.h) and rebuilds
- * the profile a live snapshot would have produced. Every length, count and
- * index in the file is checked before use: a truncated, corrupt or foreign
- * file gives a one-line error, a ring caught mid-update loses only the
- * samples that do not hold together. Not async-signal-safe.
+/* raw (reader): reads a raw dump (layout in raw.h), parses it
+ * (raw_parse.c) and rebuilds the profile a live snapshot would have
+ * produced. Every length, count and index in the file is checked before
+ * use: a truncated, corrupt or foreign file gives a one-line error, a ring
+ * caught mid-update loses only the samples that do not hold together. Not
+ * async-signal-safe.
  *
  * The input is untrusted (wallprof-convert runs on whatever file it is
  * given), so the work and memory are bounded by its size B:
@@ -37,429 +38,12 @@
  * in the dump's tables. */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "raw.h"
-
-#define RING_HEAD_BYTES (14 * 8)
-#define META_FIXED 56 /* version 1; version 2 adds u64 ring_bytes */
-#define MODL_FIXED 104
-#define THREAD_BYTES 40
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
-/* A tag for messages: its four bytes, non-printable ones as '?'. */
-static const char *tag_name(uint32_t tag, char out[5])
-{
-	int i;
-
-	for (i = 0; i < 4; i++) {
-		unsigned char c = (unsigned char)(tag >> (8 * i));
-
-		out[i] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
-	}
-	out[4] = 0;
-	return out;
-}
-
-/* A cursor over one section's payload; lengths are checked by the caller
- * before each fixed-size run of reads. */
-struct cur {
-	const unsigned char *p;
-	size_t left;
-};
-
-static uint32_t rd32(struct cur *c)
-{
-	uint32_t v = 0;
-
-	if (c->left >= 4) {
-		memcpy(&v, c->p, 4);
-		c->p += 4;
-		c->left -= 4;
-	}
-	return v;
-}
-
-static uint64_t rd64(struct cur *c)
-{
-	uint64_t v = 0;
-
-	if (c->left >= 8) {
-		memcpy(&v, c->p, 8);
-		c->p += 8;
-		c->left -= 8;
-	}
-	return v;
-}
-
-static const unsigned char *rdbytes(struct cur *c, size_t n)
-{
-	const unsigned char *p = c->p;
-
-	if (c->left < n)
-		return NULL;
-	c->p += n;
-	c->left -= n;
-	return p;
-}
-
-/* A malloc'd copy of n bytes as a string, cut at an embedded NUL. */
-static char *dup_bytes(const unsigned char *p, size_t n)
-{
-	char *s = malloc(n + 1);
-
-	if (s) {
-		memcpy(s, p, n);
-		s[n] = 0;
-	}
-	return s;
-}
-
-/* Everything parsed out of the file, pointing into it. */
-struct dump {
-	int have_meta, have_ctrs, have_thrd, have_ring;
-	/* META */
-	uint32_t pid, main_tid, hz, ring_seconds, max_depth;
-	int signal;
-	int64_t rt_offset;
-	uint64_t start_ns, dump_ns, ring_bytes;
-	uint32_t snapshot;
-	uint32_t meta_version; /* 1 or 2 */
-	const unsigned char *cmdline;
-	size_t cmdline_len;
-	/* CTRS */
-	struct wp_counters ctr;
-	/* MODL */
-	struct wp_module *mods;
-	size_t nr_mods, cap_mods;
-	/* THRD */
-	const unsigned char *threads;
-	size_t nr_threads;
-	/* RING */
-	uint64_t window_ns, overwritten, dropped_full, ring_cap;
-	const unsigned char *samples, *pcs, *stacks, *words;
-	size_t ns, np, nst, nw;
-};
-
-static void dump_free(struct dump *d)
-{
-	size_t i;
-
-	for (i = 0; i < d->nr_mods; i++)
-		free(d->mods[i].path);
-	free(d->mods);
-}
-
-enum { OK = 0, BAD = -1, NOMEM = -2 };
-
-static int parse_meta(struct dump *d, struct cur *c)
-{
-	uint32_t clen;
-
-	if (c->left < (d->meta_version == 2 ? META_FIXED + 8 : META_FIXED))
-		return BAD;
-	d->pid = rd32(c);
-	d->main_tid = rd32(c);
-	d->hz = rd32(c);
-	d->ring_seconds = rd32(c);
-	d->max_depth = rd32(c);
-	d->signal = (int)rd32(c);
-	d->rt_offset = (int64_t)rd64(c);
-	d->start_ns = rd64(c);
-	d->dump_ns = rd64(c);
-	clen = rd32(c);
-	d->snapshot = rd32(c); /* 0 in version 1 */
-	if (d->meta_version == 2)
-		d->ring_bytes = rd64(c);
-	if (clen >= sizeof(((struct wp_raw_meta *)0)->cmdline) || c->left != clen)
-		return BAD;
-	d->cmdline = rdbytes(c, clen);
-	d->cmdline_len = clen;
-	return OK;
-}
-
-static int parse_ctrs(struct dump *d, struct cur *c)
-{
-	uint64_t v[sizeof(struct wp_counters) / 8];
-	uint32_t n, i;
-
-	if (c->left < 8)
-		return BAD;
-	n = rd32(c);
-	rd32(c);
-	if (c->left / 8 != n || c->left % 8)
-		return BAD;
-	memset(v, 0, sizeof(v));
-	for (i = 0; i < n; i++) {
-		uint64_t x = rd64(c);
-
-		if (i < sizeof(v) / 8)
-			v[i] = x;
-	}
-	memcpy(&d->ctr, v, sizeof(v));
-	return OK;
-}
-
-static int parse_modl(struct dump *d, struct cur *c)
-{
-	struct wp_module m;
-	uint32_t plen;
-
-	if (c->left < MODL_FIXED)
-		return BAD;
-	if (d->nr_mods >= WP_RAW_MAX_MODULES)
-		return BAD;
-	memset(&m, 0, sizeof(m));
-	m.bias = rd64(c);
-	m.start = rd64(c);
-	m.end = rd64(c);
-	m.flags = rd32(c);
-	m.build_id_len = rd32(c);
-	plen = rd32(c);
-	rd32(c);
-	if (m.build_id_len > WP_BUILD_ID_MAX || plen >= WP_RAW_PATH_MAX ||
-	    c->left != WP_BUILD_ID_MAX + (size_t)plen)
-		return BAD;
-	memcpy(m.build_id, rdbytes(c, WP_BUILD_ID_MAX), WP_BUILD_ID_MAX);
-	if (d->nr_mods == d->cap_mods) {
-		size_t cap = d->cap_mods ? d->cap_mods * 2 : 64;
-		struct wp_module *n = realloc(d->mods, cap * sizeof(*n));
-
-		if (!n)
-			return NOMEM;
-		d->mods = n;
-		d->cap_mods = cap;
-	}
-	m.path = dup_bytes(rdbytes(c, plen), plen);
-	if (!m.path)
-		return NOMEM;
-	d->mods[d->nr_mods++] = m;
-	return OK;
-}
-
-static int parse_thrd(struct dump *d, struct cur *c)
-{
-	uint32_t n;
-
-	if (c->left < 8)
-		return BAD;
-	n = rd32(c);
-	rd32(c);
-	if (n > WP_RAW_MAX_THREADS || c->left != (size_t)n * THREAD_BYTES)
-		return BAD;
-	d->threads = rdbytes(c, c->left);
-	d->nr_threads = n;
-	return OK;
-}
-
-static int parse_ring(struct dump *d, struct cur *c)
-{
-	uint64_t cap_samples, cap_pcs, cap_stacks, cap_words, ns, np, nst, nw;
-	size_t left;
-
-	if (c->left < RING_HEAD_BYTES)
-		return BAD;
-	cap_samples = rd64(c);
-	d->ring_cap = cap_samples;
-	cap_pcs = rd64(c);
-	cap_stacks = rd64(c);
-	cap_words = rd64(c);
-	d->window_ns = rd64(c);
-	rd64(c); /* nr_added */
-	d->overwritten = rd64(c);
-	d->dropped_full = rd64(c);
-	rd64(c); /* nr_compactions */
-	rd64(c); /* head: the samples are already in ring order */
-	ns = rd64(c);
-	np = rd64(c);
-	nst = rd64(c);
-	nw = rd64(c);
-	left = c->left;
-	if (ns > cap_samples || np > cap_pcs || nst > cap_stacks || nw > cap_words)
-		return BAD;
-	/* Each count is bounded by the payload before anything is multiplied. */
-	if (ns > left / 24 || np > left / 16 || nst > left / 8 || nw > left / 4 ||
-	    ns * 24 + np * 16 + nst * 8 + nw * 4 != left)
-		return BAD;
-	d->samples = rdbytes(c, ns * 24);
-	d->pcs = rdbytes(c, np * 16);
-	d->stacks = rdbytes(c, nst * 8);
-	d->words = rdbytes(c, nw * 4);
-	d->ns = ns;
-	d->np = np;
-	d->nst = nst;
-	d->nw = nw;
-	return OK;
-}
-
-static int known(uint32_t tag)
-{
-	return tag == WP_RAW_TAG_META || tag == WP_RAW_TAG_CTRS || tag == WP_RAW_TAG_MODL ||
-	       tag == WP_RAW_TAG_THRD || tag == WP_RAW_TAG_RING;
-}
-
-/* The "seen" flag of a section that must appear exactly once, else NULL. */
-static int *seen_flag(struct dump *d, uint32_t tag)
-{
-	if (tag == WP_RAW_TAG_META)
-		return &d->have_meta;
-	if (tag == WP_RAW_TAG_CTRS)
-		return &d->have_ctrs;
-	if (tag == WP_RAW_TAG_THRD)
-		return &d->have_thrd;
-	if (tag == WP_RAW_TAG_RING)
-		return &d->have_ring;
-	return NULL;
-}
-
-static int parse_section(struct dump *d, uint32_t tag, struct cur *c)
-{
-	if (tag == WP_RAW_TAG_META)
-		return parse_meta(d, c);
-	if (tag == WP_RAW_TAG_CTRS)
-		return parse_ctrs(d, c);
-	if (tag == WP_RAW_TAG_THRD)
-		return parse_thrd(d, c);
-	if (tag == WP_RAW_TAG_RING)
-		return parse_ring(d, c);
-	return parse_modl(d, c);
-}
-
-/* The 16-byte file header, of which `len` bytes are present. */
-static int check_header(const unsigned char *data, size_t len, char *err, size_t errlen)
-{
-	uint32_t v;
-
-	if (len < 8 || memcmp(data, WP_RAW_MAGIC, 8) != 0) {
-		set_err(err, errlen, "not a wallprof raw dump (bad magic)");
-		return BAD;
-	}
-	if (len < 16) {
-		set_err(err, errlen, "truncated in the file header (%zu bytes)", len);
-		return BAD;
-	}
-	memcpy(&v, data + 8, 4);
-	if (v != WP_RAW_VERSION) {
-		set_err(err, errlen, "unsupported raw dump version %u (this reader knows %u)", v,
-			WP_RAW_VERSION);
-		return BAD;
-	}
-	memcpy(&v, data + 12, 4);
-	if (v != WP_RAW_BYTE_ORDER) {
-		set_err(err, errlen, "raw dump of another byte order (mark 0x%08x)", v);
-		return BAD;
-	}
-	return OK;
-}
-
-static int parse(struct dump *d, const unsigned char *data, size_t len, char *err, size_t errlen)
-{
-	size_t off = 16;
-	uint32_t nr_sections = 0;
-	char tn[5];
-
-	if (check_header(data, len, err, errlen) != OK)
-		return BAD;
-	for (;;) {
-		uint32_t tag, ver;
-		uint64_t plen, sum;
-		struct cur c;
-		int rc, *seen = NULL;
-
-		if (len - off < 16) {
-			set_err(err, errlen, "truncated: %s at byte %zu (the dump was cut short)",
-				off == len ? "no end marker" : "section header cut", off);
-			return BAD;
-		}
-		memcpy(&tag, data + off, 4);
-		memcpy(&ver, data + off + 4, 4);
-		memcpy(&plen, data + off + 8, 8);
-		tag_name(tag, tn);
-		if (plen > len - off - 16 || len - off - 16 - plen < 8) {
-			set_err(err, errlen,
-				"truncated: section '%s' at byte %zu needs %llu bytes, %zu left", tn,
-				off, (unsigned long long)plen + 24, len - off);
-			return BAD;
-		}
-		memcpy(&sum, data + off + 16 + plen, 8);
-		if (wp_raw_checksum(data + off, 16 + plen) != sum) {
-			set_err(err, errlen, "corrupt: checksum mismatch in section '%s' at byte %zu",
-				tn, off);
-			return BAD;
-		}
-		c.p = data + off + 16;
-		c.left = plen;
-		if (tag == WP_RAW_TAG_END) {
-			uint64_t at = rd64(&c);
-			uint32_t n = rd32(&c);
-
-			if (ver != 1 || plen != 16 || at != off || n != nr_sections) {
-				set_err(err, errlen, "corrupt: bad end marker at byte %zu", off);
-				return BAD;
-			}
-			off += 24 + plen;
-			if (off != len) {
-				set_err(err, errlen, "corrupt: %zu bytes after the end marker", len - off);
-				return BAD;
-			}
-			break;
-		}
-		if (!known(tag)) {
-			/* a later version's addition: skipped */
-			off += 24 + plen;
-			nr_sections++;
-			continue;
-		}
-		seen = seen_flag(d, tag);
-		if (ver != 1 && !(tag == WP_RAW_TAG_META && ver == 2)) {
-			set_err(err, errlen, "unsupported version %u of section '%s'", ver, tn);
-			return BAD;
-		}
-		if (tag == WP_RAW_TAG_META)
-			d->meta_version = ver;
-		if (seen && *seen) {
-			set_err(err, errlen, "corrupt: section '%s' twice (byte %zu)", tn, off);
-			return BAD;
-		}
-		rc = parse_section(d, tag, &c);
-		if (rc == NOMEM) {
-			set_err(err, errlen, "out of memory");
-			return BAD;
-		}
-		if (rc != OK) {
-			set_err(err, errlen, "corrupt: section '%s' at byte %zu is malformed", tn, off);
-			return BAD;
-		}
-		if (seen)
-			*seen = 1;
-		off += 24 + plen;
-		nr_sections++;
-	}
-	if (!d->have_meta || !d->have_ctrs || !d->have_thrd || !d->have_ring) {
-		set_err(err, errlen, "corrupt: missing section '%s'",
-			!d->have_meta ? "META" : !d->have_ctrs ? "CTRS" : !d->have_thrd ? "THRD" : "RING");
-		return BAD;
-	}
-	return OK;
-}
+#include "raw_parse.h"
 
 /* ---- rebuilding the profile --------------------------------------------- */
 
@@ -514,7 +98,7 @@ static int cmp_extent(const void *a, const void *b)
  * the arena and shared with no other stack, its frame ids in the frame
  * table. Overlapping stacks are all dropped: which one was torn is unknown.
  * Frames are checked only in disjoint extents: at most nw reads. */
-static int check_stacks(const struct dump *d, unsigned char *stack_ok, size_t *nr_bad)
+static int check_stacks(const struct wp_raw_dump *d, unsigned char *stack_ok, size_t *nr_bad)
 {
 	struct extent *e = malloc((d->nst + 1) * sizeof(*e));
 	size_t s, n = 0, i;
@@ -552,7 +136,8 @@ static int check_stacks(const struct dump *d, unsigned char *stack_ok, size_t *n
 
 /* Samples, stacks and frames: wp_ring_snapshot()'s algorithm over the
  * dumped tables, after dropping what does not hold together. */
-static int build_window(const struct dump *d, struct wp_profile *out, struct wp_raw_info *info)
+static int build_window(const struct wp_raw_dump *d, struct wp_profile *out,
+			struct wp_raw_info *info)
 {
 	unsigned char *stack_ok = NULL;
 	uint32_t *valid = NULL, *smap = NULL, *pmap = NULL, *byid = NULL;
@@ -669,7 +254,7 @@ static int cmp_mod_start(const void *a, const void *b, void *arg)
  * range a live one reuses is left out (the live one wins). Live modules are
  * sorted by start with the furthest end of each prefix, so each unloaded
  * one is a binary search, not a scan of the map. */
-static int build_modules(struct dump *d, struct wp_profile *out)
+static int build_modules(struct wp_raw_dump *d, struct wp_profile *out)
 {
 	size_t *live = malloc((d->nr_mods + 1) * sizeof(*live));
 	uint64_t *max_end = malloc((d->nr_mods + 1) * sizeof(*max_end));
@@ -722,7 +307,7 @@ static int build_modules(struct dump *d, struct wp_profile *out)
  * dump: the name of its newest (last) entry, the signal and sample counts of
  * all its entries summed (a reused tid is one thread of the profile, as its
  * samples are), flags or'ed. Newest-first order. */
-static int build_threads(const struct dump *d, struct wp_profile *out)
+static int build_threads(const struct wp_raw_dump *d, struct wp_profile *out)
 {
 	uint32_t *tids = malloc((out->nr_samples + d->nr_threads + 1) * sizeof(*tids));
 	int32_t *slot = NULL;
@@ -734,8 +319,8 @@ static int build_threads(const struct dump *d, struct wp_profile *out)
 	for (i = 0; i < out->nr_samples; i++)
 		tids[ns++] = out->samples[i].tid;
 	for (i = 0; i < d->nr_threads; i++)
-		if (le32(d->threads + i * THREAD_BYTES + 20) & WP_THREAD_LIVE)
-			tids[ns++] = le32(d->threads + i * THREAD_BYTES);
+		if (le32(d->threads + i * WP_RAW_THREAD_BYTES + 20) & WP_THREAD_LIVE)
+			tids[ns++] = le32(d->threads + i * WP_RAW_THREAD_BYTES);
 	qsort(tids, ns, sizeof(*tids), cmp_u32);
 	for (i = 0; i < ns; i++)
 		if (nt == 0 || tids[nt - 1] != tids[i])
@@ -746,7 +331,7 @@ static int build_threads(const struct dump *d, struct wp_profile *out)
 	for (i = 0; i < nt; i++)
 		slot[i] = -1;
 	for (i = d->nr_threads; i-- > 0;) {
-		const unsigned char *e = d->threads + i * THREAD_BYTES;
+		const unsigned char *e = d->threads + i * WP_RAW_THREAD_BYTES;
 		uint32_t tid = le32(e);
 		uint32_t *hit = bsearch(&tid, tids, nt, sizeof(*tids), cmp_u32);
 		struct wp_thread *t;
@@ -854,11 +439,11 @@ static int path_cost(const struct wp_profile *p, uint64_t budget, uint64_t *cost
 	return 0;
 }
 
-int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out,
-		    struct wp_raw_info *info, char *err, size_t errlen)
+int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out, struct wp_raw_info *info,
+		    char *err, size_t errlen)
 {
 	struct wp_raw_info dummy;
-	struct dump d;
+	struct wp_raw_dump d;
 	uint64_t cost = 0;
 	int rc;
 
@@ -869,7 +454,7 @@ int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out,
 	memset(info, 0, sizeof(*info));
 	if (!data)
 		len = 0;
-	if (parse(&d, data, len, err, errlen) < 0)
+	if (wp_raw_parse(&d, data, len, err, errlen) < 0)
 		goto fail;
 	info->signal = d.signal;
 	info->dump_ns = d.dump_ns;
@@ -878,19 +463,20 @@ int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out,
 	info->bytes = len;
 	rc = build_window(&d, out, info);
 	if (rc == -2) {
-		set_err(err, errlen, "corrupt: the stacks hold more than 2^32 frames");
+		wp_raw_set_err(err, errlen, "corrupt: the stacks hold more than 2^32 frames");
 		goto fail;
 	}
 	if (rc < 0 || build_modules(&d, out) < 0 ||
 	    path_cost(out, (uint64_t)len * WP_RAW_PATH_BUDGET, &cost) < 0 ||
 	    build_threads(&d, out) < 0 ||
-	    !(out->cmdline = dup_bytes(d.cmdline ? d.cmdline : (const unsigned char *)"",
-				       d.cmdline_len))) {
-		set_err(err, errlen, "out of memory");
+	    !(out->cmdline = wp_raw_dup_bytes(d.cmdline ? d.cmdline : (const unsigned char *)"",
+					      d.cmdline_len))) {
+		wp_raw_set_err(err, errlen, "out of memory");
 		goto fail;
 	}
 	if (cost) {
-		set_err(err, errlen,
+		wp_raw_set_err(
+			err, errlen,
 			"corrupt: its %zu frames would repeat more than %llu bytes of module "
 			"paths (%d per byte of the %zu-byte dump)",
 			out->nr_pcs, (unsigned long long)len * WP_RAW_PATH_BUDGET,
@@ -911,10 +497,10 @@ int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out,
 	out->counters = d.ctr;
 	out->counters.nr_overwritten = d.overwritten;
 	out->counters.nr_dropped_full = d.dropped_full;
-	dump_free(&d);
+	wp_raw_dump_free(&d);
 	return 0;
 fail:
-	dump_free(&d);
+	wp_raw_dump_free(&d);
 	wp_profile_free(out);
 	memset(info, 0, sizeof(*info));
 	return -1;
@@ -972,41 +558,41 @@ int wp_raw_read_ex(const char *path, struct wp_profile *out, struct wp_raw_info 
 		memset(info, 0, sizeof(*info));
 	/* stat() first: opening a device can have effects of its own. */
 	if (stat(path, &st) < 0) {
-		set_err(err, errlen, "cannot open: %s", strerror(errno));
+		wp_raw_set_err(err, errlen, "cannot open: %s", strerror(errno));
 		return -1;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		set_err(err, errlen, "not a regular file (%s)", file_kind(st.st_mode));
+		wp_raw_set_err(err, errlen, "not a regular file (%s)", file_kind(st.st_mode));
 		return -1;
 	}
 	/* O_NONBLOCK: a FIFO swapped in since the stat() must not block open() */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0) {
-		set_err(err, errlen, "cannot open: %s", strerror(errno));
+		wp_raw_set_err(err, errlen, "cannot open: %s", strerror(errno));
 		return -1;
 	}
 	if (fstat(fd, &st) < 0)
 		goto read_error;
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
-		set_err(err, errlen, "not a regular file (%s)", file_kind(st.st_mode));
+		wp_raw_set_err(err, errlen, "not a regular file (%s)", file_kind(st.st_mode));
 		return -1;
 	}
 	if (st.st_size <= 0) {
 		close(fd);
-		set_err(err, errlen, "empty file (not a wallprof raw dump)");
+		wp_raw_set_err(err, errlen, "empty file (not a wallprof raw dump)");
 		return -1;
 	}
 	if ((uint64_t)st.st_size >= SIZE_MAX / 2) {
 		close(fd);
-		set_err(err, errlen, "too large (%lld bytes)", (long long)st.st_size);
+		wp_raw_set_err(err, errlen, "too large (%lld bytes)", (long long)st.st_size);
 		return -1;
 	}
 	size = (size_t)st.st_size;
 	n = read_full(fd, head, size < sizeof(head) ? size : sizeof(head));
 	if (n < 0)
 		goto read_error;
-	if (check_header(head, (size_t)n, err, errlen) != OK) {
+	if (wp_raw_check_header(head, (size_t)n, err, errlen) < 0) {
 		close(fd);
 		return -1;
 	}
@@ -1014,7 +600,7 @@ int wp_raw_read_ex(const char *path, struct wp_profile *out, struct wp_raw_info 
 	buf = malloc(size + 1);
 	if (!buf) {
 		close(fd);
-		set_err(err, errlen, "out of memory reading %zu bytes", size);
+		wp_raw_set_err(err, errlen, "out of memory reading %zu bytes", size);
 		return -1;
 	}
 	memcpy(buf, head, (size_t)n);
@@ -1026,7 +612,8 @@ int wp_raw_read_ex(const char *path, struct wp_profile *out, struct wp_raw_info 
 	close(fd);
 	if (len > size) {
 		free(buf);
-		set_err(err, errlen, "the file grew while it was read (is it still being written?)");
+		wp_raw_set_err(err, errlen,
+			       "the file grew while it was read (is it still being written?)");
 		return -1;
 	}
 	rc = wp_raw_read_mem(buf, len, out, info, err, errlen);
@@ -1036,7 +623,7 @@ read_error:
 	rc = errno;
 	free(buf);
 	close(fd);
-	set_err(err, errlen, "cannot read: %s", strerror(rc));
+	wp_raw_set_err(err, errlen, "cannot read: %s", strerror(rc));
 	return -1;
 }
 

@@ -10,10 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../preload/test_hooks.h"
 #include "output.h"
 
-#if WP_TESTING
+#ifdef WP_TEST_HOOKS
 int wp_out_fail_write_at;
 #endif
 
@@ -113,7 +112,7 @@ int wp_out_atomic_write(struct wp_out_atomic *a, const void *data, size_t len,
 	ssize_t n;
 
 	while (len > 0) {
-#if WP_TESTING
+#ifdef WP_TEST_HOOKS
 		if (wp_out_fail_write_at > 0 && --wp_out_fail_write_at == 0) {
 			errno = ENOSPC;
 			n = -1;

@@ -19,7 +19,7 @@
 #include "../unwind/unwind.h"
 #include "block_int.h"
 #include "sigmask.h"
-#include "sys.h"
+#include "../output/sys.h"
 
 #define IPC_CALLS(X)                                                                         \
 	X(RETRY, ssize_t, msgrcv, SYS_msgrcv,                                                 \

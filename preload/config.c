@@ -13,7 +13,7 @@
 
 #include "../output/strput.h"
 #include "test_hooks.h"
-#include "sys.h"
+#include "../output/sys.h"
 
 #include "tree.h"
 #include "wallprof.h"

@@ -23,7 +23,7 @@
 #include "../output/strput.h"
 #include "convert.h"
 #include "runtime.h"
-#include "sys.h"
+#include "../output/sys.h"
 
 #ifndef SCHED_IDLE
 #define SCHED_IDLE 5

@@ -20,6 +20,7 @@
 #include "../output/raw.h"
 #include "convert.h"
 #include "dump.h"
+#include "raw_dump.h"
 #include "lifecycle.h"
 #include "runtime.h"
 #include "sample.h"

@@ -18,7 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "sys.h"
+#include "../output/sys.h"
 #include "wallprof.h"
 
 #ifndef SYS_pidfd_open

@@ -73,16 +73,8 @@ int wp_ring_snapshot(const struct wp_ring *r, struct wp_profile *out);
 
 const struct wp_ring_stats *wp_ring_stats(const struct wp_ring *r);
 
-/* Raw dump of the ring for a dying process (output/raw.h frames it).
- * One section, tag "RING", version 1; little-endian; payload:
- *
- *   u64 cap_samples, cap_pcs, cap_stacks, cap_words, window_ns   config
- *   u64 nr_added, nr_overwritten, nr_dropped_full, nr_compactions stats
- *   u64 head, nr_samples, nr_pcs, nr_stacks, nr_words            as read, capped
- *   nr_samples x { u64 t_ns; u32 tid, stack, flags, syscall }    24 B, ring order (oldest first)
- *   nr_pcs     x { u64 addr; u32 flags, 0 }                      16 B, the frame table
- *   nr_stacks  x { u32 off, len }                                8 B, frames words[off, off+len)
- *   nr_words   x u32                                             frame indices, leaf first
+/* Raw dump of the ring for a dying process: one section, tag "RING",
+ * version 1, whose layout output/raw.h gives with the rest of the dump's.
  *
  * Every live sample is written (the reader applies the window). The ring
  * may be mid-update by another thread: every count is read once and capped

@@ -28,7 +28,7 @@
 
 #include "as_safe.h"
 #include "ring.h"
-#include "sys.h"
+#include "../output/sys.h"
 #include "wallprof.h"
 
 struct wp_slot;

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "sigmask.h"
-#include "sys.h"
+#include "../output/sys.h"
 
 #define WP_EXPORT __attribute__((visibility("default")))
 

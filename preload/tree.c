@@ -16,7 +16,7 @@
 #include "../output/output.h"
 #include "../output/profile.h"
 #include "convert.h"
-#include "sys.h"
+#include "../output/sys.h"
 #include "runtime.h"
 #include "tree.h"
 

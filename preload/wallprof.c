@@ -13,7 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "sys.h"
+#include "../output/sys.h"
 #include "block.h"
 #include "sampler.h"
 #include "thread_start.h"

@@ -5,8 +5,11 @@
  * the same over thousands of walks while the module list keeps changing,
  * without the heap growing; harmless on a stack unmapped since; fresh in a
  * forked child; .debug_frame rewritten in .eh_frame's form, and garbage
- * there read within bounds. preload/proc_unwind.c is built into this test
- * directly (the unit tests link only the core sources). */
+ * there read within bounds. preload/proc_unwind.c and its parts are built
+ * into this test directly (the unit tests do not link the runtime). */
+#include "../../preload/debug_frame.c"
+#include "../../preload/proc_mem.c"
+#include "../../preload/proc_modules.c"
 #include "../../preload/proc_unwind.c"
 
 #include <dlfcn.h>
@@ -297,19 +300,19 @@ static void test_convert(void)
 {
 	uint8_t buf[512], *e;
 	size_t n = sample_debug_frame(buf);
-	struct module m = { .lo = 0x1000, .hi = 0x9000, .bias = 0x10000 };
+	struct wp_debug_frame df;
 	uint64_t start;
 	int32_t rel;
 	uint32_t seed = 12345;
 
-	/* With the bias, the FDEs at 0x2000 and 0x1000 fall outside: none. */
-	REQ(convert(&m, buf, n) < 0 && !m.df);
-	m.bias = 0;
-	REQ(convert(&m, buf, n) == 0 && m.df && m.df_nr == 2);
-	if (m.df && m.df_nr == 2) {
+	/* The module's code at [0x1000, 0x9000). With a bias of 0x10000, the
+	 * FDEs at 0x2000 and 0x1000 fall outside: none. */
+	REQ(wp_debug_frame_convert(buf, n, 0x10000, 0x1000, 0x9000, &df) < 0 && !df.data);
+	REQ(wp_debug_frame_convert(buf, n, 0, 0x1000, 0x9000, &df) == 0 && df.data && df.nr == 2);
+	if (df.data && df.nr == 2) {
 		/* sorted by start: 0x1000 (the version 4 CIE's), then 0x2000 */
-		REQ(m.df_tab[0] == 0 && m.df_tab[2] == 0x1000);
-		e = m.df + m.df_tab[1];
+		REQ(df.tab[0] == 0 && df.tab[2] == 0x1000);
+		e = df.data + df.tab[1];
 		memcpy(&rel, e + 4, 4);
 		memcpy(&start, e + 8, 8);
 		REQ(start == 0x1000);
@@ -317,8 +320,7 @@ static void test_convert(void)
 		REQ(get32(e + 4 - rel + 4) == 0 && e[4 - rel + 8] == 3 && e[4 - rel + 9] == 0 &&
 		    e[4 - rel + 10] == 1 && e[4 - rel + 11] == 0x78);
 	}
-	free(m.df);
-	free(m.df_tab);
+	wp_debug_frame_free(&df);
 	report("proc_unwind: .debug_frame in .eh_frame's form");
 
 	/* Damaged input (bytes changed, cut short) is read within its bounds
@@ -337,18 +339,11 @@ static void test_convert(void)
 			len = (seed >> 12) % n;
 		copy = malloc(len ? len : 1); /* exactly len bytes readable, for ASan */
 		memcpy(copy, buf, len);
-		m.df = NULL;
-		m.df_tab = NULL;
-		convert(&m, copy, len);
-		free(m.df);
-		free(m.df_tab);
+		wp_debug_frame_convert(copy, len, 0, 0x1000, 0x9000, &df);
+		wp_debug_frame_free(&df);
 		free(copy);
 	}
 	report("proc_unwind: damaged .debug_frame read within bounds");
-	/* convert() registered its buffers as ours: forget them and the
-	 * session built on them. */
-	free_modules();
-	u.built = 0;
 }
 
 int main(void)

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../../output/raw.h"
+#include "../../preload/raw_dump.h"
 #include "../../preload/ring.h"
 #include "../../preload/wallprof.h"
 

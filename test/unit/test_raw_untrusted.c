@@ -25,8 +25,9 @@
 
 #include "../../output/output.h"
 #include "../../output/raw.h"
-#include "../../symbolize/symbolize.h"
+#include "../../preload/raw_dump.h"
 #include "../../preload/wallprof.h"
+#include "../../symbolize/symbolize.h"
 
 #include "check.h"
 #include "raw_files.h"
@@ -47,7 +48,7 @@
 
 /* ---- crafting dumps ------------------------------------------------------ */
 
-/* A RING section's tables, any content (ring.h documents the layout). */
+/* A RING section's tables, any content (output/raw.h documents the layout). */
 struct rsample {
 	uint64_t t;
 	uint32_t tid, stack, flags, syscall;

@@ -1,7 +1,10 @@
 /* sys: system calls issued by the library itself, straight to the kernel.
  * The library interposes syscall() for the program's blocking calls
- * (block_ipc.c); its own futex waits, tgkill and gettid must not go through
- * that wrapper (a wait inside a wrapper's exit would publish again).
+ * (preload/block_ipc.c); its own futex waits, tgkill and gettid must not go
+ * through that wrapper (a wait inside a wrapper's exit would publish again).
+ * It lives here, below the runtime, because the writers the library shares
+ * with the converter (raw.c, event.c) run inside the library too and write
+ * the same way.
  * async-signal-safe */
 #ifndef WP_SYS_H
 #define WP_SYS_H
