@@ -12,6 +12,7 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
 #include <gelf.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -93,8 +94,10 @@ static void map_free(struct map *m)
 	memset(m, 0, sizeof(*m));
 }
 
-/* Bump allocator for results and frames: they live until wp_sym_close, so one
- * free per chunk instead of one per address. */
+/* Bump allocator: a wp_sym's results and frames, a session's tables and
+ * strings. Everything lives until its owner is freed, so one free per chunk
+ * instead of one per allocation. Chunks grow from 4 KiB to 64 KiB, so a
+ * session that resolves a handful of addresses stays small. */
 struct chunk {
 	struct chunk *next;
 	size_t size, used;
@@ -105,6 +108,7 @@ struct arena {
 	struct chunk *head;
 };
 
+#define ARENA_FIRST (4 * 1024)
 #define ARENA_CHUNK (64 * 1024)
 
 static void *arena_alloc(struct arena *a, size_t n)
@@ -112,7 +116,11 @@ static void *arena_alloc(struct arena *a, size_t n)
 	n = (n + 15) & ~(size_t)15;
 	struct chunk *c = a->head;
 	if (!c || c->size - c->used < n) {
-		size_t size = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+		size_t size = c ? c->size * 2 : ARENA_FIRST;
+		if (size > ARENA_CHUNK)
+			size = ARENA_CHUNK;
+		if (n > size)
+			size = n;
 		c = malloc(sizeof(*c) + size);
 		if (!c)
 			return NULL;
@@ -175,12 +183,24 @@ struct cu {
 
 enum { MOD_UNTRIED, MOD_READY, MOD_NONE };
 
-/* Per-module state; everything but `m` is filled lazily on first use, so a
- * dump that touches 5 of 200 modules opens 5 files. */
-struct mod {
-	struct wp_module m; /* copy; path is ours */
-	int state;          /* MOD_* */
-	Dwfl *dwfl;         /* a session of its own: no overlap rules between modules */
+/* What was opened for a session. */
+enum { SRC_VDSO, SRC_PATH, SRC_MAPPED, SRC_DEBUG };
+
+/* What makes two modules' sessions interchangeable inside one wp_sym: the
+ * same file (its build-id, or its inode when it has none) reported at the
+ * same place relative to the recorded bias; `base` is where it was reported. */
+struct share {
+	uint64_t lo, hi; /* reported extent minus the recorded bias */
+	uint64_t dev, ino;
+	uint32_t id_len;
+	unsigned char id[WP_BUILD_ID_MAX];
+	uint64_t base;
+};
+
+/* One libdwfl session over one file, and everything built lazily from it.
+ * Owned by the wp_sym holding it. */
+struct session {
+	Dwfl *dwfl; /* a session of its own: no overlap rules between modules */
 	Dwfl_Module *dm;
 	Dwarf *dw;
 	Dwarf_Addr dwbias;
@@ -191,22 +211,22 @@ struct mod {
 	struct range *cus; /* own CU table, only when dwfl_module_addrdie misses */
 	size_t nr_cus;
 	int cus_tried;
-	struct map cu_map; /* CU DIE offset -> struct cu (arena) */
-	struct mod *host;  /* READY without a session: an earlier module of the same
-	                      file whose session it uses (see share_session), */
-	uint64_t host_delta; /* at addresses shifted by this */
-	struct share *share; /* a session's identity, when other modules may share it */
+	struct map cu_map;  /* CU DIE offset -> struct cu (arena) */
+	struct map names;   /* mangled string pointer -> demangled string (malloc'd) or &no_name */
+	struct arena arena; /* struct cu, joined paths and scoped names */
+	int src;            /* SRC_* */
+	struct share share;  /* identity inside a wp_sym, when share_hash */
+	uint64_t share_hash; /* 0: not to be shared */
 };
 
-/* What makes two modules' sessions interchangeable: the same file (its
- * build-id, or its inode when it has none) reported at the same place
- * relative to the recorded bias; `base` is where it was reported. */
-struct share {
-	uint64_t lo, hi; /* reported extent minus the recorded bias */
-	uint64_t dev, ino;
-	uint32_t id_len;
-	unsigned char id[WP_BUILD_ID_MAX];
-	uint64_t base;
+/* Per-module state, filled on first use, so a dump that touches 5 of 200
+ * modules opens 5 files. */
+struct mod {
+	struct wp_module m;  /* copy; path is ours */
+	int state;           /* MOD_* */
+	struct session *ss;  /* READY: the session it resolves through (maybe opened
+	                        for another module of the same file), */
+	uint64_t delta;      /* at addresses shifted by this */
 };
 
 /* A cached lookup. */
@@ -228,8 +248,8 @@ struct wp_sym {
 	int *seg_mod;
 	size_t nr_segs;
 	struct map cache;  /* address -> struct res (arena) */
-	struct map names;  /* mangled string pointer -> demangled string or &no_name */
-	struct map shared; /* hash of a struct share -> the module holding that session */
+	struct map held;   /* session pointer -> session: those this wp_sym holds */
+	struct map shared; /* hash of a struct share -> the held session with that identity */
 	struct arena arena;
 	Dwarf_Die *chain; /* scratch: subprogram then inlined subroutines, outer first */
 	size_t chain_cap;
@@ -276,15 +296,15 @@ char *wp_sym_demangle(const char *name)
 }
 
 /* Demangled form of `name`, cached by the string's address (names come from
- * ELF/DWARF string tables, so one function keeps one pointer). */
-static const char *pretty_name(struct wp_sym *s, const char *name)
+ * the session's ELF/DWARF string tables, so one function keeps one pointer). */
+static const char *pretty_name(struct session *ss, const char *name)
 {
 	if (!name || name[0] != '_' || name[1] != 'Z')
 		return name;
-	char *d = map_get(&s->names, (uintptr_t)name);
+	char *d = map_get(&ss->names, (uintptr_t)name);
 	if (!d) {
 		d = wp_sym_demangle(name);
-		if (map_put(&s->names, (uintptr_t)name, d ? d : &no_name) < 0) {
+		if (map_put(&ss->names, (uintptr_t)name, d ? d : &no_name) < 0) {
 			free(d);
 			return name; /* out of memory: the raw name is still correct */
 		}
@@ -294,7 +314,7 @@ static const char *pretty_name(struct wp_sym *s, const char *name)
 	return d == &no_name ? name : d;
 }
 
-/* ---- modules -------------------------------------------------------------- */
+/* ---- sessions ------------------------------------------------------------- */
 
 static const char *base_name(const char *path)
 {
@@ -302,12 +322,36 @@ static const char *base_name(const char *path)
 	return b ? b + 1 : path;
 }
 
+static void session_free(struct session *ss)
+{
+	for (size_t j = 0; j < ss->cu_map.cap; j++) {
+		struct cu *cu = ss->cu_map.vals[j];
+		if (cu) {
+			free(cu->subs);
+			map_free(&cu->paths);
+			map_free(&cu->scoped);
+		}
+	}
+	map_free(&ss->cu_map);
+	for (size_t j = 0; j < ss->names.cap; j++)
+		if (ss->names.vals[j] && ss->names.vals[j] != &no_name)
+			free(ss->names.vals[j]);
+	map_free(&ss->names);
+	free(ss->syms);
+	free(ss->cus);
+	if (ss->dwfl)
+		dwfl_end(ss->dwfl);
+	arena_free(&ss->arena);
+	free(ss);
+}
+
 /* Reports `file` (or `fd`, consumed) at the module's recorded bias, in a
  * fresh session. With add_p_vaddr=true libdwfl takes `base` as the load bias
  * (runtime = p_vaddr + base) for ET_DYN and ignores it for ET_EXEC, which is
  * exactly dlpi_addr; with false it would take `base` as the address of the
  * first PT_LOAD, wrong for objects whose first p_vaddr is not 0. */
-static int report(struct wp_sym *s, struct mod *md, const char *file, int fd)
+static int report(const struct wp_sym *s, struct session *ss, const struct wp_module *m,
+		  const char *file, int fd)
 {
 	Dwfl *d = dwfl_begin(s->callbacks);
 	if (!d) {
@@ -316,83 +360,107 @@ static int report(struct wp_sym *s, struct mod *md, const char *file, int fd)
 		return -1;
 	}
 	dwfl_report_begin(d);
-	Dwfl_Module *dm = dwfl_report_elf(d, base_name(md->m.path), file, fd, md->m.bias, true);
+	Dwfl_Module *dm =
+		dwfl_report_elf(d, m->path ? base_name(m->path) : file, file, fd, m->bias, true);
 	if (!dm && fd >= 0)
 		close(fd); /* consumed only on success */
 	if (dwfl_report_end(d, NULL, NULL) != 0 || !dm) {
 		dwfl_end(d);
 		return -1;
 	}
-	md->dwfl = d;
-	md->dm = dm;
+	ss->dwfl = d;
+	ss->dm = dm;
 	return 0;
 }
 
-static void unreport(struct mod *md)
+static void unreport(struct session *ss)
 {
-	dwfl_end(md->dwfl);
-	md->dwfl = NULL;
-	md->dm = NULL;
+	dwfl_end(ss->dwfl);
+	ss->dwfl = NULL;
+	ss->dm = NULL;
+}
+
+static uint64_t page_up(uint64_t a)
+{
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+	return (a + pg - 1) & ~(pg - 1);
 }
 
 /* Is the reported file the one that was mapped? By build-id when one was
  * recorded; otherwise at least the PT_LOAD extent must match. */
-static int trusted(const struct mod *md)
+static int trusted(const struct session *ss, const struct wp_module *m)
 {
 	const unsigned char *bits;
 	GElf_Addr vaddr;
-	int n = dwfl_module_build_id(md->dm, &bits, &vaddr);
-	if (md->m.build_id_len)
-		return n > 0 && (uint32_t)n == md->m.build_id_len &&
-		       !memcmp(bits, md->m.build_id, n);
+	int n = dwfl_module_build_id(ss->dm, &bits, &vaddr);
+	if (m->build_id_len)
+		return n > 0 && (uint32_t)n == m->build_id_len && !memcmp(bits, m->build_id, n);
 	Dwarf_Addr lo, hi;
-	if (!dwfl_module_info(md->dm, NULL, &lo, &hi, NULL, NULL, NULL, NULL))
+	if (!dwfl_module_info(ss->dm, NULL, &lo, &hi, NULL, NULL, NULL, NULL))
 		return 0;
-	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
-	return ((hi + pg - 1) & ~(pg - 1)) == ((md->m.end + pg - 1) & ~(pg - 1));
+	return page_up(hi) == page_up(m->end);
 }
 
-static void open_session(struct wp_sym *s, struct mod *md)
+/* `path` opened for reading if it is a regular file (never blocks on a FIFO
+ * a crafted dump names), or -1. */
+static int open_regular(const char *path)
 {
-	md->state = MOD_NONE;
-	int vdso = !!(md->m.flags & WP_MOD_VDSO);
-	int fd = vdso ? wp_sym_vdso_fd(&md->m) : -1;
-	if (fd >= 0 && report(s, md, md->m.path ? md->m.path : "[vdso]", fd) == 0) {
-		if (trusted(md)) {
-			md->state = MOD_READY;
-			return;
-		}
-		unreport(md);
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -1;
 	}
+	return fd;
+}
+
+/* Reports `file` (`fd`, consumed, or -1) and keeps it when it is the
+ * recorded file. Returns 1 when kept. */
+static int try_source(const struct wp_sym *s, struct session *ss, const struct wp_module *m,
+		      const char *file, int fd, int src)
+{
+	if (report(s, ss, m, file, fd) < 0)
+		return 0;
+	if (!trusted(ss, m)) {
+		unreport(ss);
+		return 0;
+	}
+	ss->src = src;
+	return 1;
+}
+
+/* A session over the file the module had mapped: the vDSO from memory, the
+ * file at its path, the mapping a live process still has, or the separate
+ * debug file of its build-id, the first the module's identity accepts.
+ * NULL when none does, or out of memory. */
+static struct session *open_session(const struct wp_sym *s, const struct wp_module *m)
+{
+	struct session *ss = calloc(1, sizeof(*ss));
+	if (!ss)
+		return NULL;
+	int vdso = !!(m->flags & WP_MOD_VDSO);
+	int fd = vdso ? wp_sym_vdso_fd(m) : -1;
+	if (fd >= 0 && try_source(s, ss, m, m->path ? m->path : "[vdso]", fd, SRC_VDSO))
+		return ss;
 	/* A vDSO's path is no file; never open it. */
-	if (!vdso && md->m.path && md->m.path[0] && report(s, md, md->m.path, -1) == 0) {
-		if (trusted(md)) {
-			md->state = MOD_READY;
-			return;
-		}
-		unreport(md);
-	}
+	if (!vdso && m->path && m->path[0] && (fd = open_regular(m->path)) >= 0 &&
+	    try_source(s, ss, m, m->path, fd, SRC_PATH))
+		return ss;
 	/* Deleted or replaced on disk but still mapped here: the mapping
 	 * still reaches the original file. */
-	if (!vdso && (fd = wp_sym_mapped_fd(&md->m)) >= 0 &&
-	    report(s, md, md->m.path ? md->m.path : "[mapped]", fd) == 0) {
-		if (trusted(md)) {
-			md->state = MOD_READY;
-			return;
-		}
-		unreport(md);
-	}
+	if (!vdso && (fd = wp_sym_mapped_fd(m)) >= 0 &&
+	    try_source(s, ss, m, m->path ? m->path : "[mapped]", fd, SRC_MAPPED))
+		return ss;
 	/* Missing or replaced: the separate debug file of the recorded build
 	 * has the same program headers, so it stands in for the binary. */
 	char path[WP_BUILD_ID_MAX * 2 + 64];
-	const struct wp_module *m = &md->m;
-	if (wp_sym_build_id_debug_path(m->build_id, m->build_id_len, path, sizeof(path)) < 0 ||
-	    access(path, R_OK) != 0 || report(s, md, path, -1) != 0)
-		return;
-	if (trusted(md))
-		md->state = MOD_READY;
-	else
-		unreport(md);
+	if (wp_sym_build_id_debug_path(m->build_id, m->build_id_len, path, sizeof(path)) == 0 &&
+	    access(path, R_OK) == 0 && try_source(s, ss, m, path, -1, SRC_DEBUG))
+		return ss;
+	free(ss);
+	return NULL;
 }
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
@@ -403,9 +471,10 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
-/* Fills `sh` for a READY module; returns its hash, or 0 when the session
- * is not to be shared (no file name to tell it by, an odd build-id). */
-static uint64_t share_key(const struct mod *md, struct share *sh)
+/* Fills `sh` for a session opened for module `m`; returns its hash, or 0
+ * when the session is not to be shared (no file name to tell it by, an odd
+ * build-id). */
+static uint64_t share_key(const struct session *ss, const struct wp_module *m, struct share *sh)
 {
 	Dwarf_Addr lo, hi;
 	const char *mainfile = NULL;
@@ -413,9 +482,9 @@ static uint64_t share_key(const struct mod *md, struct share *sh)
 	GElf_Addr vaddr;
 	struct stat st;
 	memset(sh, 0, sizeof(*sh));
-	if (!dwfl_module_info(md->dm, NULL, &lo, &hi, NULL, NULL, &mainfile, NULL))
+	if (!dwfl_module_info(ss->dm, NULL, &lo, &hi, NULL, NULL, &mainfile, NULL))
 		return 0;
-	int n = dwfl_module_build_id(md->dm, &bits, &vaddr);
+	int n = dwfl_module_build_id(ss->dm, &bits, &vaddr);
 	if (n > WP_BUILD_ID_MAX)
 		return 0;
 	if (n > 0) {
@@ -427,8 +496,8 @@ static uint64_t share_key(const struct mod *md, struct share *sh)
 	} else {
 		return 0;
 	}
-	sh->lo = lo - md->m.bias;
-	sh->hi = hi - md->m.bias;
+	sh->lo = lo - m->bias;
+	sh->hi = hi - m->bias;
 	sh->base = lo;
 	uint64_t h = 0xcbf29ce484222325ULL;
 	h = fnv(h, &sh->lo, sizeof(sh->lo));
@@ -439,40 +508,67 @@ static uint64_t share_key(const struct mod *md, struct share *sh)
 	return h ? h : 1;
 }
 
-/* A module of a file another module already opened uses that session:
- * the symbols and DWARF of one file are loaded once, however many times a
- * raw dump names it (a crafted one naming libc 500 times made 500 copies
- * of its debug information, 8 GB). */
-static void share_session(struct wp_sym *s, struct mod *md)
+/* The session of this wp_sym with identity `sh` (hash h), if any. */
+static struct session *shared_find(const struct wp_sym *s, uint64_t h, const struct share *sh)
 {
-	struct share sh;
-	uint64_t h = share_key(md, &sh);
-	if (!h)
-		return;
-	struct mod *host = map_get(&s->shared, h);
-	if (host) {
-		const struct share *o = host->share;
-		if (o->lo == sh.lo && o->hi == sh.hi && o->dev == sh.dev && o->ino == sh.ino &&
-		    o->id_len == sh.id_len && !memcmp(o->id, sh.id, sh.id_len)) {
-			unreport(md);
-			md->host = host;
-			md->host_delta = o->base - sh.base;
-		}
-		return; /* a hash collision keeps its own session */
-	}
-	md->share = arena_alloc(&s->arena, sizeof(*md->share));
-	if (!md->share)
-		return;
-	*md->share = sh;
-	if (map_put(&s->shared, h, md) < 0)
-		md->share = NULL;
+	struct session *host = map_get(&s->shared, h);
+	if (!host)
+		return NULL;
+	const struct share *o = &host->share;
+	if (o->lo == sh->lo && o->hi == sh->hi && o->dev == sh->dev && o->ino == sh->ino &&
+	    o->id_len == sh->id_len && !memcmp(o->id, sh->id, sh->id_len))
+		return host;
+	return NULL; /* a hash collision keeps its own session */
 }
 
+/* ---- modules -------------------------------------------------------------- */
+
+/* `s` holds `ss` (once, however many of its modules use it) and closes it
+ * at wp_sym_close. Returns 0, or -1 on out of memory. */
+static int hold(struct wp_sym *s, struct session *ss)
+{
+	if (map_get(&s->held, (uintptr_t)ss))
+		return 0;
+	return map_put(&s->held, (uintptr_t)ss, ss);
+}
+
+static void use(struct mod *md, struct session *ss, uint64_t delta)
+{
+	md->ss = ss;
+	md->delta = delta;
+	md->state = MOD_READY;
+}
+
+/* Opens the module's session. A module of a file another module of this
+ * wp_sym already opened uses that session: the symbols and DWARF of one
+ * file are loaded once, however many times a raw dump names it (a crafted
+ * one naming libc 500 times made 500 copies of its debug information,
+ * 8 GB). */
 static void open_module(struct wp_sym *s, struct mod *md)
 {
-	open_session(s, md);
-	if (md->state == MOD_READY)
-		share_session(s, md);
+	md->state = MOD_NONE;
+	struct session *ss = open_session(s, &md->m);
+	if (!ss)
+		return;
+	struct share sh;
+	uint64_t h = share_key(ss, &md->m, &sh);
+	struct session *host = h ? shared_find(s, h, &sh) : NULL;
+	if (host) {
+		session_free(ss);
+		use(md, host, host->share.base - sh.base);
+		return;
+	}
+	if (hold(s, ss) < 0) {
+		session_free(ss);
+		return;
+	}
+	if (h) {
+		ss->share = sh;
+		ss->share_hash = h;
+		if (!map_get(&s->shared, h))
+			(void)map_put(&s->shared, h, ss);
+	}
+	use(md, ss, 0);
 }
 
 /* Among aliases, the name people call: fewest leading underscores, so
@@ -507,10 +603,10 @@ static int fsym_cmp(const void *a, const void *b)
 
 /* Sorted function symbols of the module (symtab, else dynsym, plus
  * .gnu_debugdata), built once: dwfl_module_addrinfo scans linearly. */
-static void build_syms(struct mod *md)
+static void build_syms(struct session *ss)
 {
-	md->syms_tried = 1;
-	int n = dwfl_module_getsymtab(md->dm);
+	ss->syms_tried = 1;
+	int n = dwfl_module_getsymtab(ss->dm);
 	if (n <= 1)
 		return;
 	struct fsym *v = malloc((size_t)n * sizeof(*v));
@@ -522,7 +618,7 @@ static void build_syms(struct mod *md)
 		GElf_Addr addr;
 		GElf_Word shndx;
 		const char *name =
-		    dwfl_module_getsym_info(md->dm, i, &sym, &addr, &shndx, NULL, NULL);
+		    dwfl_module_getsym_info(ss->dm, i, &sym, &addr, &shndx, NULL, NULL);
 		if (!name || !name[0] || shndx == SHN_UNDEF || shndx == (GElf_Word)-1)
 			continue;
 		int type = GELF_ST_TYPE(sym.st_info);
@@ -535,19 +631,19 @@ static void build_syms(struct mod *md)
 	for (size_t i = 0; i < nr; i++)
 		if (!out || v[out - 1].start != v[i].start)
 			v[out++] = v[i];
-	md->syms = v;
-	md->nr_syms = out;
+	ss->syms = v;
+	ss->nr_syms = out;
 }
 
 /* The symbol containing addr, or the nearest sizeless one below it. */
-static const struct fsym *find_sym(struct mod *md, uint64_t addr)
+static const struct fsym *find_sym(struct session *ss, uint64_t addr)
 {
-	if (!md->syms_tried)
-		build_syms(md);
-	size_t lo = 0, hi = md->nr_syms;
+	if (!ss->syms_tried)
+		build_syms(ss);
+	size_t lo = 0, hi = ss->nr_syms;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (md->syms[mid].start <= addr)
+		if (ss->syms[mid].start <= addr)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -556,9 +652,9 @@ static const struct fsym *find_sym(struct mod *md, uint64_t addr)
 		return NULL;
 	/* A few steps back for symbols nested in a larger one. */
 	for (size_t j = lo, k = 0; j-- > 0 && k < 8; k++)
-		if (addr < md->syms[j].start + md->syms[j].size)
-			return &md->syms[j];
-	return md->syms[lo - 1].size ? NULL : &md->syms[lo - 1];
+		if (addr < ss->syms[j].start + ss->syms[j].size)
+			return &ss->syms[j];
+	return ss->syms[lo - 1].size ? NULL : &ss->syms[lo - 1];
 }
 
 /* The module containing addr; overlaps (a library dlclose'd and another
@@ -654,16 +750,16 @@ static void add_ranges(struct range_vec *rv, Dwarf_Die *die)
 }
 
 struct collect {
-	struct wp_sym *s;
+	struct session *ss;
 	struct cu *cu;
 	struct range_vec rv;
 };
 
 /* "prefix" + "name" + "::" or the qualified name itself, in the arena. */
-static char *join_scope(struct wp_sym *s, const char *prefix, const char *name, int sep)
+static char *join_scope(struct session *ss, const char *prefix, const char *name, int sep)
 {
 	size_t a = prefix ? strlen(prefix) : 0, b = strlen(name);
-	char *p = arena_alloc(&s->arena, a + b + 3);
+	char *p = arena_alloc(&ss->arena, a + b + 3);
 	if (!p)
 		return NULL;
 	if (a)
@@ -690,7 +786,7 @@ static void collect_subs(struct collect *c, Dwarf_Die *parent, const char *prefi
 			if (prefix && !dwarf_hasattr(&child, DW_AT_linkage_name) &&
 			    dwarf_hasattr(&child, DW_AT_name)) {
 				const char *name = dwarf_diename(&child);
-				char *q = name ? join_scope(c->s, prefix, name, 0) : NULL;
+				char *q = name ? join_scope(c->ss, prefix, name, 0) : NULL;
 				if (q && map_put(&c->cu->scoped, dwarf_dieoffset(&child), q) < 0)
 					c->rv.oom = 1;
 			}
@@ -699,7 +795,7 @@ static void collect_subs(struct collect *c, Dwarf_Die *parent, const char *prefi
 		case DW_TAG_module: {
 			const char *name = dwarf_diename(&child);
 			char *p =
-			    join_scope(c->s, prefix, name ? name : "(anonymous namespace)", 1);
+			    join_scope(c->ss, prefix, name ? name : "(anonymous namespace)", 1);
 			if (!p)
 				c->rv.oom = 1;
 			else
@@ -712,58 +808,58 @@ static void collect_subs(struct collect *c, Dwarf_Die *parent, const char *prefi
 
 /* Own CU table for modules whose .debug_aranges misses CUs (clang does not
  * emit it by default), which dwfl_module_addrdie relies on. */
-static void build_cus(struct mod *md)
+static void build_cus(struct session *ss)
 {
-	md->cus_tried = 1;
+	ss->cus_tried = 1;
 	struct range_vec rv = {0};
 	Dwarf_CU *cu = NULL;
 	uint8_t type;
 	Dwarf_Die cudie;
-	while (!rv.oom && dwarf_get_units(md->dw, cu, &cu, NULL, &type, &cudie, NULL) == 0)
+	while (!rv.oom && dwarf_get_units(ss->dw, cu, &cu, NULL, &type, &cudie, NULL) == 0)
 		if (type == DW_UT_compile)
 			add_ranges(&rv, &cudie);
 	if (rv.oom) {
 		free(rv.v);
 		return;
 	}
-	md->cus = rv.v;
-	md->nr_cus = sort_ranges(rv.v, rv.nr);
+	ss->cus = rv.v;
+	ss->nr_cus = sort_ranges(rv.v, rv.nr);
 }
 
 /* The CU tables for runtime address addr, NULL when no CU covers it.
  * Returns -1 on out of memory. */
-static int get_cu(struct wp_sym *s, struct mod *md, uint64_t addr, struct cu **out)
+static int get_cu(struct session *ss, uint64_t addr, struct cu **out)
 {
 	*out = NULL;
 	Dwarf_Addr bias;
-	Dwarf_Die *cudie = dwfl_module_addrdie(md->dm, addr, &bias);
+	Dwarf_Die *cudie = dwfl_module_addrdie(ss->dm, addr, &bias);
 	/* .debug_aranges may cover only some units (a Go binary lists just
 	 * its cgo C units), and libdwfl then answers with the unit below the
 	 * address: take it only if it really holds the address. */
 	if (cudie && dwarf_haspc(cudie, addr - bias) <= 0)
 		cudie = NULL;
 	if (!cudie) {
-		if (!md->cus_tried)
-			build_cus(md);
-		const struct range *r = find_range(md->cus, md->nr_cus, addr - md->dwbias);
+		if (!ss->cus_tried)
+			build_cus(ss);
+		const struct range *r = find_range(ss->cus, ss->nr_cus, addr - ss->dwbias);
 		if (!r)
 			return 0;
 		cudie = (Dwarf_Die *)&r->die;
 	}
 	uint64_t key = dwarf_dieoffset(cudie);
-	struct cu *cu = map_get(&md->cu_map, key);
+	struct cu *cu = map_get(&ss->cu_map, key);
 	if (cu) {
 		*out = cu;
 		return 0;
 	}
-	cu = arena_alloc(&s->arena, sizeof(*cu));
+	cu = arena_alloc(&ss->arena, sizeof(*cu));
 	if (!cu)
 		return -1;
 	memset(cu, 0, sizeof(*cu));
 	cu->cudie = *cudie;
-	struct collect c = {s, cu, {0}};
+	struct collect c = {ss, cu, {0}};
 	collect_subs(&c, &cu->cudie, NULL);
-	if (c.rv.oom || map_put(&md->cu_map, key, cu) < 0) {
+	if (c.rv.oom || map_put(&ss->cu_map, key, cu) < 0) {
 		free(c.rv.v);
 		map_free(&cu->scoped);
 		return -1;
@@ -821,7 +917,7 @@ static int descend(struct wp_sym *s, Dwarf_Die *parent, Dwarf_Addr pc, size_t *d
 /* Linkage name demangled (qualified, with parameters, for C++), else the
  * plain name, both through abstract origins and specifications; a namespace
  * member without linkage name gets the qualified name recorded for it. */
-static const char *die_name(struct wp_sym *s, struct cu *cu, Dwarf_Die *die)
+static const char *die_name(struct session *ss, struct cu *cu, Dwarf_Die *die)
 {
 	Dwarf_Attribute a;
 	const char *linkage = NULL;
@@ -829,7 +925,7 @@ static const char *die_name(struct wp_sym *s, struct cu *cu, Dwarf_Die *die)
 	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a))
 		linkage = dwarf_formstring(&a);
 	if (linkage) {
-		const char *p = pretty_name(s, linkage);
+		const char *p = pretty_name(ss, linkage);
 		if (p != linkage)
 			return p;
 	}
@@ -895,7 +991,7 @@ static void normalize_path(char *p)
 /* `name` from the CU's line table, joined with DW_AT_comp_dir when relative
  * ("test/unit/x.c" -> "/work/main/test/unit/x.c"), cached per CU. Falls
  * back to `name` itself when out of memory. */
-static const char *cu_path(struct wp_sym *s, struct cu *cu, const char *name)
+static const char *cu_path(struct session *ss, struct cu *cu, const char *name)
 {
 	if (!name || name[0] == '/' || name[0] == '<')
 		return name;
@@ -910,7 +1006,7 @@ static const char *cu_path(struct wp_sym *s, struct cu *cu, const char *name)
 	if (p)
 		return p;
 	size_t a = strlen(cu->comp_dir), b = strlen(name);
-	p = arena_alloc(&s->arena, a + b + 2);
+	p = arena_alloc(&ss->arena, a + b + 2);
 	if (!p)
 		return name;
 	memcpy(p, cu->comp_dir, a);
@@ -922,7 +1018,7 @@ static const char *cu_path(struct wp_sym *s, struct cu *cu, const char *name)
 	return p;
 }
 
-static const char *cu_file(struct wp_sym *s, struct cu *cu, Dwarf_Word idx)
+static const char *cu_file(struct session *ss, struct cu *cu, Dwarf_Word idx)
 {
 	if (!cu->files_tried) {
 		cu->files_tried = 1;
@@ -937,7 +1033,7 @@ static const char *cu_file(struct wp_sym *s, struct cu *cu, Dwarf_Word idx)
 	/* Before DWARF 5, file index 0 means "no file". */
 	if (!cu->files || idx >= cu->nr_files || (idx == 0 && cu->version < 5))
 		return NULL;
-	return cu_path(s, cu, dwarf_filesrc(cu->files, idx, NULL, NULL));
+	return cu_path(ss, cu, dwarf_filesrc(cu->files, idx, NULL, NULL));
 }
 
 static int attr_int(Dwarf_Die *die, unsigned int name)
@@ -949,13 +1045,13 @@ static int attr_int(Dwarf_Die *die, unsigned int name)
 	return (int)w;
 }
 
-static void line_at(struct wp_sym *s, struct cu *cu, Dwarf_Addr pc, struct wp_sym_frame *f)
+static void line_at(struct session *ss, struct cu *cu, Dwarf_Addr pc, struct wp_sym_frame *f)
 {
 	Dwarf_Line *line = dwarf_getsrc_die(&cu->cudie, pc);
 	if (!line)
 		return;
 	int n;
-	f->file = cu_path(s, cu, dwarf_linesrc(line, NULL, NULL));
+	f->file = cu_path(ss, cu, dwarf_linesrc(line, NULL, NULL));
 	if (dwarf_lineno(line, &n) == 0 && n > 0)
 		f->line = n;
 	if (dwarf_linecol(line, &n) == 0 && n > 0)
@@ -964,17 +1060,17 @@ static void line_at(struct wp_sym *s, struct cu *cu, Dwarf_Addr pc, struct wp_sy
 
 /* Fills r->frames for an address inside a reported module. Returns -1 on out
  * of memory. */
-static int resolve_frames(struct wp_sym *s, struct mod *md, uint64_t addr, struct res *r)
+static int resolve_frames(struct wp_sym *s, struct session *ss, uint64_t addr, struct res *r)
 {
-	if (!md->dw_tried) {
-		md->dw_tried = 1;
-		md->dw = dwfl_module_getdwarf(md->dm, &md->dwbias);
+	if (!ss->dw_tried) {
+		ss->dw_tried = 1;
+		ss->dw = dwfl_module_getdwarf(ss->dm, &ss->dwbias);
 	}
 	struct cu *cu = NULL;
 	size_t depth = 0;
-	Dwarf_Addr pc = addr - md->dwbias;
-	if (md->dw) {
-		if (get_cu(s, md, addr, &cu) < 0)
+	Dwarf_Addr pc = addr - ss->dwbias;
+	if (ss->dw) {
+		if (get_cu(ss, addr, &cu) < 0)
 			return -1;
 		const struct range *sub = cu ? find_range(cu->subs, cu->nr_subs, pc) : NULL;
 		if (sub) {
@@ -986,7 +1082,7 @@ static int resolve_frames(struct wp_sym *s, struct mod *md, uint64_t addr, struc
 
 	const struct fsym *sym = NULL;
 	if (!depth) {
-		sym = find_sym(md, addr);
+		sym = find_sym(ss, addr);
 		if (!sym)
 			return 0;
 		depth = 1;
@@ -996,31 +1092,31 @@ static int resolve_frames(struct wp_sym *s, struct mod *md, uint64_t addr, struc
 		return -1;
 	memset(f, 0, depth * sizeof(*f));
 	if (sym) {
-		f[0].function = pretty_name(s, sym->name);
+		f[0].function = pretty_name(ss, sym->name);
 		if (cu)
-			line_at(s, cu, pc, &f[0]);
+			line_at(ss, cu, pc, &f[0]);
 	} else {
 		/* chain[0] is the subprogram, chain[depth-1] the innermost
 		 * inline; frames go innermost first. */
 		for (size_t i = 0; i < depth; i++) {
 			Dwarf_Die *d = &s->chain[depth - 1 - i];
-			f[i].function = die_name(s, cu, d);
+			f[i].function = die_name(ss, cu, d);
 			f[i].inlined = i + 1 < depth;
 			if (i == 0) {
-				line_at(s, cu, pc, &f[i]);
+				line_at(ss, cu, pc, &f[i]);
 			} else {
 				/* Where the next inner frame was inlined into this one. */
 				Dwarf_Die *site = &s->chain[depth - i];
 				Dwarf_Attribute a;
 				Dwarf_Word w;
 				if (dwarf_formudata(dwarf_attr(site, DW_AT_call_file, &a), &w) == 0)
-					f[i].file = cu_file(s, cu, w);
+					f[i].file = cu_file(ss, cu, w);
 				f[i].line = attr_int(site, DW_AT_call_line);
 				f[i].column = attr_int(site, DW_AT_call_column);
 			}
 		}
-		if (!f[depth - 1].function && (sym = find_sym(md, addr)))
-			f[depth - 1].function = pretty_name(s, sym->name);
+		if (!f[depth - 1].function && (sym = find_sym(ss, addr)))
+			f[depth - 1].function = pretty_name(ss, sym->name);
 		if (!f[depth - 1].function)
 			return 0; /* contract: frames only when the function is known */
 	}
@@ -1177,8 +1273,8 @@ static struct res *resolve(struct wp_sym *s, uint64_t addr)
 		open_module(s, md);
 	if (md->state != MOD_READY)
 		return r;
-	/* a shared session: the same place in the host's report of the file */
-	if (resolve_frames(s, md->host ? md->host : md, addr + md->host_delta, r) < 0)
+	/* the same place in the session's report of the file */
+	if (resolve_frames(s, md->ss, addr + md->delta, r) < 0)
 		return NULL;
 	return r;
 }
@@ -1202,27 +1298,12 @@ void wp_sym_close(struct wp_sym *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; s->mods && i < s->nr_mods; i++) {
-		struct mod *md = &s->mods[i];
-		for (size_t j = 0; j < md->cu_map.cap; j++) {
-			struct cu *cu = md->cu_map.vals[j];
-			if (cu) {
-				free(cu->subs);
-				map_free(&cu->paths);
-				map_free(&cu->scoped);
-			}
-		}
-		map_free(&md->cu_map);
-		free(md->syms);
-		free(md->cus);
-		if (md->dwfl)
-			dwfl_end(md->dwfl);
-		free(md->m.path);
-	}
-	for (size_t j = 0; j < s->names.cap; j++)
-		if (s->names.vals[j] && s->names.vals[j] != &no_name)
-			free(s->names.vals[j]);
-	map_free(&s->names);
+	for (size_t i = 0; s->mods && i < s->nr_mods; i++)
+		free(s->mods[i].m.path);
+	for (size_t j = 0; j < s->held.cap; j++)
+		if (s->held.vals[j])
+			session_free(s->held.vals[j]);
+	map_free(&s->held);
 	map_free(&s->cache);
 	map_free(&s->shared);
 	arena_free(&s->arena);
