@@ -106,6 +106,7 @@ struct chunk {
 
 struct arena {
 	struct chunk *head;
+	size_t bytes; /* malloc'd by the chunks, for the pool's estimate */
 };
 
 #define ARENA_FIRST (4 * 1024)
@@ -126,6 +127,7 @@ static void *arena_alloc(struct arena *a, size_t n)
 			return NULL;
 		c->size = size;
 		c->used = 0;
+		a->bytes += sizeof(*c) + size;
 		/* An oversized one-off goes behind the current chunk so the
 		 * current chunk's free space is not abandoned. */
 		if (a->head && size > ARENA_CHUNK) {
@@ -148,6 +150,7 @@ static void arena_free(struct arena *a)
 		free(a->head);
 		a->head = next;
 	}
+	a->bytes = 0;
 }
 
 /* ---- state ---------------------------------------------------------------- */
@@ -174,6 +177,8 @@ struct cu {
 	size_t nr_files;
 	int version;
 	int files_tried;
+	size_t nr_lines; /* rows of its line table, once libdw read it (for the pool's estimate) */
+	int lines_counted;
 	const char *comp_dir; /* NULL when absent */
 	int comp_dir_tried;
 	struct map paths;  /* file name pointer -> name joined with comp_dir (arena) */
@@ -197,8 +202,30 @@ struct share {
 	uint64_t base;
 };
 
+/* A file as stat(2) saw it: replaced or rewritten files differ in one of
+ * these (all 64-bit: compared with memcmp). */
+struct file_id {
+	uint64_t dev, ino, size;
+	int64_t mtime_sec, mtime_nsec, ctime_sec, ctime_nsec;
+};
+
+/* What a pool knows a session by, taken from the recorded module before any
+ * file is opened: the recorded path and build-id; without a build-id, the
+ * file now at that path (struct file_id). Plus the vDSO flag and the
+ * debug-file callbacks (debuginfod or not) the session was opened with. */
+struct pool_key {
+	uint64_t hash;
+	const char *path; /* the module's; the session's arena copy once stored */
+	uint32_t id_len;
+	unsigned char id[WP_BUILD_ID_MAX];
+	struct file_id file; /* zero when id_len */
+	int vdso;
+	const Dwfl_Callbacks *callbacks;
+};
+
 /* One libdwfl session over one file, and everything built lazily from it.
- * Owned by the wp_sym holding it. */
+ * Owned by the one wp_sym holding it, or, once handed to a pool (`pool`
+ * set), by the pool, which keeps it for later wp_syms. */
 struct session {
 	Dwfl *dwfl; /* a session of its own: no overlap rules between modules */
 	Dwfl_Module *dm;
@@ -213,10 +240,26 @@ struct session {
 	int cus_tried;
 	struct map cu_map;  /* CU DIE offset -> struct cu (arena) */
 	struct map names;   /* mangled string pointer -> demangled string (malloc'd) or &no_name */
-	struct arena arena; /* struct cu, joined paths and scoped names */
+	struct arena arena; /* struct cu, joined paths and scoped names, the pool key's path */
+	size_t names_bytes; /* the demangled strings' */
+	size_t dwarf_bytes; /* the .debug_* sections libdw holds, once loaded */
+	/* Where libdwfl reported the file. */
+	Dwarf_Addr lo, hi;  /* extent */
+	uint64_t elf_bias;  /* load bias it applied (0 for ET_EXEC) */
+	int exec;           /* ET_EXEC: at its own addresses whatever the recorded bias */
+	int relocatable;    /* ET_EXEC or ET_DYN: at another bias by a plain shift */
 	int src;            /* SRC_* */
+	struct file_id file; /* the file opened, for SRC_PATH */
 	struct share share;  /* identity inside a wp_sym, when share_hash */
 	uint64_t share_hash; /* 0: not to be shared */
+	/* Pool bookkeeping. */
+	struct wp_sym_pool *pool; /* NULL: owned by the wp_sym holding it */
+	struct pool_key key;
+	int users;             /* wp_syms holding it */
+	int idle;              /* on the pool's idle list (users == 0) */
+	size_t bytes;          /* estimate counted in the pool's total */
+	struct session *hnext; /* the pool's hash chain */
+	struct session *prev, *next; /* the pool's idle list */
 };
 
 /* Per-module state, filled on first use, so a dump that touches 5 of 200
@@ -254,6 +297,17 @@ struct wp_sym {
 	Dwarf_Die *chain; /* scratch: subprogram then inlined subroutines, outer first */
 	size_t chain_cap;
 	const Dwfl_Callbacks *callbacks;
+	struct wp_sym_pool *pool; /* NULL when not pooled */
+};
+
+/* Sessions kept across wp_syms: a hash table by pool key, and the idle ones
+ * (no wp_sym holds them) in least recently released order. */
+struct wp_sym_pool {
+	size_t max_sessions, max_bytes;
+	struct session **buckets;
+	size_t nr_buckets; /* power of two, or 0 */
+	struct session *idle_head, *idle_tail;
+	struct wp_sym_pool_stats st;
 };
 
 /* Marks "not demangleable" in the names cache. */
@@ -310,6 +364,8 @@ static const char *pretty_name(struct session *ss, const char *name)
 		}
 		if (!d)
 			d = &no_name;
+		else
+			ss->names_bytes += strlen(d) + 1;
 	}
 	return d == &no_name ? name : d;
 }
@@ -343,6 +399,50 @@ static void session_free(struct session *ss)
 		dwfl_end(ss->dwfl);
 	arena_free(&ss->arena);
 	free(ss);
+}
+
+/* What libdw allocates, per line table row and per unit it reads for us
+ * (units, abbreviations, file tables): fitted on libc6-dbg's debug file
+ * with elfutils 0.188, where the heap a session used was then 1.0 to 1.3
+ * times the estimate, from 1 to 3,000 functions looked up. */
+#define LIBDW_LINE_BYTES 64
+#define LIBDW_CU_BYTES 4096
+
+/* What the session holds, roughly: the DWARF sections libdw keeps in memory
+ * (decompressed when the file compresses them), libdw's tables for the units
+ * we looked into (a model: see above), our tables and strings. */
+static size_t session_bytes(const struct session *ss)
+{
+	const size_t slot = sizeof(uint64_t) + sizeof(void *);
+	size_t b = sizeof(*ss) + ss->arena.bytes + ss->names_bytes + ss->dwarf_bytes;
+	b += ss->nr_syms * sizeof(*ss->syms) + ss->nr_cus * sizeof(*ss->cus);
+	b += (ss->cu_map.cap + ss->names.cap) * slot;
+	for (size_t j = 0; j < ss->cu_map.cap; j++) {
+		const struct cu *cu = ss->cu_map.vals[j];
+		if (cu)
+			b += cu->nr_subs * sizeof(*cu->subs) +
+			     (cu->paths.cap + cu->scoped.cap) * slot +
+			     cu->nr_lines * LIBDW_LINE_BYTES + LIBDW_CU_BYTES;
+	}
+	return b;
+}
+
+/* The size of the .debug_* sections of the file libdw reads, as libdw holds
+ * them (it decompresses compressed ones when it opens the file). */
+static size_t dwarf_size(Dwarf *dw)
+{
+	Elf *e = dwarf_getelf(dw);
+	size_t shstrndx, n = 0;
+	if (!e || elf_getshdrstrndx(e, &shstrndx) != 0)
+		return 0;
+	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn));) {
+		GElf_Shdr sh;
+		const char *name;
+		if (gelf_getshdr(scn, &sh) && sh.sh_type != SHT_NOBITS &&
+		    (name = elf_strptr(e, shstrndx, sh.sh_name)) && !strncmp(name, ".debug_", 7))
+			n += sh.sh_size;
+	}
+	return n;
 }
 
 /* Reports `file` (or `fd`, consumed) at the module's recorded bias, in a
@@ -401,9 +501,21 @@ static int trusted(const struct session *ss, const struct wp_module *m)
 	return page_up(hi) == page_up(m->end);
 }
 
+static void file_id_set(struct file_id *f, const struct stat *st)
+{
+	memset(f, 0, sizeof(*f));
+	f->dev = st->st_dev;
+	f->ino = st->st_ino;
+	f->size = (uint64_t)st->st_size;
+	f->mtime_sec = st->st_mtim.tv_sec;
+	f->mtime_nsec = st->st_mtim.tv_nsec;
+	f->ctime_sec = st->st_ctim.tv_sec;
+	f->ctime_nsec = st->st_ctim.tv_nsec;
+}
+
 /* `path` opened for reading if it is a regular file (never blocks on a FIFO
- * a crafted dump names), or -1. */
-static int open_regular(const char *path)
+ * a crafted dump names), its identity in *f; or -1. */
+static int open_regular(const char *path, struct file_id *f)
 {
 	struct stat st;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -413,11 +525,12 @@ static int open_regular(const char *path)
 		close(fd);
 		return -1;
 	}
+	file_id_set(f, &st);
 	return fd;
 }
 
 /* Reports `file` (`fd`, consumed, or -1) and keeps it when it is the
- * recorded file. Returns 1 when kept. */
+ * recorded file, noting where libdwfl put it. Returns 1 when kept. */
 static int try_source(const struct wp_sym *s, struct session *ss, const struct wp_module *m,
 		      const char *file, int fd, int src)
 {
@@ -428,6 +541,15 @@ static int try_source(const struct wp_sym *s, struct session *ss, const struct w
 		return 0;
 	}
 	ss->src = src;
+	Dwarf_Addr bias;
+	GElf_Ehdr eh;
+	Elf *e = dwfl_module_getelf(ss->dm, &bias);
+	if (dwfl_module_info(ss->dm, NULL, &ss->lo, &ss->hi, NULL, NULL, NULL, NULL) && e &&
+	    gelf_getehdr(e, &eh)) {
+		ss->elf_bias = bias;
+		ss->exec = eh.e_type == ET_EXEC;
+		ss->relocatable = eh.e_type == ET_EXEC || eh.e_type == ET_DYN;
+	}
 	return 1;
 }
 
@@ -445,7 +567,7 @@ static struct session *open_session(const struct wp_sym *s, const struct wp_modu
 	if (fd >= 0 && try_source(s, ss, m, m->path ? m->path : "[vdso]", fd, SRC_VDSO))
 		return ss;
 	/* A vDSO's path is no file; never open it. */
-	if (!vdso && m->path && m->path[0] && (fd = open_regular(m->path)) >= 0 &&
+	if (!vdso && m->path && m->path[0] && (fd = open_regular(m->path, &ss->file)) >= 0 &&
 	    try_source(s, ss, m, m->path, fd, SRC_PATH))
 		return ss;
 	/* Deleted or replaced on disk but still mapped here: the mapping
@@ -521,15 +643,226 @@ static struct session *shared_find(const struct wp_sym *s, uint64_t h, const str
 	return NULL; /* a hash collision keeps its own session */
 }
 
+/* ---- the pool ------------------------------------------------------------- */
+
+/* Fills `k` for module `m` of `s`; returns 0 when the module has no identity
+ * a pool can trust: no path, or neither a build-id nor a regular file at its
+ * path. */
+static int pool_key_of(const struct wp_sym *s, const struct wp_module *m, struct pool_key *k)
+{
+	memset(k, 0, sizeof(*k));
+	if (!m->path || !m->path[0])
+		return 0;
+	k->path = m->path;
+	k->vdso = !!(m->flags & WP_MOD_VDSO);
+	k->callbacks = s->callbacks;
+	if (m->build_id_len) {
+		k->id_len = m->build_id_len;
+		memcpy(k->id, m->build_id, m->build_id_len);
+	} else {
+		struct stat st;
+		if (k->vdso || stat(m->path, &st) != 0 || !S_ISREG(st.st_mode))
+			return 0;
+		file_id_set(&k->file, &st);
+	}
+	uint64_t h = 0xcbf29ce484222325ULL;
+	h = fnv(h, k->path, strlen(k->path) + 1);
+	h = fnv(h, k->id, k->id_len);
+	h = fnv(h, &k->file, sizeof(k->file));
+	h = fnv(h, &k->vdso, sizeof(k->vdso));
+	h = fnv(h, &k->callbacks, sizeof(k->callbacks));
+	k->hash = h;
+	return 1;
+}
+
+static int key_eq(const struct pool_key *a, const struct pool_key *b)
+{
+	return a->hash == b->hash && !strcmp(a->path, b->path) && a->id_len == b->id_len &&
+	       !memcmp(a->id, b->id, a->id_len) && !memcmp(&a->file, &b->file, sizeof(a->file)) &&
+	       a->vdso == b->vdso && a->callbacks == b->callbacks;
+}
+
+/* Whether session `ss`, opened for the module `k` was taken from, may stay
+ * in a pool: a build-id was recorded (every source it came from had that
+ * build-id), or the file it opened from the recorded path is the one
+ * `k` saw there. A session from /proc/PID/map_files or the vDSO image is
+ * thus kept only under its build-id. */
+static int poolable(const struct session *ss, const struct pool_key *k)
+{
+	if (!ss->relocatable)
+		return 0;
+	if (k->id_len)
+		return 1;
+	return ss->src == SRC_PATH && !memcmp(&ss->file, &k->file, sizeof(k->file));
+}
+
+/* Where pooled session `ss` stands in for module `m`: the shift from m's
+ * addresses to the session's (*delta). Returns 0 when it cannot: without a
+ * build-id, the extent must match as trusted() wants it. */
+static int pool_fits(const struct session *ss, const struct wp_module *m, uint64_t *delta)
+{
+	uint64_t bias = ss->exec ? 0 : m->bias;
+	if (!m->build_id_len && page_up(ss->hi - ss->elf_bias + bias) != page_up(m->end))
+		return 0;
+	*delta = ss->elf_bias - bias;
+	return 1;
+}
+
+static struct session *pool_find(const struct wp_sym_pool *p, const struct pool_key *k,
+				 const struct wp_module *m, uint64_t *delta)
+{
+	if (!p->nr_buckets)
+		return NULL;
+	for (struct session *ss = p->buckets[k->hash & (p->nr_buckets - 1)]; ss; ss = ss->hnext)
+		if (key_eq(&ss->key, k) && pool_fits(ss, m, delta))
+			return ss;
+	return NULL;
+}
+
+static void idle_unlink(struct wp_sym_pool *p, struct session *ss)
+{
+	if (!ss->idle)
+		return;
+	*(ss->prev ? &ss->prev->next : &p->idle_head) = ss->next;
+	*(ss->next ? &ss->next->prev : &p->idle_tail) = ss->prev;
+	ss->prev = ss->next = NULL;
+	ss->idle = 0;
+	p->st.idle--;
+}
+
+static void idle_append(struct wp_sym_pool *p, struct session *ss)
+{
+	ss->prev = p->idle_tail;
+	ss->next = NULL;
+	*(p->idle_tail ? &p->idle_tail->next : &p->idle_head) = ss;
+	p->idle_tail = ss;
+	ss->idle = 1;
+	p->st.idle++;
+}
+
+/* Takes `ss` out of the pool's table and idle list (it is then the
+ * caller's to free). */
+static void pool_remove(struct wp_sym_pool *p, struct session *ss)
+{
+	struct session **pp = &p->buckets[ss->key.hash & (p->nr_buckets - 1)];
+	while (*pp != ss)
+		pp = &(*pp)->hnext;
+	*pp = ss->hnext;
+	idle_unlink(p, ss);
+	p->st.sessions--;
+	p->st.bytes -= ss->bytes;
+	ss->pool = NULL;
+}
+
+/* Closes idle sessions, least recently used first, while over the bound. */
+static void pool_trim(struct wp_sym_pool *p)
+{
+	while (p->idle_head && (p->st.sessions > p->max_sessions || p->st.bytes > p->max_bytes)) {
+		struct session *ss = p->idle_head;
+		pool_remove(p, ss);
+		session_free(ss);
+		p->st.evicted++;
+	}
+}
+
+/* Hands session `ss`, opened for the module `k` was taken from, to the pool.
+ * Returns 0, or -1 on out of memory (it stays its wp_sym's). */
+static int pool_insert(struct wp_sym_pool *p, struct session *ss, const struct pool_key *k)
+{
+	if (p->st.sessions + 1 > p->nr_buckets) {
+		size_t n = p->nr_buckets ? p->nr_buckets * 2 : 16;
+		struct session **b = calloc(n, sizeof(*b));
+		if (!b)
+			return -1;
+		for (size_t i = 0; i < p->nr_buckets; i++) {
+			for (struct session *o = p->buckets[i], *next; o; o = next) {
+				next = o->hnext;
+				o->hnext = b[o->key.hash & (n - 1)];
+				b[o->key.hash & (n - 1)] = o;
+			}
+		}
+		free(p->buckets);
+		p->buckets = b;
+		p->nr_buckets = n;
+	}
+	size_t len = strlen(k->path) + 1;
+	char *path = arena_alloc(&ss->arena, len);
+	if (!path)
+		return -1;
+	memcpy(path, k->path, len);
+	ss->key = *k;
+	ss->key.path = path;
+	ss->hnext = p->buckets[k->hash & (p->nr_buckets - 1)];
+	p->buckets[k->hash & (p->nr_buckets - 1)] = ss;
+	ss->pool = p;
+	ss->bytes = session_bytes(ss);
+	p->st.sessions++;
+	p->st.bytes += ss->bytes;
+	return 0;
+}
+
+struct wp_sym_pool *wp_sym_pool_new(size_t max_sessions, size_t max_bytes)
+{
+	struct wp_sym_pool *p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->max_sessions = max_sessions;
+	p->max_bytes = max_bytes;
+	return p;
+}
+
+void wp_sym_pool_free(struct wp_sym_pool *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->nr_buckets; i++) {
+		for (struct session *ss = p->buckets[i], *next; ss; ss = next) {
+			next = ss->hnext;
+			session_free(ss);
+		}
+	}
+	free(p->buckets);
+	free(p);
+}
+
+void wp_sym_pool_stats(const struct wp_sym_pool *p, struct wp_sym_pool_stats *out)
+{
+	*out = p->st;
+}
+
 /* ---- modules -------------------------------------------------------------- */
 
-/* `s` holds `ss` (once, however many of its modules use it) and closes it
- * at wp_sym_close. Returns 0, or -1 on out of memory. */
+/* `s` holds `ss` (once, however many of its modules use it): a pooled
+ * session is not evicted meanwhile. Returns 0, or -1 on out of memory. */
 static int hold(struct wp_sym *s, struct session *ss)
 {
 	if (map_get(&s->held, (uintptr_t)ss))
 		return 0;
-	return map_put(&s->held, (uintptr_t)ss, ss);
+	if (map_put(&s->held, (uintptr_t)ss, ss) < 0)
+		return -1;
+	if (ss->pool)
+		idle_unlink(ss->pool, ss);
+	ss->users++;
+	return 0;
+}
+
+/* The end of one wp_sym's hold: a session of the pool becomes idle when no
+ * wp_sym holds it any more (the pool may then close it), any other one is
+ * closed. */
+static void release(struct session *ss)
+{
+	if (--ss->users > 0)
+		return;
+	struct wp_sym_pool *p = ss->pool;
+	if (!p) {
+		session_free(ss);
+		return;
+	}
+	size_t b = session_bytes(ss);
+	p->st.bytes = p->st.bytes - ss->bytes + b;
+	ss->bytes = b;
+	idle_append(p, ss);
+	pool_trim(p);
 }
 
 static void use(struct mod *md, struct session *ss, uint64_t delta)
@@ -539,14 +872,34 @@ static void use(struct mod *md, struct session *ss, uint64_t delta)
 	md->state = MOD_READY;
 }
 
-/* Opens the module's session. A module of a file another module of this
- * wp_sym already opened uses that session: the symbols and DWARF of one
- * file are loaded once, however many times a raw dump names it (a crafted
- * one naming libc 500 times made 500 copies of its debug information,
- * 8 GB). */
+/* Finds the module's session: in the pool (a session of the same file some
+ * earlier wp_sym opened), else a fresh one. A module of a file another
+ * module of this wp_sym already opened uses that session: the symbols and
+ * DWARF of one file are loaded once, however many times a raw dump names it
+ * (a crafted one naming libc 500 times made 500 copies of its debug
+ * information, 8 GB). */
 static void open_module(struct wp_sym *s, struct mod *md)
 {
+	struct wp_sym_pool *p = s->pool;
+	struct pool_key k;
+	uint64_t delta = 0;
 	md->state = MOD_NONE;
+	int keyed = p && pool_key_of(s, &md->m, &k);
+	if (keyed) {
+		struct session *ps = pool_find(p, &k, &md->m, &delta);
+		if (ps) {
+			int mine = map_get(&s->held, (uintptr_t)ps) != NULL;
+			if (hold(s, ps) < 0)
+				return;
+			if (!mine) {
+				p->st.reused++;
+				if (ps->share_hash && !map_get(&s->shared, ps->share_hash))
+					(void)map_put(&s->shared, ps->share_hash, ps);
+			}
+			use(md, ps, delta);
+			return;
+		}
+	}
 	struct session *ss = open_session(s, &md->m);
 	if (!ss)
 		return;
@@ -567,6 +920,13 @@ static void open_module(struct wp_sym *s, struct mod *md)
 		ss->share_hash = h;
 		if (!map_get(&s->shared, h))
 			(void)map_put(&s->shared, h, ss);
+	}
+	if (p) {
+		p->st.opened++;
+		if (keyed && poolable(ss, &k) && pool_insert(p, ss, &k) == 0)
+			pool_trim(p);
+		else
+			p->st.unpooled++;
 	}
 	use(md, ss, 0);
 }
@@ -1048,6 +1408,13 @@ static int attr_int(Dwarf_Die *die, unsigned int name)
 static void line_at(struct session *ss, struct cu *cu, Dwarf_Addr pc, struct wp_sym_frame *f)
 {
 	Dwarf_Line *line = dwarf_getsrc_die(&cu->cudie, pc);
+	if (!cu->lines_counted) {
+		/* The table dwarf_getsrc_die just read (or failed to), cached. */
+		Dwarf_Lines *lines;
+		cu->lines_counted = 1;
+		if (dwarf_getsrclines(&cu->cudie, &lines, &cu->nr_lines) != 0)
+			cu->nr_lines = 0;
+	}
 	if (!line)
 		return;
 	int n;
@@ -1065,6 +1432,8 @@ static int resolve_frames(struct wp_sym *s, struct session *ss, uint64_t addr, s
 	if (!ss->dw_tried) {
 		ss->dw_tried = 1;
 		ss->dw = dwfl_module_getdwarf(ss->dm, &ss->dwbias);
+		if (ss->dw)
+			ss->dwarf_bytes = dwarf_size(ss->dw);
 	}
 	struct cu *cu = NULL;
 	size_t depth = 0;
@@ -1229,12 +1598,14 @@ static int build_segments(struct wp_sym *s)
 	return 0;
 }
 
-struct wp_sym *wp_sym_open(const struct wp_module *mods, size_t nr_mods)
+struct wp_sym *wp_sym_open_pooled(struct wp_sym_pool *pool, const struct wp_module *mods,
+				  size_t nr_mods)
 {
 	struct wp_sym *s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
 	s->callbacks = wp_sym_callbacks();
+	s->pool = pool;
 	s->mods = calloc(nr_mods ? nr_mods : 1, sizeof(*s->mods));
 	if (!s->mods)
 		goto oom;
@@ -1254,6 +1625,11 @@ struct wp_sym *wp_sym_open(const struct wp_module *mods, size_t nr_mods)
 oom:
 	wp_sym_close(s);
 	return NULL;
+}
+
+struct wp_sym *wp_sym_open(const struct wp_module *mods, size_t nr_mods)
+{
+	return wp_sym_open_pooled(NULL, mods, nr_mods);
 }
 
 static struct res *resolve(struct wp_sym *s, uint64_t addr)
@@ -1302,7 +1678,7 @@ void wp_sym_close(struct wp_sym *s)
 		free(s->mods[i].m.path);
 	for (size_t j = 0; j < s->held.cap; j++)
 		if (s->held.vals[j])
-			session_free(s->held.vals[j]);
+			release(s->held.vals[j]);
 	map_free(&s->held);
 	map_free(&s->cache);
 	map_free(&s->shared);
