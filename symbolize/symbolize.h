@@ -61,13 +61,66 @@ void wp_sym_set_process(int pid);
  * module+offset. Returns NULL only on out of memory. Not async-signal-safe. */
 struct wp_sym *wp_sym_open(const struct wp_module *mods, size_t nr_mods);
 
+/* A pool of libdwfl sessions (one per file, with the symbol, CU and
+ * subprogram tables and strings built from it) kept across symbolizers, so
+ * that dumps converted one after another open and decompress each file's
+ * debug information once. A pool and every symbolizer opened over it are
+ * used by one thread at a time. */
+struct wp_sym_pool;
+
+/* What a pool did and holds. */
+struct wp_sym_pool_stats {
+	size_t sessions; /* sessions it holds, in use or idle */
+	size_t idle;     /* of which no open symbolizer holds */
+	size_t bytes;    /* their approximate size (see wp_sym_pool_new) */
+	uint64_t opened;   /* sessions pooled symbolizers opened */
+	uint64_t unpooled; /* of which the pool could not keep: no identity to trust */
+	uint64_t reused;   /* sessions a symbolizer took from the pool instead of opening */
+	uint64_t evicted;  /* idle sessions closed to stay within the bound */
+};
+
+/* A new, empty pool, or NULL on out of memory. Its bound: whenever a session
+ * is added or released, idle sessions are closed, least recently released
+ * first, while the pool holds more than `max_sessions` sessions or more than
+ * `max_bytes` bytes. Sessions an open symbolizer holds are never closed but
+ * count toward both, so the pool exceeds its bound by at most what its open
+ * symbolizers use. A session's bytes are an estimate (refreshed when it
+ * becomes idle): its DWARF sections as libdw holds them (decompressed),
+ * plus our tables and strings; libdw's own per-CU tables are not counted.
+ * Each session also keeps its files open (one or two descriptors). A bound
+ * of 0 keeps nothing idle; SIZE_MAX leaves that dimension unbounded. */
+struct wp_sym_pool *wp_sym_pool_new(size_t max_sessions, size_t max_bytes);
+
+/* Closes every session of `pool` and frees it. Every symbolizer opened over
+ * it must have been closed first. NULL is ignored. */
+void wp_sym_pool_free(struct wp_sym_pool *pool);
+
+/* Copies the pool's counters to *out. */
+void wp_sym_pool_stats(const struct wp_sym_pool *pool, struct wp_sym_pool_stats *out);
+
+/* wp_sym_open, with `pool` (NULL: none, as wp_sym_open). A module first
+ * looks in the pool for a session of the same file, and the sessions this
+ * symbolizer opens go to the pool at wp_sym_close instead of being closed.
+ * "The same file" is the same recorded path and, when a build-id was
+ * recorded, the same build-id (whatever it was opened from: the path, the
+ * debug file of the build-id, the vDSO image, /proc/PID/map_files); without
+ * a build-id, the same regular file at that path (device, inode, size,
+ * mtime, ctime) as when the pooled session opened it from there, and the
+ * same extent; a module without either is not pooled. A file pooled at one
+ * load bias serves another at a shifted address. Lookups give the same
+ * results as without a pool. */
+struct wp_sym *wp_sym_open_pooled(struct wp_sym_pool *pool, const struct wp_module *mods,
+				  size_t nr_mods);
+
 /* Resolves `addr`. `addr` is the address to look up, already adjusted by the
  * caller: the exact PC for the interrupted frame, return address - 1 for the
  * callers. The result is cached per address and owned by `s`. Returns 0, or
  * -1 on out of memory. Not async-signal-safe. */
 int wp_sym_lookup(struct wp_sym *s, uint64_t addr, struct wp_sym_result *out);
 
-/* Frees everything, including all strings handed out. */
+/* Frees everything, including all strings handed out; the sessions it
+ * opened over a pool go to the pool (which may close them at once to stay
+ * within its bound). */
 void wp_sym_close(struct wp_sym *s);
 
 /* Finds the GNU build-id in a block of ELF notes (a PT_NOTE segment or
