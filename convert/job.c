@@ -95,7 +95,6 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 	struct wp_sym *sym;
 	int rc;
 
-	(void)pool;
 	if (wp_raw_read_ex(j->source, &p, &info, err, sizeof(err)) < 0) {
 		wp_cv_event(WP_CV_ERROR, "error", NULL, 0, "profile not written: %s: %s", j->raw,
 			    err);
@@ -121,7 +120,7 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 			unlink(j->raw);
 		return 0;
 	}
-	sym = wp_sym_open(p.modules, p.nr_modules);
+	sym = wp_sym_open_pooled(pool, p.modules, p.nr_modules);
 	if (!sym) {
 		wp_profile_free(&p);
 		wp_cv_event(WP_CV_ERROR, "error", NULL, 0,

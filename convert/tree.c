@@ -28,6 +28,10 @@
 #include "convert.h"
 
 #define LINGER_MS 3000            /* idle time before we end (no "end" seen) */
+/* The symbolizer sessions kept from dump to dump: libc's inflated debug
+ * info is about 10 MiB, a compiler's symbol table a few. */
+#define POOL_SESSIONS 64
+#define POOL_BYTES (256u << 20)
 #define LOCK_TRIES 200            /* a dump still being written: 10 ms apart */
 #define LINE_MAX_BYTES (64 << 10) /* longer lines are not ours: skipped */
 
@@ -171,7 +175,7 @@ int wp_cv_tree(const char *index, int lock_fd, const char *platform)
 {
 	struct reader *r = calloc(1, sizeof(*r));
 	struct wp_event_queue q = { 0 };
-	struct wp_sym_pool *pool = NULL;
+	struct wp_sym_pool *pool = wp_sym_pool_new(POOL_SESSIONS, POOL_BYTES);
 	long long idle_since = now_ms();
 	int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK), rc = 0;
 
@@ -221,6 +225,8 @@ int wp_cv_tree(const char *index, int lock_fd, const char *platform)
 		}
 	}
 	wp_event_queue_free(&q);
+	if (pool)
+		wp_sym_pool_free(pool);
 	free(r);
 	if (ino >= 0)
 		close(ino);
