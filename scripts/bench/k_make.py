@@ -6,9 +6,11 @@ WALLPROF_OUTPUT=<tmp>/wallprof.%p.json, alternating, the order flipped every
 pair, `make clean` after every build (not timed); one bare build first as a
 warm-up. 3 pairs (--quick 1). The figure is the median over pairs of the
 build's wall time with / without; target <= 1.05x. Each profiled child
-symbolizes and writes its own profile as it exits, in process, which is
-where most of the added time goes today; the figure is meant to fall once
-that conversion moves out of the profiled processes.
+writes a raw dump as it exits; one converter for the whole tree (at idle
+priority, keeping libc's debug info from dump to dump) turns them into
+profiles, and the build's first process waits for it at its exit, so the
+time includes every profile written. CPU counts the build's processes
+only: the converter is nobody's child.
 """
 
 import os
