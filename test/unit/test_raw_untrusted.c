@@ -576,8 +576,8 @@ static void test_prefixes_and_flips(void)
 }
 
 /* The module map: an unloaded module whose range a live one reuses is left
- * out (what wp_modmap_copy does), checked against the plain definition on
- * random maps with overlaps of every kind. */
+ * out, checked against the plain definition on random maps with overlaps of
+ * every kind. */
 static void test_module_shadowing(void)
 {
 	enum { N = 40 };
