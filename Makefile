@@ -85,10 +85,18 @@ TEST_CONVERT := $(BUILD)/test/wallprof-convert
 UNIT_SRCS  := $(wildcard test/unit/test_*.c)
 UNIT_PLAIN := $(patsubst test/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
 UNIT_ASAN  := $(patsubst test/unit/%.c,$(BUILD)/asan/%,$(UNIT_SRCS))
+# Unit tests that also link runtime sources (UNIT_RUNTIME_<test>), in the
+# variant of their build (test or asan); such a test defines the runtime
+# globals those sources use (wp_rt, the TLS flags), which the library's
+# other files define.
+UNIT_RUNTIME_TESTS := test_slots test_threads
+UNIT_RUNTIME_test_slots   := preload/slots.c
+UNIT_RUNTIME_test_threads := preload/slots.c preload/threads.c
+UNIT_RUNTIME_SRCS  := $(sort $(foreach t,$(UNIT_RUNTIME_TESTS),$(UNIT_RUNTIME_$(t))))
 
 OBJS_lib   := $(call objs,lib,$(sort $(LIB_SRCS) $(CORE_SRCS)) $(CONVERT_SRCS) test/bench/dump.c)
 OBJS_test  := $(call objs,test,$(sort $(LIB_SRCS) $(CORE_SRCS)) $(UNIT_SRCS))
-OBJS_asan  := $(call objs,asan,$(CORE_SRCS) $(RUNTIME_PARTS) $(UNIT_SRCS))
+OBJS_asan  := $(call objs,asan,$(sort $(CORE_SRCS) $(RUNTIME_PARTS) $(UNIT_SRCS) $(UNIT_RUNTIME_SRCS)))
 
 PROG_LIB := $(wildcard test/progs/lib*.c)
 PROG_C   := $(filter-out $(PROG_LIB),$(wildcard test/progs/*.c))
@@ -248,11 +256,16 @@ $(CONVERT): $(call objs,lib,$(CONVERT_SRCS)) $(CORE_LIB)
 
 $(UNIT_PLAIN): $(BUILD)/unit/%: $(OBJ)/test/test/unit/%.o $(PARTS_TEST) $(CORE_TEST)
 	@mkdir -p $(@D)
-	$(CC) $(VARIANT_CFLAGS_test) -o $@ $^ $(LIBS)
+	$(CC) $(VARIANT_CFLAGS_test) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(LIBS)
 
 $(UNIT_ASAN): $(BUILD)/asan/%: $(OBJ)/asan/test/unit/%.o $(PARTS_ASAN) $(CORE_ASAN)
 	@mkdir -p $(@D)
-	$(CC) $(VARIANT_CFLAGS_asan) -o $@ $^ $(LIBS)
+	$(CC) $(VARIANT_CFLAGS_asan) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(LIBS)
+
+# The runtime objects of the unit tests that link some (UNIT_RUNTIME_<test>).
+$(foreach t,$(UNIT_RUNTIME_TESTS), \
+	$(eval $(BUILD)/unit/$(t): $(call objs,test,$(UNIT_RUNTIME_$(t)))) \
+	$(eval $(BUILD)/asan/$(t): $(call objs,asan,$(UNIT_RUNTIME_$(t)))))
 
 $(BUILD)/progs/%: test/progs/%.c
 	@mkdir -p $(@D) $(dir $(exe_dep))

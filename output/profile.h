@@ -1,7 +1,8 @@
 /* profile: the raw profile handed from capture to the writers. Addresses,
  * deduplicated stacks, timed samples, thread names, the module map and the
- * loss counters; no symbols. Built by the ring's snapshot (or read back from a
- * raw dump) and owned by whoever built it. Not used in signal handlers. */
+ * loss counters; no symbols. Read from a raw dump (output/raw_read.c; tests
+ * also build one by hand) and owned by whoever built it. Not used in signal
+ * handlers. */
 #ifndef WP_PROFILE_H
 #define WP_PROFILE_H
 

@@ -1,8 +1,9 @@
-/* raw: the raw dump a dying process writes with async-signal-safe calls only
- * (ring, module map, threads, counters, settings; no symbols): its layout,
- * the building blocks of its writer, and its reader, which turns a dump back
- * into the profile a live snapshot builds. The runtime composes a dump with
- * these blocks (preload/raw_dump.h; the ring's section, preload/ring.h); the
+/* raw: the raw dump the profiled process writes with async-signal-safe
+ * calls only (ring, module map, threads, counters, settings; no symbols):
+ * its layout, the building blocks of its writer, and its reader, which makes
+ * the profile of it: the one place the window, the module shadowing and the
+ * per-tid thread merge are done. The runtime composes a dump with these
+ * blocks (preload/raw_dump.h; the ring's section, preload/ring.h); the
  * converter only reads. Writing is async-signal-safe; reading is not. */
 #ifndef WP_RAW_H
 #define WP_RAW_H
@@ -90,13 +91,16 @@ struct wp_raw_info {
 	size_t bytes;            /* size of the dump */
 };
 
-/* Reads the raw dump at `path` into `out` exactly as wp_ring_snapshot() plus
- * the live dump path would build it: samples of the window (ring_seconds)
- * ending at the newest sample, sorted by time; only the stacks and frames
- * they use; the module map (minus unloaded objects whose range a live one
- * reuses); one thread entry per tid that has samples in the window or was
- * alive at the dump (the newest entry's name; signal and sample counts
- * summed over the tid's entries); counters; settings; the snapshot number. Samples whose stack id is out of range,
+/* Reads the raw dump at `path` into `out`: samples of the window (the
+ * ring's window_ns, ring_seconds) ending at the newest sample in ring order,
+ * sorted by time (then tid); only the stacks and frames they use, stacks
+ * numbered in the order those samples (in ring order) first use them,
+ * frames in the order those stacks first use them; the module map (minus
+ * unloaded objects whose range a live one reuses); one thread entry per tid
+ * that has samples in the window or was alive at the dump (the newest
+ * entry's name; signal and sample counts summed over the tid's entries,
+ * flags or'ed; newest first); counters (overwritten and dropped_full from
+ * the ring); settings; the snapshot number. Samples whose stack id is out of range,
  * and stacks with an out-of-range frame id or extent, or an extent that
  * overlaps another stack's (a ring caught mid-update), are dropped and
  * counted in `info`. The file is untrusted: only a regular file is read (a

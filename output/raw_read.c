@@ -1,8 +1,9 @@
 /* raw (reader): reads a raw dump (layout in raw.h), parses it
- * (raw_parse.c) and rebuilds the profile a live snapshot would have
- * produced. Every length, count and index in the file is checked before
- * use: a truncated, corrupt or foreign file gives a one-line error, a ring
- * caught mid-update loses only the samples that do not hold together. Not
+ * (raw_parse.c) and makes the profile of it: the window, the module
+ * shadowing and the per-tid thread merge are done here and nowhere else.
+ * Every length, count and index in the file is checked before use: a
+ * truncated, corrupt or foreign file gives a one-line error, a ring caught
+ * mid-update loses only the samples that do not hold together. Not
  * async-signal-safe.
  *
  * The input is untrusted (wallprof-convert runs on whatever file it is
@@ -134,8 +135,12 @@ static int check_stacks(const struct wp_raw_dump *d, unsigned char *stack_ok, si
 	return 0;
 }
 
-/* Samples, stacks and frames: wp_ring_snapshot()'s algorithm over the
- * dumped tables, after dropping what does not hold together. */
+/* Samples, stacks and frames of the window, over the dumped tables, after
+ * dropping what does not hold together: the samples from the first whose
+ * time is within window_ns of the newest (the last in ring order) on;
+ * their stacks in the order they first use them, and those stacks' frames
+ * in the order they first use them; the samples sorted by time (a late
+ * capture is collected after a newer one). */
 static int build_window(const struct wp_raw_dump *d, struct wp_profile *out,
 			struct wp_raw_info *info)
 {
@@ -250,8 +255,8 @@ static int cmp_mod_start(const void *a, const void *b, void *arg)
 	return x < y ? -1 : x > y;
 }
 
-/* The module map as wp_modmap_copy() hands it out: an unloaded object whose
- * range a live one reuses is left out (the live one wins). Live modules are
+/* The module map: an unloaded object whose range a live one reuses is left
+ * out (the live one wins: lookups must not be ambiguous). Live modules are
  * sorted by start with the furthest end of each prefix, so each unloaded
  * one is a binary search, not a scan of the map. */
 static int build_modules(struct wp_raw_dump *d, struct wp_profile *out)

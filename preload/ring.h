@@ -2,7 +2,9 @@
  * of timed samples plus deduplicated frame (unique address) and stack tables,
  * all preallocated. Owned by ONE thread at a time (the sampler thread, or the
  * exiting thread after the sampler has stopped): none locks, and none is
- * async-signal-safe except the raw dump writers marked so. */
+ * async-signal-safe except the raw dump writers marked so. What it holds
+ * leaves it only as its raw dump (wp_ring_raw_emit); the raw reader
+ * (output/raw_read.c) makes the profile's window of it. */
 #ifndef WP_RING_H
 #define WP_RING_H
 
@@ -65,11 +67,6 @@ int wp_ring_add_get_ref(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t
  * longer valid (a compaction renumbered the stacks): add it in full. */
 int wp_ring_add_ref(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
 		    uint32_t syscall, const struct wp_ring_ref *ref);
-
-/* Copies the samples of the window ending at the newest sample, with only the
- * frames and stacks they use, into out->pcs, stack_frames, stack_off, samples (malloc'd; other
- * fields untouched), sorted by time. Returns 0, or -1 on out of memory. */
-int wp_ring_snapshot(const struct wp_ring *r, struct wp_profile *out);
 
 const struct wp_ring_stats *wp_ring_stats(const struct wp_ring *r);
 

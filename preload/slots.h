@@ -134,7 +134,8 @@ struct wp_slot {
 		uint32_t nr_pend;
 		uint64_t scan;             /* last /proc scan that listed the thread, or under
 					    * way when the slot was claimed */
-		uint32_t name_idx;         /* thread-table entry, UINT32_MAX until assigned */
+		uint64_t thread_id;        /* serial of its thread-table entry (threads.c), 0 until
+					    * made; never renumbered */
 		struct wp_ring_ref stk_ref; /* stk's place in the ring, zeroed when stk changes */
 	} smp;
 };

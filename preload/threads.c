@@ -18,10 +18,44 @@
 #include "slots.h"
 #include "threads.h"
 
-/* The sampler's, or the exiting thread's once the sampler is joined. */
+/* The thread table. A dump reads it (wp_threads_mark_live,
+ * wp_threads_table) while the sampler is parked, but also while the
+ * sampler runs on (a raw dump that stopped waiting for it to park) or from
+ * a fatal signal on the sampler thread itself, in the middle of anything
+ * below. So a published entry never moves, never goes to another thread
+ * and its memory is never freed while a dump may read it:
+ *
+ * - entries are made past the published count, which is raised only once
+ *   the entry is written (and every entry is a new thread's: its serial
+ *   number, `id`, is new);
+ * - counts, names and flags are updated in place;
+ * - the table is pruned or grown by copying the entries it keeps, in
+ *   order, into the other of its two buffers, which nobody reads, and
+ *   publishing that buffer in one store (`pub`, buffer and count);
+ * - a rebuild writes only the buffer not published when it begins, and
+ *   none begins once a raw dump has asked the sampler to hold still
+ *   (EV_FREEZE, set before the dump reads): the buffer a dump holds, read
+ *   after that request, is not written until the dump is over (the
+ *   process ends, or a failed exec thaws the sampler).
+ *
+ * A slot names its thread's entry by that serial (smp.thread_id), found in
+ * the published buffer by a binary search (serials ascend in table order):
+ * nothing in a slot is renumbered when the table changes. */
+struct tbuf {
+	struct wp_thread *e; /* entries, in the order they were made */
+	uint64_t *id;        /* id[k]: the serial of e[k], ascending */
+	size_t cap;          /* entries the mapping holds */
+	size_t map_len;
+};
+
+#define PUB_BUF (1ull << 63) /* pub: which buffer, above the entry count */
+
+/* The sampler's, or the exiting thread's once the sampler is joined (the
+ * dump's reads aside, as above). */
 static struct {
-	struct wp_thread *names;    /* every thread seen: latest name and counters */
-	size_t nr_names, cap_names;
+	struct tbuf buf[2];
+	_Atomic uint64_t pub;       /* the published table: PUB_BUF (buffer 1) | count */
+	uint64_t next_id;           /* serial of the next entry (0: none) */
 	char *dents;                /* getdents64 buffer for /proc/self/task */
 	size_t dents_len;
 } thr;
@@ -36,9 +70,120 @@ int wp_threads_alloc(void)
 	return thr.dents ? 0 : -1;
 }
 
+/* The published buffer and its count, read in one load. async-signal-safe */
+WP_AS_SAFE static const struct tbuf *published(size_t *n)
+{
+	uint64_t v = atomic_load(&thr.pub);
+
+	*n = (size_t)(v & ~PUB_BUF);
+	return &thr.buf[(v & PUB_BUF) != 0];
+}
+
+static void publish(const struct tbuf *b, size_t n)
+{
+	atomic_store(&thr.pub, (b == &thr.buf[1] ? PUB_BUF : 0) | n);
+}
+
+/* Index of the entry with serial `id` in b->e[0 .. n), or n if none.
+ * async-signal-safe */
+WP_AS_SAFE static size_t find(const struct tbuf *b, size_t n, uint64_t id)
+{
+	size_t lo = 0, hi = n;
+
+	while (id && lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (b->id[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return id && lo < n && b->id[lo] == id ? lo : n;
+}
+
+/* Whether a rebuild may write the buffer nobody should be reading: not
+ * once a raw dump has asked the sampler to hold still. */
+static int may_rebuild(void)
+{
+	return !(atomic_load(&g->sh.events) & EV_FREEZE);
+}
+
+/* Gives the unpublished buffer room for `cap` entries (its contents are
+ * not kept). Returns 0 or -1. */
+static int reserve(struct tbuf *b, size_t cap)
+{
+	size_t len = cap * (sizeof(*b->e) + sizeof(*b->id));
+	void *p;
+
+	if (b->cap >= cap)
+		return 0;
+	len = (len + 4095) & ~(size_t)4095;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	if (b->e)
+		munmap(b->e, b->map_len);
+	b->e = p;
+	b->id = (uint64_t *)(void *)(b->e + cap);
+	b->cap = cap;
+	b->map_len = len;
+	return 0;
+}
+
+/* live[k] = 1 for the entries of b->e[0 .. n) a live slot names; NULL
+ * without memory. */
+static char *live_marks(const struct tbuf *b, size_t n)
+{
+	char *live = calloc(n + 1, 1);
+	uint32_t i, hw = atomic_load(&g->tab.hiwater);
+
+	for (i = 0; live && i < hw; i++) {
+		const struct wp_slot *s = &g->tab.slots[i];
+
+		if (atomic_load(&s->state) >= S_IDLE)
+			live[find(b, n, s->smp.thread_id)] = 1;
+	}
+	return live;
+}
+
+/* Whether entry k is kept: a live thread's, or one whose samples may still
+ * be in the window ending at `now`. */
+static int keep(const struct tbuf *b, size_t k, const char *live, uint64_t now)
+{
+	uint64_t window = (uint64_t)g->fix.cfg.ring_seconds * 1000000000ull;
+
+	return live[k] || b->e[k].last_ns + window >= now;
+}
+
+/* Copies the entries kept (all of them without `now`) into the other
+ * buffer, with room for `extra` more, and publishes it. Returns 0, or -1
+ * (no memory, or a dump is reading). */
+static int rebuild(const char *live, uint64_t now, size_t extra)
+{
+	size_t n, k, m = 0;
+	const struct tbuf *b = published(&n);
+	struct tbuf *o = &thr.buf[b == &thr.buf[0]];
+
+	if (!may_rebuild())
+		return -1;
+	for (k = 0; k < n; k++)
+		m += !now || keep(b, k, live, now);
+	if (reserve(o, 2 * (m + extra) > 64 ? 2 * (m + extra) : 64) < 0)
+		return -1;
+	for (k = 0, m = 0; k < n; k++) {
+		if (now && !keep(b, k, live, now))
+			continue;
+		o->e[m] = b->e[k];
+		o->id[m++] = b->id[k];
+	}
+	publish(o, m);
+	return 0;
+}
+
+/* A thread's comm into `name`, left as it was when it cannot be read. */
 static void read_comm(uint32_t tid, char name[16])
 {
-	char path[64];
+	char path[64], buf[16];
 	int fd;
 	ssize_t n;
 
@@ -46,37 +191,40 @@ static void read_comm(uint32_t tid, char name[16])
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
-	n = read(fd, name, 15);
+	n = read(fd, buf, 15);
 	close(fd);
 	if (n <= 0)
 		return;
-	if (name[n - 1] == '\n')
+	if (buf[n - 1] == '\n')
 		n--;
-	name[n] = 0;
+	memset(buf + n, 0, sizeof(buf) - (size_t)n);
+	memcpy(name, buf, sizeof(buf)); /* a dump may be reading it: one copy */
 }
 
-/* A names-table entry for a slot's thread (one per thread lifetime). */
+/* The entry of a slot's thread, made on first use (one per thread
+ * lifetime: a slot reset clears thread_id). */
 struct wp_thread *wp_threads_of(struct wp_slot *s)
 {
+	size_t n, k;
+	const struct tbuf *b = published(&n);
 	struct wp_thread *t;
 
-	if (s->smp.name_idx != UINT32_MAX)
-		return &thr.names[s->smp.name_idx];
-	if (thr.nr_names == thr.cap_names) {
-		size_t cap = thr.cap_names ? thr.cap_names * 2 : 64;
-		struct wp_thread *n = realloc(thr.names, cap * sizeof(*n));
-
-		if (!n)
+	k = find(b, n, s->smp.thread_id);
+	if (k < n)
+		return &b->e[k];
+	if (n == b->cap) {
+		if (rebuild(NULL, 0, 1) < 0)
 			return NULL;
-		thr.names = n;
-		thr.cap_names = cap;
+		b = published(&n);
 	}
-	t = &thr.names[thr.nr_names];
+	t = &b->e[n];
 	memset(t, 0, sizeof(*t));
 	t->tid = atomic_load(&s->tid);
 	t->last_ns = wp_mono_ns();
 	read_comm(t->tid, t->name);
-	s->smp.name_idx = (uint32_t)thr.nr_names++;
+	b->id[n] = ++thr.next_id;
+	s->smp.thread_id = thr.next_id;
+	publish(b, n + 1);
 	return t;
 }
 
@@ -223,87 +371,75 @@ int wp_threads_others_gone(uint32_t self)
 }
 
 /* Forgets threads that are gone and whose samples all left the window, so
- * that thread churn costs no memory over time. A live slot keeps its entry,
- * moved down: its index is remapped here, the one place that moves them. */
+ * that thread churn costs no memory over time: the others are copied into
+ * the table's other buffer (nothing is moved where a dump may read it). */
 void wp_threads_prune(uint64_t now)
 {
-	uint32_t *map, i, hw = atomic_load(&g->tab.hiwater);
+	size_t n, k, drop = 0;
+	const struct tbuf *b = published(&n);
 	char *live;
-	size_t k, n = 0;
-	uint64_t window = (uint64_t)g->fix.cfg.ring_seconds * 1000000000ull;
 
-	live = calloc(thr.nr_names + 1, 1);
-	map = malloc((thr.nr_names + 1) * sizeof(*map));
-	if (!live || !map)
-		goto out;
-	for (i = 0; i < hw; i++) {
-		struct wp_slot *s = &g->tab.slots[i];
-
-		if (atomic_load(&s->state) >= S_IDLE && s->smp.name_idx != UINT32_MAX)
-			live[s->smp.name_idx] = 1;
-	}
-	for (k = 0; k < thr.nr_names; k++) {
-		map[k] = UINT32_MAX;
-		if (live[k] || thr.names[k].last_ns + window >= now) {
-			thr.names[n] = thr.names[k];
-			map[k] = (uint32_t)n++;
-		}
-	}
-	thr.nr_names = n;
-	for (i = 0; i < hw; i++) {
-		struct wp_slot *s = &g->tab.slots[i];
-
-		/* A free slot's index is stale, and a thread claiming it now
-		 * resets it (wp_slot_reset): not written here. */
-		if (atomic_load(&s->state) >= S_IDLE && s->smp.name_idx != UINT32_MAX)
-			s->smp.name_idx = map[s->smp.name_idx];
-	}
-out:
+	if (!n || !may_rebuild())
+		return;
+	live = live_marks(b, n);
+	if (!live)
+		return;
+	for (k = 0; k < n; k++)
+		drop += !keep(b, k, live, now);
+	if (drop)
+		rebuild(live, now, 0);
 	free(live);
-	free(map);
 }
 
 /* The latest names of live threads (not in a signal handler). */
 void wp_threads_refresh_names(void)
 {
 	uint32_t i, hw = atomic_load(&g->tab.hiwater);
+	size_t n, k;
+	const struct tbuf *b = published(&n);
 
 	for (i = 0; i < hw; i++) {
 		struct wp_slot *s = &g->tab.slots[i];
 
-		if (atomic_load(&s->state) >= S_IDLE && s->smp.name_idx < thr.nr_names)
-			read_comm(thr.names[s->smp.name_idx].tid, thr.names[s->smp.name_idx].name);
+		if (atomic_load(&s->state) >= S_IDLE && (k = find(b, n, s->smp.thread_id)) < n)
+			read_comm(b->e[k].tid, b->e[k].name);
 	}
 }
 
 /* Live threads are listed even without samples (one that blocks our
- * signal, say), so that their signals and losses are accounted.
+ * signal, say), so that their signals and losses are accounted. A slot
+ * whose entry is not in the table the dump reads marks nothing.
  * async-signal-safe */
 WP_AS_SAFE void wp_threads_mark_live(void)
 {
 	uint32_t i, hw = atomic_load(&g->tab.hiwater);
+	size_t n, k;
+	const struct tbuf *b = published(&n);
 
-	for (i = 0; i < thr.nr_names; i++)
-		thr.names[i].flags &= ~WP_THREAD_LIVE;
+	for (k = 0; k < n; k++)
+		b->e[k].flags &= ~WP_THREAD_LIVE;
 	for (i = 0; i < hw; i++) {
-		struct wp_slot *s = &g->tab.slots[i];
-		uint32_t k = s->smp.name_idx;
+		const struct wp_slot *s = &g->tab.slots[i];
 
-		if (atomic_load(&s->state) >= S_IDLE && k < thr.nr_names)
-			thr.names[k].flags |= WP_THREAD_LIVE;
+		if (atomic_load(&s->state) >= S_IDLE && (k = find(b, n, s->smp.thread_id)) < n)
+			b->e[k].flags |= WP_THREAD_LIVE;
 	}
 }
 
 /* async-signal-safe */
 WP_AS_SAFE const struct wp_thread *wp_threads_table(size_t *nr)
 {
-	*nr = thr.nr_names;
-	return thr.names;
+	return published(nr)->e;
 }
 
+/* An empty table in the other buffer: the one published stays as it was
+ * for whoever reads it (no one should, at a restart). */
 void wp_threads_restart(void)
 {
-	thr.nr_names = 0;
+	size_t n;
+	const struct tbuf *b = published(&n);
+
+	publish(&thr.buf[b == &thr.buf[0]], 0);
 }
 
 /* async-signal-safe */

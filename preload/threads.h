@@ -2,9 +2,11 @@
  * signal and sample counts: what the dump lists), and what /proc tells
  * about the process's threads. The table belongs to the sampler thread
  * (after it has stopped, to the exiting thread); a raw dump reads it while
- * the sampler is parked. Only the functions tagged WP_AS_SAFE are
- * async-signal-safe; the others run on the sampler thread or on a program
- * thread's exit path (stdio formatting, malloc, /proc reads). */
+ * the sampler is parked, or while it runs on when it would not park in
+ * time: what a dump reads never moves, never changes thread and is never
+ * freed under it (threads.c says how). Only the functions tagged
+ * WP_AS_SAFE are async-signal-safe; the others run on the sampler thread or
+ * on a program thread's exit path (stdio formatting, malloc, /proc reads). */
 #ifndef WP_THREADS_H
 #define WP_THREADS_H
 
@@ -21,8 +23,12 @@ struct wp_slot;
 int wp_threads_alloc(void);
 
 /* The table entry of the slot's thread, made on first use (one per thread
- * lifetime: a slot reset gets a new one), or NULL without memory. Sampler.
- * Not async-signal-safe (grows the table). */
+ * lifetime: a slot reset gets a new one), newest last; or NULL without
+ * memory, or when the table is full while a raw dump reads it. The entry
+ * is the thread's for good (the slot names it by a serial number); the
+ * pointer is valid until the next wp_threads_of, wp_threads_prune or
+ * wp_threads_restart, which may copy the table to its other buffer.
+ * Sampler. Not async-signal-safe (grows the table). */
 struct wp_thread *wp_threads_of(struct wp_slot *s);
 
 /* Lists /proc/self/task: claims slots for threads no wrapper or
@@ -46,7 +52,9 @@ int wp_threads_leader_ended(void);
 int wp_threads_others_gone(uint32_t self);
 
 /* Forgets threads that are gone and whose samples all left the window
- * (before `now`), so that thread churn costs no memory over time. Sampler. */
+ * (before `now`), so that thread churn costs no memory over time; the
+ * others stay, in order, each the same thread's. Does nothing once a raw
+ * dump has asked the sampler to hold still (EV_FREEZE). Sampler. */
 void wp_threads_prune(uint64_t now);
 
 /* Re-reads the names of live threads from /proc. Sampler, or the exiting
@@ -57,11 +65,15 @@ void wp_threads_refresh_names(void);
  * dump. async-signal-safe */
 WP_AS_SAFE void wp_threads_mark_live(void);
 
-/* The table, `*nr` entries, for a dump. async-signal-safe */
+/* The table, `*nr` entries in the order they were made (a tid reused by a
+ * later thread has an entry per thread, the newest last), for a dump. The
+ * entries stay where they are, each the same thread's, while the caller
+ * reads them, even with the sampler running on once EV_FREEZE is set; the
+ * sampler may update their counts and names meanwhile. async-signal-safe */
 WP_AS_SAFE const struct wp_thread *wp_threads_table(size_t *nr);
 
-/* A restarted sampler starts a new table (slots reset their entries with
- * wp_slot_reset, WP_SLOT_SAMPLER). */
+/* A restarted sampler starts a new table, empty (slots forget their entries
+ * with wp_slot_reset, WP_SLOT_SAMPLER). */
 void wp_threads_restart(void);
 
 #endif

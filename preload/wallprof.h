@@ -95,7 +95,9 @@ WP_AS_SAFE void wp_log_raw(int level, const char *kind, const char *path, unsign
  * was set). async-signal-safe */
 WP_AS_SAFE void wp_log_forked(void);
 
-/* Module map: every ELF object ever loaded, kept after dlclose. */
+/* Module map: every ELF object ever loaded, kept after dlclose. The raw
+ * dump has it as it is; the reader leaves out an unloaded object whose
+ * range a live one reuses. */
 struct wp_modmap {
 	struct wp_module *mods;
 	size_t nr, cap;
@@ -105,9 +107,6 @@ struct wp_modmap {
 /* Rescans loaded objects when the loader's add/remove counters moved.
  * Returns the number of new modules. Not async-signal-safe. */
 int wp_modmap_refresh(struct wp_modmap *m);
-
-/* Deep copy for a profile (the copy is freed by wp_profile_free). */
-int wp_modmap_copy(const struct wp_modmap *m, struct wp_module **out, size_t *nr);
 
 /* Descriptors (fds.c). The sampler thread calls wp_fds_go_private() first:
  * from then on it works in a private copy of the descriptor table holding

@@ -7,12 +7,16 @@
  *       of realistic stacks: 20-40 frames over a few thousand distinct
  *       addresses inside real code of this process, libc and libdw (function
  *       symbols + small offsets), a fixed base per thread plus skewed tails,
- *       on- and off-CPU. Then times what the library does at exit: ring
- *       snapshot, module map copy, wp_sym_open, wp_out_sentry_write to OUT.json
- *       (symbolization + JSON + atomic write), wp_sym_close. Peak extra memory
- *       is VmHWM after the dump minus VmRSS before it (the peak is reset with
+ *       on- and off-CPU. Then times what the library and the converter do
+ *       at exit, in this one process: the raw dump of the ring, the module
+ *       map and the threads (wp_raw_write, into a memfd), its reading
+ *       (wp_raw_read_ex: the window, the module map, the threads),
+ *       wp_sym_open, wp_out_sentry_write to OUT.json (symbolization + JSON +
+ *       atomic write), wp_sym_close. Peak extra memory is VmHWM after the
+ *       dump minus VmRSS before it (the peak is reset with
  *       /proc/self/clear_refs first; else VmHWM before is used).
- *       Output: dump_s=... snapshot_s=... write_s=... peak_extra_kb=... ...
+ *       Output: dump_s=... raw_write_s=... raw_read_s=... write_s=...
+ *       peak_extra_kb=... ...
  *
  *   dump sym FILE N
  *       Symbolizes N distinct addresses spread evenly over the function
@@ -30,12 +34,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../../output/output.h"
 #include "../../output/profile.h"
+#include "../../output/raw.h"
 #include "../../preload/ring.h"
 #include "../../preload/wallprof.h"
 #include "../../symbolize/symbolize.h"
@@ -265,10 +271,13 @@ static int ring_mode(const char *out, double secs, unsigned threads, unsigned hz
 	struct wp_ring *r;
 	struct wp_modmap mm = { 0 };
 	struct wp_profile p;
+	struct wp_raw_meta meta;
+	struct wp_counters ctr;
+	struct wp_thread *thr;
 	struct wp_out_opts opts = { .platform = "native" };
 	struct wp_out_stats st;
 	struct wp_sym *sym;
-	char err[512];
+	char err[512], raw_path[64];
 	uint64_t ticks = (uint64_t)(secs * hz), samples = (uint64_t)hz * (uint64_t)secs * 64, k;
 	uint64_t period = 1000000000ull / hz, t_base = 1000000000ull;
 	uint32_t tid0 = 100000;
@@ -278,8 +287,8 @@ static int ring_mode(const char *out, double secs, unsigned threads, unsigned hz
 	unsigned (*tail_len)[TAILS_PER_THREAD];
 	uint64_t pcs[64];
 	long rss0, hwm0, hwm1, rss1;
-	int reset = 0, fd;
-	double t0, t1, t2, t3;
+	int reset = 0, fd, mfd;
+	double t0, t1, t2, t3, t4;
 	struct stat sb;
 
 	/* The library's sizing (defaults). */
@@ -332,8 +341,35 @@ static int ring_mode(const char *out, double secs, unsigned threads, unsigned hz
 		}
 	}
 	wp_modmap_refresh(&mm);
+	/* What the library's thread table and settings would say. */
+	thr = calloc(threads, sizeof(*thr));
+	if (!thr)
+		return 2;
+	for (unsigned t = 0; t < threads; t++) {
+		thr[t].tid = tid0 + t;
+		snprintf(thr[t].name, sizeof(thr[t].name), "worker-%u", t % 100000u);
+		thr[t].nr_samples = ticks;
+	}
+	memset(&meta, 0, sizeof(meta));
+	meta.pid = (uint32_t)getpid();
+	meta.main_tid = meta.pid;
+	meta.hz = hz;
+	meta.ring_seconds = (uint32_t)secs;
+	meta.max_depth = 128;
+	meta.start_ns = t_base;
+	meta.ring_bytes = wp_ring_bytes(&rc);
+	snprintf(meta.cmdline, sizeof(meta.cmdline), "dump ring");
+	memset(&ctr, 0, sizeof(ctr));
+	ctr.nr_ticks = ticks;
+	ctr.nr_samples = ticks * threads;
+	mfd = memfd_create("dump-ring", MFD_CLOEXEC);
+	if (mfd < 0) {
+		perror("memfd_create");
+		return 2;
+	}
+	snprintf(raw_path, sizeof(raw_path), "/proc/self/fd/%d", mfd);
 
-	/* The dump, as the library's exit path does it. */
+	/* The dump, as the library's exit path and the converter do it. */
 	fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		reset = write(fd, "5", 1) == 1;
@@ -342,52 +378,42 @@ static int ring_mode(const char *out, double secs, unsigned threads, unsigned hz
 	rss0 = status_kb("VmRSS:");
 	hwm0 = status_kb("VmHWM:");
 	t0 = now_s();
-	memset(&p, 0, sizeof(p));
-	if (wp_ring_snapshot(r, &p) < 0 || wp_modmap_copy(&mm, &p.modules, &p.nr_modules) < 0) {
-		fprintf(stderr, "dump: snapshot: out of memory\n");
+	if (wp_raw_write(mfd, &meta, r, mm.mods, mm.nr, thr, threads, &ctr) < 0) {
+		perror("dump: raw dump");
 		return 2;
 	}
-	p.threads = calloc(threads, sizeof(*p.threads));
-	for (unsigned t = 0; t < threads; t++) {
-		p.threads[t].tid = tid0 + t;
-		snprintf(p.threads[t].name, sizeof(p.threads[t].name), "worker-%u", t % 100000u);
-		p.threads[t].nr_samples = ticks;
-	}
-	p.nr_threads = threads;
-	p.cmdline = strdup("dump ring");
-	p.start_ns = p.nr_samples ? p.samples[0].t_ns : t_base;
-	p.end_ns = p.nr_samples ? p.samples[p.nr_samples - 1].t_ns : t_base;
-	p.pid = (uint32_t)getpid();
-	p.main_tid = p.pid;
-	p.hz = hz;
-	p.ring_seconds = (uint32_t)secs;
-	p.max_depth = 128;
-	p.counters.nr_ticks = ticks;
-	p.counters.nr_samples = ticks * threads;
 	t1 = now_s();
+	if (wp_raw_read_ex(raw_path, &p, NULL, err, sizeof(err)) < 0) {
+		fprintf(stderr, "dump: reading the raw dump: %s\n", err);
+		return 2;
+	}
+	t2 = now_s();
 	sym = wp_sym_open(p.modules, p.nr_modules);
 	memset(&st, 0, sizeof(st));
 	if (wp_out_sentry_write(&p, sym, &opts, out, &st, err, sizeof(err)) < 0) {
 		fprintf(stderr, "dump: %s\n", err);
 		return 2;
 	}
-	t2 = now_s();
-	wp_sym_close(sym);
 	t3 = now_s();
+	wp_sym_close(sym);
+	t4 = now_s();
 	hwm1 = status_kb("VmHWM:");
 	rss1 = status_kb("VmRSS:");
 	if (stat(out, &sb) < 0)
 		sb.st_size = 0;
-	printf("dump_s=%.6f snapshot_s=%.6f write_s=%.6f close_s=%.6f peak_extra_kb=%ld rss_before_kb=%ld "
+	printf("dump_s=%.6f raw_write_s=%.6f raw_read_s=%.6f write_s=%.6f close_s=%.6f "
+	       "peak_extra_kb=%ld rss_before_kb=%ld "
 	       "hwm_before_kb=%ld hwm_after_kb=%ld rss_after_kb=%ld hwm_reset=%d samples=%zu stacks=%zu "
 	       "frames=%zu pool=%zu modules=%zu out_samples=%zu out_frames=%zu bytes=%lld ring_bytes=%zu "
 	       "overwritten=%llu dropped=%llu\n",
-	       t3 - t0, t1 - t0, t2 - t1, t3 - t2, hwm1 - (reset ? rss0 : hwm0), rss0, hwm0, hwm1,
+	       t4 - t0, t1 - t0, t2 - t1, t3 - t2, t4 - t3, hwm1 - (reset ? rss0 : hwm0), rss0, hwm0, hwm1,
 	       rss1, reset, p.nr_samples, p.nr_stacks, p.nr_pcs, pool.nr, p.nr_modules, st.nr_samples,
 	       st.nr_frames, (long long)sb.st_size, wp_ring_bytes(&rc),
 	       (unsigned long long)wp_ring_stats(r)->nr_overwritten,
 	       (unsigned long long)wp_ring_stats(r)->nr_dropped_full);
 	wp_profile_free(&p);
+	close(mfd);
+	free(thr);
 	wp_ring_destroy(r);
 	free(pool.v);
 	free(base);

@@ -1,5 +1,6 @@
 /* test_raw: unit tests for the raw dump (output/raw.h, wp_ring_raw_write):
- * round trip against wp_ring_snapshot, modules/threads/counters/settings,
+ * round trip of a ring against the window its samples make (worked out
+ * here from what was added), modules/threads/counters/settings,
  * truncation at every offset, byte flips, checksum-consistent fuzzing, a
  * ring made inconsistent on purpose, a ring written while another thread
  * fills it, injected write failures, and build/wallprof-convert on a dump
@@ -26,6 +27,7 @@
 
 #include "check.h"
 #include "raw_files.h"
+#include "ring_dump.h"
 
 /* ---- fixtures ---- */
 
@@ -38,26 +40,89 @@ static struct wp_ring *mk_ring(size_t samples, uint64_t window)
 	return wp_ring_create(&c);
 }
 
-/* 40 samples over 4 threads and 5 stacks; a ring of 32 wraps. */
+/* fill's stacks, leaf first. */
+static const uint64_t s0[] = { 0x401000, 0x402000, 0x403000 };
+static const uint64_t s1[] = { 0x401100, 0x402000, 0x403000 };
+static const uint64_t s2[] = { 0x7f0000001000, 0x401500 };
+static const uint64_t s3[] = { 0x402000, 0x402000, 0x403000, 0x404000 };
+static const uint64_t s4[] = { 0xffffffffff600000ull };
+static const struct {
+	const uint64_t *pcs;
+	unsigned n;
+} fill_stacks[] = {
+	{ s0, 3 }, { s1, 3 }, { s2, 2 }, { s3, 4 }, { s4, 1 },
+};
+#define FILL_N 40
+
+/* fill's i-th sample. */
+static uint32_t fill_tid(int i)
+{
+	return 100 + (uint32_t)(i % 4);
+}
+
+static uint32_t fill_flags(int i)
+{
+	return (i % 3 == 0) ? WP_SAMPLE_ON_CPU : WP_SAMPLE_SYSCALL;
+}
+
+/* 40 samples over 4 threads and 5 stacks, 10 ms apart, the leaf exact
+ * every other one; a ring of 32 wraps. */
 static void fill(struct wp_ring *r, uint64_t t0)
 {
-	static const uint64_t s0[] = { 0x401000, 0x402000, 0x403000 };
-	static const uint64_t s1[] = { 0x401100, 0x402000, 0x403000 };
-	static const uint64_t s2[] = { 0x7f0000001000, 0x401500 };
-	static const uint64_t s3[] = { 0x402000, 0x402000, 0x403000, 0x404000 };
-	static const uint64_t s4[] = { 0xffffffffff600000ull };
-	static const struct { const uint64_t *pcs; unsigned n; } st[] = {
-		{ s0, 3 }, { s1, 3 }, { s2, 2 }, { s3, 4 }, { s4, 1 },
-	};
 	int i;
 
-	for (i = 0; i < 40; i++) {
-		uint32_t tid = 100 + (uint32_t)(i % 4);
-		uint32_t flags = (i % 3 == 0) ? WP_SAMPLE_ON_CPU : WP_SAMPLE_SYSCALL;
+	for (i = 0; i < FILL_N; i++)
+		wp_ring_add(r, t0 + (uint64_t)i * 10000000ull, fill_tid(i), fill_flags(i),
+			    (fill_flags(i) & WP_SAMPLE_SYSCALL) ? 202u : 0u, fill_stacks[i % 5].pcs,
+			    fill_stacks[i % 5].n, i % 2);
+}
 
-		wp_ring_add(r, t0 + (uint64_t)i * 10000000ull, tid, flags,
-			    (flags & WP_SAMPLE_SYSCALL) ? 202u : 0u, st[i % 5].pcs, st[i % 5].n,
-			    i % 2);
+/* The window of a ring that kept the last `keep` samples of fill(r, t0),
+ * all within its window, worked out from what fill added (not from the
+ * ring): those samples in time order; a stack per distinct (frames, exact
+ * leaf), numbered in the order the samples first use them; a frame per
+ * distinct (address, exact), numbered in the order those stacks first use
+ * them. */
+static void fill_window(uint64_t t0, size_t keep, struct wp_profile *p)
+{
+	int sid[10], i; /* stack id of fill stack k with the leaf exact (2k+1) or not (2k) */
+	size_t nw = 0, k;
+
+	memset(p, 0, sizeof(*p));
+	p->samples = calloc(keep + 1, sizeof(*p->samples));
+	p->stack_off = calloc(11, sizeof(*p->stack_off));
+	p->stack_frames = calloc(64, sizeof(*p->stack_frames));
+	p->pcs = calloc(64, sizeof(*p->pcs));
+	if (!p->samples || !p->stack_off || !p->stack_frames || !p->pcs)
+		abort();
+	for (k = 0; k < 10; k++)
+		sid[k] = -1;
+	for (i = FILL_N - (int)keep; i < FILL_N; i++) {
+		int key = (i % 5) * 2 + i % 2;
+		struct wp_sample *x = &p->samples[p->nr_samples++];
+
+		if (sid[key] < 0) {
+			unsigned j;
+
+			sid[key] = (int)p->nr_stacks;
+			for (j = 0; j < fill_stacks[i % 5].n; j++) {
+				struct wp_pc pc = { fill_stacks[i % 5].pcs[j],
+						    j == 0 && i % 2 ? WP_PC_EXACT : 0 };
+
+				for (k = 0; k < p->nr_pcs; k++)
+					if (p->pcs[k].addr == pc.addr && p->pcs[k].flags == pc.flags)
+						break;
+				if (k == p->nr_pcs)
+					p->pcs[p->nr_pcs++] = pc;
+				p->stack_frames[nw++] = (uint32_t)k;
+			}
+			p->stack_off[++p->nr_stacks] = (uint32_t)nw;
+		}
+		x->t_ns = t0 + (uint64_t)i * 10000000ull;
+		x->tid = fill_tid(i);
+		x->flags = fill_flags(i);
+		x->syscall = (x->flags & WP_SAMPLE_SYSCALL) ? 202u : 0u;
+		x->stack_id = (uint32_t)sid[key];
 	}
 }
 
@@ -182,8 +247,7 @@ static void test_roundtrip(void)
 	REQ(write_dump(path, r, &meta) == 0);
 	report("write: wp_raw_write of a wrapped ring returns 0");
 
-	memset(&snap, 0, sizeof(snap));
-	REQ(wp_ring_snapshot(r, &snap) == 0);
+	fill_window(5000000000ull, 32, &snap);
 	rc = wp_raw_read(path, &p, &sig, err, sizeof(err));
 	REQ(rc == 0);
 	if (rc < 0)
@@ -191,7 +255,7 @@ static void test_roundtrip(void)
 	REQ(sig == 11);
 	same_window(&p, &snap);
 	REQ(p.nr_samples == 32);
-	report("read: samples, stacks and frames identical to wp_ring_snapshot");
+	report("read: the window's samples, stacks and frames, numbered in first-use order");
 	if (rc < 0 || p.nr_samples == 0) {
 		wp_profile_free(&snap);
 		wp_ring_destroy(r);
@@ -273,8 +337,8 @@ static void test_roundtrip(void)
 	wp_ring_destroy(r);
 }
 
-/* A dump with window_ns shrunk after the fact: the reader cuts exactly like
- * the snapshot's rule (samples older than the newest minus the window). */
+/* A dump with window_ns shrunk after the fact: the reader cuts by the
+ * window's rule (samples older than the newest minus the window). */
 static void test_window(void)
 {
 	struct wp_ring *r = mk_ring(64, 10ull * 1000000000);
@@ -590,8 +654,7 @@ static void test_scrambled(void)
 		size_t on0 = 0, on1 = 0;
 
 		fill(r, 1);
-		memset(&snap, 0, sizeof(snap));
-		REQ(wp_ring_snapshot(r, &snap) == 0);
+		REQ(ring_window(r, &snap, NULL) == 0); /* before the damage */
 		/* The ring's stacks 0 and 1 are the first two added: 0x401000 as a
 		 * return address (fill's i = 0), 0x401100 as an exact PC (i = 1). */
 		for (k = 0; k < snap.nr_samples; k++) {

@@ -48,129 +48,16 @@
 
 /* ---- crafting dumps ------------------------------------------------------ */
 
-/* A RING section's tables, any content (output/raw.h documents the layout). */
-struct rsample {
-	uint64_t t;
-	uint32_t tid, stack, flags, syscall;
-};
-struct rpc {
-	uint64_t addr;
-	uint32_t flags, zero;
-};
-struct rstack {
-	uint32_t off, len;
-};
-struct spec {
-	uint64_t window_ns;
-	size_t ns, np, nst, nw;
-	struct rsample *s;
-	struct rpc *p;
-	struct rstack *st;
-	uint32_t *w;
-};
-
-static void spec_alloc(struct spec *r, size_t ns, size_t np, size_t nst, size_t nw)
-{
-	memset(r, 0, sizeof(*r));
-	r->window_ns = 30ull * 1000000000;
-	r->ns = ns;
-	r->np = np;
-	r->nst = nst;
-	r->nw = nw;
-	r->s = calloc(ns + 1, sizeof(*r->s));
-	r->p = calloc(np + 1, sizeof(*r->p));
-	r->st = calloc(nst + 1, sizeof(*r->st));
-	r->w = calloc(nw + 1, sizeof(*r->w));
-	if (!r->s || !r->p || !r->st || !r->w)
-		abort();
-}
-
-static void spec_free(struct spec *r)
-{
-	free(r->s);
-	free(r->p);
-	free(r->st);
-	free(r->w);
-}
-
 static struct wp_raw_meta meta;
 static struct wp_counters ctr;
 
-/* A whole dump: META, CTRS, MODL x nr_mods, THRD as wp_raw_write writes
- * them, then the RING of `r` and END!, framed with the writer's own calls.
- * Returns a malloc'd buffer (abort on failure: a broken fixture). */
+/* A whole dump of `r` with this file's settings and counters
+ * (raw_files.h, craft_dump). */
 static unsigned char *build(const struct wp_module *mods, size_t nr_mods,
 			    const struct wp_thread *threads, size_t nr_threads, const struct spec *r,
 			    size_t *len)
 {
-	unsigned char *pre, *out;
-	size_t plen, off = 16, k;
-	uint32_t nr_sec = 0;
-	struct wp_raw_out o;
-	uint64_t end_off;
-	int fd = memfd_create("raw", MFD_CLOEXEC);
-
-	if (fd < 0 || wp_raw_write(fd, &meta, NULL, mods, nr_mods, threads, nr_threads, &ctr) < 0)
-		abort();
-	pre = slurp_fd(fd, &plen);
-	if (!pre)
-		abort();
-	/* everything before its (empty) RING section */
-	for (;;) {
-		uint32_t tag;
-		uint64_t n;
-
-		memcpy(&tag, pre + off, 4);
-		memcpy(&n, pre + off + 8, 8);
-		if (tag == WP_RAW_TAG_RING)
-			break;
-		off += 24 + n;
-		nr_sec++;
-	}
-	if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0 ||
-	    write(fd, pre, off) != (ssize_t)off)
-		abort();
-	free(pre);
-	wp_raw_out_init(&o, fd);
-	o.off = off;
-	o.nr_sections = nr_sec;
-	wp_raw_sec_begin(&o, WP_RAW_TAG_RING, 1,
-			 14 * 8 + r->ns * 24 + r->np * 16 + r->nst * 8 + r->nw * 4);
-	wp_raw_out_u64(&o, r->ns);  /* capacities: the counts themselves */
-	wp_raw_out_u64(&o, r->np);
-	wp_raw_out_u64(&o, r->nst);
-	wp_raw_out_u64(&o, r->nw);
-	wp_raw_out_u64(&o, r->window_ns);
-	wp_raw_out_u64(&o, r->ns);  /* nr_added */
-	wp_raw_out_u64(&o, 0);      /* nr_overwritten */
-	wp_raw_out_u64(&o, 0);      /* nr_dropped_full */
-	wp_raw_out_u64(&o, 0);      /* nr_compactions */
-	wp_raw_out_u64(&o, 0);      /* head */
-	wp_raw_out_u64(&o, r->ns);
-	wp_raw_out_u64(&o, r->np);
-	wp_raw_out_u64(&o, r->nst);
-	wp_raw_out_u64(&o, r->nw);
-	for (k = 0; k < r->ns; k++)
-		wp_raw_out_bytes(&o, &r->s[k], 24);
-	for (k = 0; k < r->np; k++)
-		wp_raw_out_bytes(&o, &r->p[k], 16);
-	for (k = 0; k < r->nst; k++)
-		wp_raw_out_bytes(&o, &r->st[k], 8);
-	wp_raw_out_bytes(&o, r->w, r->nw * 4);
-	wp_raw_sec_end(&o);
-	end_off = o.off;
-	wp_raw_sec_begin(&o, WP_RAW_TAG_END, 1, 16);
-	wp_raw_out_u64(&o, end_off);
-	wp_raw_out_u32(&o, o.nr_sections);
-	wp_raw_out_u32(&o, 0);
-	wp_raw_sec_end(&o);
-	if (wp_raw_out_flush(&o) < 0)
-		abort();
-	out = slurp_fd(fd, len);
-	close(fd);
-	if (!out)
-		abort();
-	return out;
+	return craft_dump(&meta, &ctr, mods, nr_mods, threads, nr_threads, r, len);
 }
 
 /* Offset of the RING payload in a dump built by build(). */
@@ -690,8 +577,8 @@ static void test_prefixes_and_flips(void)
 }
 
 /* The module map: an unloaded module whose range a live one reuses is left
- * out (what wp_modmap_copy does), checked against the plain definition on
- * random maps with overlaps of every kind. */
+ * out, checked against the plain definition on random maps with overlaps of
+ * every kind. */
 static void test_module_shadowing(void)
 {
 	enum { N = 40 };

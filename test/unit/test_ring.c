@@ -1,10 +1,13 @@
 /* Unit tests of the ring: deduplication, wrap-around, window expiry,
- * compaction of the frame/stack tables, drops when full, snapshots. */
+ * compaction of the frame/stack tables, drops when full, refs. What the ring
+ * keeps is looked at as the library hands it on: its raw dump, read back by
+ * the raw reader (ring_dump.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../preload/ring.h"
+#include "ring_dump.h"
 
 static int nr_pass, nr_fail;
 
@@ -35,8 +38,8 @@ static void test_dedup(void)
 	CHECK(wp_ring_nr_stacks(r) == 2, "2 unique stacks, got %zu", wp_ring_nr_stacks(r));
 	/* 0x2000 exact (leaf of b) and 0x2000 as return address are different frames */
 	CHECK(wp_ring_nr_pcs(r) == 4, "4 unique frames, got %zu", wp_ring_nr_pcs(r));
-	CHECK(wp_ring_snapshot(r, &p) == 0, "snapshot");
-	CHECK(p.nr_samples == 3 && p.nr_stacks == 2 && p.nr_pcs == 4, "snapshot sizes");
+	CHECK(ring_window(r, &p, NULL) == 0, "window");
+	CHECK(p.nr_samples == 3 && p.nr_stacks == 2 && p.nr_pcs == 4, "window sizes");
 	CHECK(p.samples[0].stack_id == p.samples[1].stack_id, "same stack id for same stack");
 	CHECK(p.samples[0].flags == WP_SAMPLE_ON_CPU && p.samples[1].flags == 0, "flags kept");
 	CHECK(p.pcs[p.stack_frames[p.stack_off[0]]].flags == WP_PC_EXACT, "leaf is exact");
@@ -58,8 +61,10 @@ static void test_wrap(void)
 	CHECK(wp_ring_nr_samples(r) == 8, "capacity bound, got %zu", wp_ring_nr_samples(r));
 	CHECK(wp_ring_stats(r)->nr_overwritten == 12, "12 overwritten, got %llu",
 	      (unsigned long long)wp_ring_stats(r)->nr_overwritten);
-	CHECK(wp_ring_snapshot(r, &p) == 0 && p.nr_samples == 8, "snapshot of 8");
+	CHECK(ring_window(r, &p, NULL) == 0 && p.nr_samples == 8, "window of 8");
 	CHECK(p.samples[0].t_ns == 12 && p.samples[7].t_ns == 19, "the newest 8 in order");
+	CHECK(p.counters.nr_overwritten == 12, "the dump counts 12 overwritten, got %llu",
+	      (unsigned long long)p.counters.nr_overwritten);
 	wp_profile_free(&p);
 	wp_ring_destroy(r);
 }
@@ -74,7 +79,7 @@ static void test_window(void)
 	for (i = 0; i <= 100; i++)
 		wp_ring_add(r, (uint64_t)i * 10, 1, 0, 0, s, 1, 1);
 	CHECK(wp_ring_stats(r)->nr_overwritten == 0, "expiry is not loss");
-	CHECK(wp_ring_snapshot(r, &p) == 0, "snapshot");
+	CHECK(ring_window(r, &p, NULL) == 0, "window");
 	CHECK(p.nr_samples == 11, "window keeps 11 samples (900..1000), got %zu", p.nr_samples);
 	CHECK(p.samples[0].t_ns == 900, "oldest kept is 900, got %llu",
 	      (unsigned long long)p.samples[0].t_ns);
@@ -99,7 +104,7 @@ static void test_compaction(void)
 	CHECK(wp_ring_stats(r)->nr_dropped_full == 0, "no drops");
 	CHECK(wp_ring_stats(r)->nr_compactions > 0, "compacted");
 	CHECK(wp_ring_nr_stacks(r) <= 4, "stack table bounded");
-	CHECK(wp_ring_snapshot(r, &p) == 0 && p.nr_samples == 2, "snapshot after compaction");
+	CHECK(ring_window(r, &p, NULL) == 0 && p.nr_samples == 2, "window after compaction");
 	CHECK(p.pcs[p.stack_frames[p.stack_off[p.samples[1].stack_id]]].addr == 0x1000 + 99,
 	      "newest sample keeps its own leaf");
 	CHECK(p.pcs[p.stack_frames[p.stack_off[p.samples[0].stack_id]]].addr == 0x1000 + 98,
@@ -111,6 +116,7 @@ static void test_compaction(void)
 static void test_full_drops(void)
 {
 	struct wp_ring *r = mk(64, 4, 1000000000);
+	struct wp_profile p = { 0 };
 	uint64_t s[1];
 	int i, dropped = 0;
 
@@ -122,10 +128,13 @@ static void test_full_drops(void)
 	CHECK(dropped == 4, "4 dropped, got %d", dropped);
 	CHECK(wp_ring_stats(r)->nr_dropped_full == 4, "drops counted");
 	CHECK(wp_ring_nr_samples(r) == 4, "4 kept");
+	CHECK(ring_window(r, &p, NULL) == 0 && p.nr_samples == 4 && p.nr_stacks == 4 &&
+	      p.counters.nr_dropped_full == 4, "the dump has the 4 kept and counts 4 dropped");
+	wp_profile_free(&p);
 	wp_ring_destroy(r);
 }
 
-static void test_sorted_snapshot(void)
+static void test_sorted_window(void)
 {
 	struct wp_ring *r = mk(16, 16, 1000000000);
 	uint64_t s[] = { 0x10 };
@@ -137,7 +146,7 @@ static void test_sorted_snapshot(void)
 	wp_ring_add(r, 20, 1, 0, 0, s, 1, 1);
 	wp_ring_add(r, 10, 2, 0, 0, s, 1, 1);
 	wp_ring_add(r, 30, 1, 0, 0, s, 1, 1);
-	CHECK(wp_ring_snapshot(r, &p) == 0, "snapshot");
+	CHECK(ring_window(r, &p, NULL) == 0, "window");
 	for (i = 1; i < p.nr_samples; i++)
 		sorted &= p.samples[i - 1].t_ns <= p.samples[i].t_ns;
 	CHECK(sorted && p.nr_samples == 3, "samples sorted by time");
@@ -150,7 +159,7 @@ static void test_empty(void)
 	struct wp_ring *r = mk(16, 16, 100);
 	struct wp_profile p = { 0 };
 
-	CHECK(wp_ring_snapshot(r, &p) == 0, "empty snapshot");
+	CHECK(ring_window(r, &p, NULL) == 0, "empty window");
 	CHECK(p.nr_samples == 0 && p.nr_stacks == 0 && p.stack_off[0] == 0, "empty sizes");
 	wp_profile_free(&p);
 	wp_ring_destroy(r);
@@ -167,7 +176,7 @@ static void test_refs(void)
 	CHECK(wp_ring_add_ref(r, 1, 1, 0, 0, &zero) < 0, "a zeroed ref is invalid");
 	CHECK(wp_ring_add_get_ref(r, 1, 1, 0, 0, a, 2, 1, &ref) == 0, "add with ref");
 	CHECK(wp_ring_add_ref(r, 2, 1, 0, 0, &ref) == 0, "same stack again by ref");
-	CHECK(wp_ring_snapshot(r, &p) == 0 && p.nr_samples == 2 && p.nr_stacks == 1 &&
+	CHECK(ring_window(r, &p, NULL) == 0 && p.nr_samples == 2 && p.nr_stacks == 1 &&
 	      p.samples[1].stack_id == p.samples[0].stack_id, "the ref'd sample has the same stack");
 	wp_profile_free(&p);
 	/* Force compactions: the ref must go stale, not point at another stack. */
@@ -197,7 +206,7 @@ int main(void)
 	test_window();
 	test_compaction();
 	test_full_drops();
-	test_sorted_snapshot();
+	test_sorted_window();
 	test_empty();
 	test_refs();
 	printf("ring: %d passed, %d failed\n", nr_pass, nr_fail);
