@@ -27,7 +27,14 @@ struct wp_cv_job {
 	const char *out;      /* the profile */
 	const char *fallback; /* second try when out cannot be written, or NULL */
 	const char *platform; /* the profile's platform, NULL: "native" */
+	int keep_dump;        /* 1: the caller deletes the dump (after its own line) */
 };
+
+/* Whether `path` still names the file open as `fd` (nobody replaced it). */
+int wp_cv_same_file(const char *path, int fd);
+
+/* CLOCK_MONOTONIC in milliseconds. */
+double wp_cv_mono_ms(void);
 
 /* RAW with a trailing ".raw" replaced by ".json" (or ".json" appended),
  * malloc'd; NULL on out of memory. */
@@ -46,17 +53,19 @@ void wp_cv_event(int level, const char *kind, const char *path, unsigned long lo
 
 /* Library mode: converts one dump, reports one final event ("wrote",
  * "short" or "error", perhaps an "info" after it), deletes the dump once a
- * profile is written or it is too short for one. Symbolizes through `pool`
- * when not NULL (sessions kept for the next dump). Returns the exit status:
- * 0, or 1 when no profile was written. */
+ * profile is written or it is too short for one (unless j->keep_dump).
+ * Symbolizes through `pool` when not NULL (sessions kept for the next
+ * dump). Returns 0 when the dump is dealt with (a profile written, or too
+ * short for one), 1 when no profile was written and the dump stays. */
 int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool);
 
 /* Tree mode (--tree): converts every dump pending in the index `index`
- * (output/event.h's queue), in order, while `lock_fd` (an open descriptor
- * of the index, flock-held: the tree's one converter) stays locked; waits
- * for more, and ends when the root has said "end" and nothing is pending,
- * or after a while with nothing new. `platform`: as in wp_cv_job. Returns
- * the exit status. */
-int wp_cv_tree(const char *index, int lock_fd, const char *platform);
+ * (output/dump_queue.h), in order, while `lock_fd` (an open descriptor of
+ * the index, flock-held: the tree's one converter) stays locked; waits for
+ * more, and ends when the root has said "end" and nothing is pending, or
+ * after a while with nothing new. A dump that takes longer than
+ * `timeout_s` ends us (SIGALRM), and the next converter skips it.
+ * `platform`: as in wp_cv_job. Returns the exit status. */
+int wp_cv_tree(const char *index, int lock_fd, const char *platform, unsigned timeout_s);
 
 #endif

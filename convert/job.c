@@ -39,8 +39,10 @@ void wp_cv_event(int level, const char *kind, const char *path, unsigned long lo
 		if ((unsigned char)msg[i] < 0x20 || msg[i] == 0x7f)
 			msg[i] = '?';
 	for (i = 0; path && path[i]; i++)
-		if ((unsigned char)path[i] < 0x20 || path[i] == 0x7f)
+		if ((unsigned char)path[i] < 0x20 || path[i] == 0x7f) {
 			path = "(path with control characters)";
+			break;
+		}
 	if (rep.index) {
 		if (level <= WP_CV_INFO)
 			wp_event_append(rep.index, rep.pid, kind, path, lost, msg, n, 1);
@@ -64,7 +66,7 @@ char *wp_cv_json_name(const char *raw)
 	return out;
 }
 
-static double mono_ms(void)
+double wp_cv_mono_ms(void)
 {
 	struct timespec ts;
 
@@ -72,8 +74,7 @@ static double mono_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Whether `path` still names the file open as `fd` (nobody replaced it). */
-static int same_file(const char *path, int fd)
+int wp_cv_same_file(const char *path, int fd)
 {
 	struct stat a, b;
 
@@ -83,7 +84,7 @@ static int same_file(const char *path, int fd)
 
 int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 {
-	double t0 = mono_ms();
+	double t0 = wp_cv_mono_ms();
 	char err[512], err2[512] = "", what[48] = "", who[40] = "";
 	struct wp_profile p;
 	struct wp_raw_info info;
@@ -116,7 +117,7 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 			    p.nr_samples == 1 ? "" : "s",
 			    (double)(info.dump_ns - info.start_ns) / 1e6, p.hz);
 		wp_profile_free(&p);
-		if (same_file(j->raw, j->fd))
+		if (!j->keep_dump && wp_cv_same_file(j->raw, j->fd))
 			unlink(j->raw);
 		return 0;
 	}
@@ -147,12 +148,12 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 	}
 	/* The dump first: the profile is in place, whatever happens to us
 	 * while we report. */
-	if (same_file(j->raw, j->fd))
+	if (!j->keep_dump && wp_cv_same_file(j->raw, j->fd))
 		unlink(j->raw);
 	wp_cv_event(WP_CV_INFO, "wrote", path, dropped,
 		    "%swrote %s (%s%zu samples, %zu threads, %.1f s, %llu dropped) in %.0f ms", who,
 		    path, what, st.nr_samples, st.nr_threads, st.duration_s, dropped,
-		    mono_ms() - t0);
+		    wp_cv_mono_ms() - t0);
 	if (st.duration_s > WP_SENTRY_MAX_SECONDS)
 		wp_cv_event(WP_CV_INFO, "info", NULL, 0,
 			    "%s covers %.1f s; Sentry rejects v1 profiles longer than %d s", path,

@@ -124,14 +124,14 @@ int main(int argc, char **argv)
 	char *out_alloc = NULL, fdpath[32];
 	struct wp_cv_job j = { .fd = -1 };
 	int i, rc, library = 0, tree = 0;
-	unsigned index_pid = 0;
+	unsigned index_pid = 0, timeout_s = 0;
 
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		/* options taking a value: -o, --output, --platform, and the library's */
 		static const char *const valued[] = { "-o",    "--output",   "--platform", "--fd",
 						      "--raw", "--fallback", "--index",    "--index-pid",
-						      "--pid", NULL };
+						      "--pid", "--timeout", NULL };
 		const char *v = NULL;
 		int k;
 
@@ -139,9 +139,12 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		}
-		if (!strcmp(a, "--library") || !strcmp(a, "--tree")) {
+		if (!strcmp(a, "--library")) {
 			library = 1;
-			tree |= a[2] == 't';
+			continue;
+		}
+		if (!strcmp(a, "--tree")) {
+			library = tree = 1;
 			continue;
 		}
 		if (!strcmp(a, "--debuginfod")) {
@@ -200,6 +203,12 @@ int main(int argc, char **argv)
 			if (pid <= 0)
 				return fail("--pid needs a process id, not %s", v);
 			wp_sym_set_process((int)pid);
+		} else if (k == 9) {
+			long s = number(v);
+
+			if (s <= 0)
+				return fail("--timeout needs a number of seconds, not %s", v);
+			timeout_s = (unsigned)s;
 		}
 	}
 	if (library) {
@@ -212,7 +221,13 @@ int main(int argc, char **argv)
 	if (tree) {
 		if (!index || index[0] != '/' || j.fd < 0)
 			return fail("--tree needs --index (an absolute path) and --fd");
-		return wp_cv_tree(index, j.fd, j.platform);
+		/* Past --timeout on one dump, SIGALRM ends us (an ignored one
+		 * would have been inherited); our working directory, the first
+		 * descendant's, is not held for the next few seconds. */
+		signal(SIGALRM, SIG_DFL);
+		if (chdir("/") < 0)
+			return 1;
+		return wp_cv_tree(index, j.fd, j.platform, timeout_s);
 	}
 	if (!raw) {
 		usage(stderr);

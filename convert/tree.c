@@ -1,8 +1,8 @@
 /* tree: the converter of a profiled tree's descendants (see convert.h).
  *
  * Descendants do not wait for their conversion: each appends a "raw" line
- * to the tree's index (output/event.h) and, when no converter holds the
- * index's lock, starts this one with the lock. It converts the pending
+ * to the tree's index (output/dump_queue.h) and, when no converter holds
+ * the index's lock, starts this one with the lock. It converts the pending
  * dumps in order, keeping every module's symbolizer session from one dump
  * to the next (a build's hundred compilers share libc's debug info, whose
  * decompression is most of a conversion's cost), and waits for more with
@@ -10,7 +10,12 @@
  * pending, or after LINGER_MS with nothing new; before ending it lets go
  * of the lock and looks once more, so that a dump whose process found the
  * lock held just before is never left behind: either we see its line, or
- * that process found the lock free and started a converter itself. */
+ * that process found the lock free and started a converter itself.
+ *
+ * Each dump is announced ("taking") before it is converted and finished
+ * ("done") before it is deleted. A dump a converter took but never
+ * finished (it crashed on it, or ran past its time: SIGALRM ends it) is
+ * not taken again: the next converter says so and goes on with the rest. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -19,195 +24,250 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../output/dump_queue.h"
 #include "../output/event.h"
 #include "../symbolize/symbolize.h"
 #include "convert.h"
 
-#define LINGER_MS 3000            /* idle time before we end (no "end" seen) */
+#define LINGER_MS 3000     /* idle time before we end (no "end" seen) */
+#define LOCKED_TRIES 1000  /* a dump still locked by its writer: 10 ms apart */
 /* The symbolizer sessions kept from dump to dump: libc's inflated debug
- * info is about 10 MiB, a compiler's symbol table a few. */
+ * info is about 10 MiB, a compiler's symbol table a few; each holds one or
+ * two descriptors, so their number is bounded by RLIMIT_NOFILE too. */
 #define POOL_SESSIONS 64
 #define POOL_BYTES (256u << 20)
-#define LOCK_TRIES 200            /* a dump still being written: 10 ms apart */
-#define LINE_MAX_BYTES (64 << 10) /* longer lines are not ours: skipped */
+#define FDS_SPARE 32       /* descriptors kept free for a dump and its output */
 
-struct reader {
-	int fd;
-	off_t off;    /* bytes of the index taken so far */
-	size_t len;   /* bytes of a partial line in buf */
-	int skipping; /* inside a line longer than buf */
-	int end;      /* the root has said "end" */
-	char buf[LINE_MAX_BYTES];
+struct tree {
+	const char *index;
+	const char *platform;
+	unsigned timeout_s;
+	struct wp_sym_pool *pool;
 };
 
-/* A dump another dump under the same name replaced before we came to it. */
-static void superseded(const char *index, struct wp_event_dump *d)
+/* Appends one of our bookkeeping lines ("taking", "done") for `e`. */
+static void mark(const struct tree *t, const struct wp_dump_entry *e, const char *kind)
 {
-	wp_cv_report_to(index, d->pid);
+	wp_event_append(t->index, e->pid, kind, e->raw, 0, "", 0, 1);
+}
+
+/* A dump another "raw" line for the same path replaced: a damaged or forged
+ * index (a dump is never written over another). */
+static void superseded(void *arg, const struct wp_dump_entry *e)
+{
+	const struct tree *t = arg;
+
+	wp_cv_report_to(t->index, e->pid);
 	wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
-		    "profile not written: another process wrote its raw dump over %s before it "
-		    "was converted (WALLPROF_OUTPUT without %%p?)",
-		    d->raw);
-	wp_event_append(index, d->pid, "done", d->raw, 0, "overwritten", 11, 1);
-	wp_event_dump_free(d);
+		    "profile not written: the index names %s again for another process",
+		    e->raw);
+	mark(t, e, "done");
 }
 
-/* Takes the complete lines appended since the last call into `q`.
- * Returns -1 when the index cannot be read, else 0. */
-static int read_new(struct reader *r, const char *index, struct wp_event_queue *q)
-{
-	for (;;) {
-		ssize_t n = pread(r->fd, r->buf + r->len, sizeof(r->buf) - r->len, r->off);
-		char *line = r->buf, *nl, *end;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		if (n == 0)
-			return 0;
-		r->off += n;
-		r->len += (size_t)n;
-		end = r->buf + r->len;
-		while ((nl = memchr(line, '\n', (size_t)(end - line)))) {
-			char *f[WP_EVENT_FIELDS];
-			struct wp_event_dump old;
-
-			if (r->skipping) {
-				r->skipping = 0;
-			} else if (wp_event_split(line, (size_t)(nl - line), f) == 0) {
-				if (!strcmp(f[1], "end"))
-					r->end = 1;
-				else if (wp_event_queue_feed(q, f, &old) == 1)
-					superseded(index, &old);
-			}
-			line = nl + 1;
-		}
-		r->len = (size_t)(end - line);
-		memmove(r->buf, line, r->len);
-		if (r->len == sizeof(r->buf)) {
-			r->skipping = 1;
-			r->len = 0;
-		}
-	}
-}
-
-/* The dump open and locked (its writer done with it), or -1 with one line
- * saying why not. */
-static int open_dump(const struct wp_event_dump *d)
+/* The dump open and locked (its writer done with it): the descriptor, -1
+ * with one line saying why not, or -2 while another process holds it. */
+static int open_dump(const struct wp_dump_entry *e)
 {
 	struct stat st;
-	int fd = open(d->raw, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK), i;
+	int fd = open(e->raw, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 
 	if (fd < 0) {
 		wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
-			    "profile not written: the raw dump %s is gone (%s)", d->raw,
+			    "profile not written: the raw dump %s is gone (%s)", e->raw,
 			    strerror(errno));
 		return -1;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
-			    "profile not written: %s is not a raw dump (not a regular file)", d->raw);
+			    "profile not written: %s is not a raw dump (not a regular file)", e->raw);
 		close(fd);
 		return -1;
 	}
-	for (i = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; i++) {
-		struct timespec ts = { 0, 10000000 };
-
-		if (errno != EWOULDBLOCK || i == LOCK_TRIES) {
-			wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
-				    "profile not written: the raw dump %s stayed locked by another "
-				    "process; it stays there",
-				    d->raw);
-			close(fd);
-			return -1;
-		}
-		nanosleep(&ts, NULL);
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		close(fd);
+		if (errno == EWOULDBLOCK && e->tries < LOCKED_TRIES)
+			return -2;
+		wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
+			    "profile not written: the raw dump %s stayed locked by another "
+			    "process; it stays there",
+			    e->raw);
+		return -1;
 	}
 	return fd;
 }
 
-static void convert_one(const char *index, const struct wp_event_dump *d, const char *platform,
-			struct wp_sym_pool *pool)
+/* Whether the profile's name is one we may write: absolute, not the index
+ * (any descendant can write the index; what it names is written over). */
+static int fit_output(const struct tree *t, const char *path)
+{
+	return path[0] == '/' && strcmp(path, t->index) != 0;
+}
+
+/* Converts `e`; returns -2 when its dump is still locked (try it later). */
+static int convert_one(const struct tree *t, const struct wp_dump_entry *e)
 {
 	char source[32];
-	char *fallback = NULL;
 	struct wp_cv_job j = { 0 };
-	int fd;
+	int fd, rc = 1;
 
-	wp_cv_report_to(index, d->pid);
-	if (d->json[0] != '/') {
+	wp_cv_report_to(t->index, e->pid);
+	if (!fit_output(t, e->json) || !fit_output(t, e->json_fb)) {
 		wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
-			    "profile not written: no absolute profile name for %s; the raw dump "
-			    "stays",
-			    d->raw);
-	} else if ((fd = open_dump(d)) >= 0) {
-		/* The library's second choice is beside the dump when the dump
-		 * itself took its fallback ($TMPDIR). */
-		fallback = wp_cv_json_name(d->raw);
+			    "profile not written: the index names no usable profile for %s; the "
+			    "raw dump stays",
+			    e->raw);
+		mark(t, e, "done");
+		return 0;
+	}
+	if ((fd = open_dump(e)) == -2)
+		return -2;
+	if (fd >= 0) {
+		mark(t, e, "taking");
 		snprintf(source, sizeof(source), "/dev/fd/%d", fd);
-		j.raw = d->raw;
+		j.raw = e->raw;
 		j.source = source;
 		j.fd = fd;
-		j.out = d->json;
-		j.fallback = fallback && strcmp(fallback, d->json) ? fallback : NULL;
-		j.platform = platform;
-		wp_cv_library(&j, pool);
-		close(fd);
-		free(fallback);
+		j.out = e->json;
+		j.fallback = strcmp(e->json_fb, e->json) ? e->json_fb : NULL;
+		j.platform = t->platform;
+		j.keep_dump = 1;
+		alarm(t->timeout_s);
+		rc = wp_cv_library(&j, t->pool);
+		alarm(0);
 	}
-	wp_event_append(index, d->pid, "done", d->raw, 0, "", 0, 1);
+	/* "done" first: a dump deleted but not done would be waited for. */
+	mark(t, e, "done");
+	if (rc == 0 && wp_cv_same_file(e->raw, fd))
+		unlink(e->raw);
+	if (fd >= 0)
+		close(fd);
+	return 0;
+}
+
+/* A dump an earlier converter took and never finished. */
+static void abandoned(const struct tree *t, const struct wp_dump_entry *e)
+{
+	wp_cv_report_to(t->index, e->pid);
+	wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
+		    "profile not written: the converter ended while converting it (a crash, or "
+		    "longer than WALLPROF_CONVERT_TIMEOUT=%u s); the raw dump stays at %s "
+		    "(convert it with wallprof-convert)",
+		    t->timeout_s, e->raw);
+	mark(t, e, "done");
+}
+
+/* The index is ours: owned by our user, writable by no other (what it
+ * names, we write; the library creates it 0644). */
+static int index_trusted(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+	       !(st.st_mode & S_IWOTH);
+}
+
+/* As many sessions as the descriptors allow, after raising the soft limit
+ * to the hard one. */
+static size_t pool_sessions(void)
+{
+	struct rlimit rl;
+	size_t n = POOL_SESSIONS;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		if (rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+			getrlimit(RLIMIT_NOFILE, &rl);
+		}
+		if (rl.rlim_cur != RLIM_INFINITY)
+			n = rl.rlim_cur > 2 * FDS_SPARE ? (rl.rlim_cur - FDS_SPARE) / 2 : 0;
+	}
+	return n < POOL_SESSIONS ? n : POOL_SESSIONS;
 }
 
 static long long now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (long long)wp_cv_mono_ms();
 }
 
-int wp_cv_tree(const char *index, int lock_fd, const char *platform)
+int wp_cv_tree(const char *index, int lock_fd, const char *platform, unsigned timeout_s)
 {
-	struct reader *r = calloc(1, sizeof(*r));
-	struct wp_event_queue q = { 0 };
-	struct wp_sym_pool *pool = wp_sym_pool_new(POOL_SESSIONS, POOL_BYTES);
+	struct tree t = { index, platform, timeout_s ? timeout_s : 60, NULL };
+	struct wp_dump_queue q;
 	long long idle_since = now_ms();
-	int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK), rc = 0;
+	size_t tried = 0; /* locked dumps put back since the last conversion */
+	int ino, rc = 0;
 
-	if (!r)
+	if (!index_trusted(lock_fd))
+		return 1; /* nobody to tell but the index, which is not ours */
+	if (wp_dump_queue_open(&q, index) < 0)
 		return 1;
-	r->fd = lock_fd;
+	t.pool = wp_sym_pool_new(pool_sessions(), POOL_BYTES);
+	ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	if (ino >= 0 && inotify_add_watch(ino, index, IN_MODIFY) < 0) {
 		close(ino);
 		ino = -1;
+	}
+	/* Dumps taken by a converter before us and never done: it died on
+	 * them; not again. */
+	if (wp_dump_queue_read(&q, superseded, &t) < 0) {
+		rc = 1;
+		goto out;
+	}
+	for (size_t i = 0; i < q.nr;) {
+		struct wp_dump_entry e;
+
+		if (!q.v[i].taken) {
+			i++;
+			continue;
+		}
+		wp_dump_queue_take(&q, i, &e);
+		abandoned(&t, &e);
+		wp_dump_entry_free(&e);
 	}
 	for (;;) {
 		struct pollfd pf = { ino, POLLIN, 0 };
 		long long left;
 
-		if (read_new(r, index, &q) < 0) {
+		if (wp_dump_queue_read(&q, superseded, &t) < 0) {
 			rc = 1;
 			break;
 		}
-		if (q.nr) {
-			struct wp_event_dump d;
+		if (q.nr && tried < q.nr) {
+			struct wp_dump_entry e;
 
-			wp_event_queue_take(&q, 0, &d);
-			convert_one(index, &d, platform, pool);
-			wp_event_dump_free(&d);
+			wp_dump_queue_take(&q, 0, &e);
+			if (convert_one(&t, &e) == -2) {
+				/* still locked: after the others */
+				e.tries++;
+				wp_dump_queue_put_back(&q, &e);
+				tried++;
+				continue;
+			}
+			wp_dump_entry_free(&e);
+			tried = 0;
 			idle_since = now_ms();
 			continue;
 		}
+		if (q.nr) {
+			/* every one left is locked: a moment for their writers */
+			struct timespec ts = { 0, 10000000 };
+
+			nanosleep(&ts, NULL);
+			tried = 0;
+			continue;
+		}
 		left = LINGER_MS - (now_ms() - idle_since);
-		if (r->end || left <= 0) {
+		if (q.end || left <= 0) {
 			/* Let go, then look once more (see the top). */
 			flock(lock_fd, LOCK_UN);
-			if (read_new(r, index, &q) < 0 || !q.nr || flock(lock_fd, LOCK_EX | LOCK_NB) < 0)
+			if (wp_dump_queue_read(&q, superseded, &t) < 0 || !q.nr ||
+			    flock(lock_fd, LOCK_EX | LOCK_NB) < 0)
 				break;
 			continue;
 		}
@@ -224,10 +284,10 @@ int wp_cv_tree(const char *index, int lock_fd, const char *platform)
 				;
 		}
 	}
-	wp_event_queue_free(&q);
-	if (pool)
-		wp_sym_pool_free(pool);
-	free(r);
+out:
+	wp_dump_queue_close(&q);
+	if (t.pool)
+		wp_sym_pool_free(t.pool);
 	if (ino >= 0)
 		close(ino);
 	return rc;

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 
@@ -21,29 +22,56 @@ static int printable(const char *s, size_t n)
 	return 1;
 }
 
+/* The index open for appending: a regular file (whoever names it, a FIFO
+ * there does not hang us), or -1. async-signal-safe */
+static int open_index(const char *index_path, int create)
+{
+	int flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, fd;
+	struct stat st;
+
+	if (!index_path || !index_path[0])
+		return -1;
+	if (create)
+		flags |= O_CREAT;
+	/* the tree's converter trusts an index nobody else can write */
+	fd = (int)wp_syscall(SYS_openat, AT_FDCWD, index_path, flags, 0644);
+	if (fd >= 0 && (wp_syscall(SYS_fstat, fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+		wp_syscall(SYS_close, fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* One line from its pieces, written whole or not at all (a short write,
+ * ENOSPC or EFBIG, would glue half a line to the next). async-signal-safe */
+static int append(const char *index_path, int create, struct iovec *v, int n)
+{
+	size_t want = 0;
+	long w;
+	int fd = open_index(index_path, create), i;
+
+	if (fd < 0)
+		return -1;
+	for (i = 0; i < n; i++)
+		want += v[i].iov_len;
+	w = wp_syscall(SYS_writev, fd, v, n);
+	wp_syscall(SYS_close, fd);
+	return w == (long)want ? 0 : -1;
+}
+
 /* async-signal-safe */
 int wp_event_append(const char *index_path, unsigned pid, const char *kind, const char *path,
 		    unsigned long long lost, const char *msg, size_t len, int create)
 {
 	char npid[24], nlost[24];
 	struct iovec v[10];
-	int fd, flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW, saved = errno;
+	int saved = errno, rc;
 	size_t plen = path ? strlen(path) : 0;
-	long w;
 
-	if (!index_path || !index_path[0])
-		return -1;
 	if (!printable(msg, len))
 		msg = "(message with control characters)", len = strlen(msg);
 	if (path && !printable(path, plen))
 		path = "(path with control characters)", plen = strlen(path);
-	if (create)
-		flags |= O_CREAT;
-	fd = (int)wp_syscall(SYS_openat, AT_FDCWD, index_path, flags, 0666);
-	if (fd < 0) {
-		errno = saved;
-		return -1;
-	}
 	v[0] = (struct iovec){ npid, wp_put_uint(npid, 0, sizeof(npid), pid) };
 	v[1] = (struct iovec){ "\t", 1 };
 	v[2] = (struct iovec){ (void *)kind, strlen(kind) };
@@ -54,10 +82,38 @@ int wp_event_append(const char *index_path, unsigned pid, const char *kind, cons
 	v[7] = (struct iovec){ "\t", 1 };
 	v[8] = (struct iovec){ (void *)msg, len };
 	v[9] = (struct iovec){ "\n", 1 };
-	w = wp_syscall(SYS_writev, fd, v, 10);
-	wp_syscall(SYS_close, fd);
+	rc = append(index_path, create, v, 10);
 	errno = saved;
-	return w > 0 ? 0 : -1;
+	return rc;
+}
+
+/* async-signal-safe */
+static int usable_path(const char *p)
+{
+	return p && p[0] == '/' && printable(p, strlen(p));
+}
+
+/* async-signal-safe */
+int wp_event_append_dump(const char *index_path, unsigned pid, const char *raw,
+			 const char *json, const char *json_fb)
+{
+	char npid[24];
+	struct iovec v[8];
+	int saved = errno, rc;
+
+	if (!usable_path(raw) || !usable_path(json) || !usable_path(json_fb))
+		return -1;
+	v[0] = (struct iovec){ npid, wp_put_uint(npid, 0, sizeof(npid), pid) };
+	v[1] = (struct iovec){ "\traw\t", 5 };
+	v[2] = (struct iovec){ (void *)raw, strlen(raw) };
+	v[3] = (struct iovec){ "\t0\t", 3 };
+	v[4] = (struct iovec){ (void *)json, strlen(json) };
+	v[5] = (struct iovec){ "\t", 1 };
+	v[6] = (struct iovec){ (void *)json_fb, strlen(json_fb) };
+	v[7] = (struct iovec){ "\n", 1 };
+	rc = append(index_path, 1, v, 8);
+	errno = saved;
+	return rc;
 }
 
 /* async-signal-safe */

@@ -250,6 +250,8 @@ WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq
 		arg(cv, &an, &ac, "--tree", NULL);
 		arg(cv, &an, &ac, "--fd", "3");
 		arg(cv, &an, &ac, "--index", rq->index);
+		wp_put_uint(num, 0, sizeof(num), timeout_s);
+		arg(cv, &an, &ac, "--timeout", num);
 	} else {
 		arg(cv, &an, &ac, "--library", NULL);
 		arg(cv, &an, &ac, "--fd", "3");
@@ -333,7 +335,7 @@ WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq
 }
 
 /* async-signal-safe */
-WP_AS_SAFE int wp_convert_tree(struct wp_conv *cv, const char *index)
+WP_AS_SAFE int wp_convert_ensure_tree(struct wp_conv *cv, const char *index)
 {
 	struct wp_conv_req rq = { 0 };
 	struct stat st;

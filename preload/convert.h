@@ -63,7 +63,7 @@ WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq
  * already holds that lock. Returns 1 when one was started, 0 when one
  * already runs, -1 when none could be started (no converter, no index, no
  * process). async-signal-safe */
-WP_AS_SAFE int wp_convert_tree(struct wp_conv *cv, const char *index);
+WP_AS_SAFE int wp_convert_ensure_tree(struct wp_conv *cv, const char *index);
 
 /* Waits until the conversion ends or CLOCK_MONOTONIC reaches `deadline_ns`,
  * relaying each line it reports through the log (`as_safe`: with

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../output/strput.h"
+#include "../output/event.h"
 #include "../output/output.h"
 #include "../output/raw.h"
 #include "convert.h"
@@ -171,9 +172,9 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 	const struct wp_thread *threads;
 	size_t nr_threads;
 	struct wp_conv_req rq;
-	const char *path = sp->n.raw, *abbrev = sig ? sigabbrev_np(sig) : NULL;
+	const char *path = sp->n.raw, *json = sp->n.json, *abbrev = sig ? sigabbrev_np(sig) : NULL;
 	size_t n = 0, cap = sizeof(sp->line);
-	int fd = -1, rc = -1, i, xfsz_was_pending;
+	int fd = -1, rc = -1, i, xfsz_was_pending, taken = 0;
 	/* the kernel's 8-byte masks: a sigset_t is 128 bytes of stack each */
 	unsigned long xfsz = 1ul << (SIGXFSZ - 1), old_mask, pending;
 
@@ -220,6 +221,7 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 		    wp_syscall(SYS_lseek, fd, 0, SEEK_END) != 0) {
 			wp_syscall(SYS_close, fd);
 			fd = -1;
+			taken |= i == 0;
 			continue;
 		}
 		rc = wp_raw_write_out(&sp->out, fd, meta, g->smp.ring, g->smp.mods.mods,
@@ -229,6 +231,31 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 			wp_syscall(SYS_unlink, path);
 			fd = -1;
 		}
+	}
+	/* A dump that took the fallback because its name was taken: its
+	 * profile goes there too (the name may be another process's
+	 * profile), and one line says so. */
+	if (rc == 0 && taken && path == sp->n.raw_fb) {
+		size_t k = 0, kc = sizeof(sp->line);
+
+		json = sp->n.json_fb;
+		k = wp_put_str(sp->line, k, kc, sp->n.raw);
+		k = wp_put_str(sp->line, k, kc, " holds another dump (another process's with a "
+				   "WALLPROF_OUTPUT without %p, or one left to convert); this profile "
+				   "goes to ");
+		k = wp_put_str(sp->line, k, kc, json);
+		wp_log_raw(WP_LOG_ERROR, "error", NULL, 0, sp->line, k);
+	}
+	/* A descendant leaves its dump to the tree's converter (see
+	 * output/dump_queue.h): its line while we still hold the dump (a
+	 * converter tries again later), under the SIGXFSZ guard. Paths that
+	 * are relative or hold control characters are not written there: the
+	 * dump gets a converter of its own. */
+	if (rc == 0 && detach && wp_convert_program() && wp_tree_index() &&
+	    wp_event_append_dump(wp_tree_index(), (unsigned)g->fix.pid, path, json,
+				 sp->n.json_fb) == 0) {
+		wp_syscall(SYS_close, fd);
+		fd = -1;
 	}
 	pending = 0;
 	wp_syscall(SYS_rt_sigpending, &pending, 8);
@@ -249,24 +276,21 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 		wp_log_raw(WP_LOG_ERROR, "error", NULL, 0, sp->line, n);
 		return -1;
 	}
-	if (detach && wp_convert_program() && wp_tree_index() &&
-	    wp_tree_record("raw", path, 0, sp->n.json, strlen(sp->n.json), 0) == 0) {
-		/* The tree's converter takes it from the index once we let go
-		 * of it (see convert.h, wp_convert_tree). */
-		wp_syscall(SYS_close, fd);
-		if (wp_convert_tree(&sp->conv, wp_tree_index()) >= 0)
+	if (fd < 0) {
+		/* left to the tree's converter: make sure one runs */
+		if (wp_convert_ensure_tree(&sp->conv, wp_tree_index()) >= 0)
 			return 0;
 		n = wp_put_str(sp->line, n, cap, "wrote raw profile ");
 		n = wp_put_str(sp->line, n, cap, path);
 		n = wp_put_str(sp->line, n, cap, "; could not start ");
 		n = wp_put_str(sp->line, n, cap, wp_convert_program());
+		n = wp_put_str(sp->line, n, cap, " (the first process tries again at its exit)");
 		wp_log_raw(WP_LOG_ERROR, "error", path, 0, sp->line, n);
-		wp_tree_record("done", path, 0, "", 0, 0);
 		return -1;
 	}
 	rq.raw_fd = fd;
 	rq.raw = path;
-	rq.json = sp->n.json;
+	rq.json = json;
 	rq.fallback = sp->n.json_fb;
 	rq.detach = detach;
 	rq.index = wp_tree_index();
@@ -353,8 +377,9 @@ void wp_dump_snapshot_finish(void)
 /* The paths of the image's profile before an exec: "<name>.exec<k>.json",
  * the first k with neither the profile nor its dump (which the converter
  * may still hold) there; the exec'd image has the same pid and writes the
- * plain name at its own exit. Returns k, or -1 when the name is too long.
- * async-signal-safe (access(2) and string copies) */
+ * plain name at its own exit. Returns k, -1 when the name is too long, -2
+ * when .exec0 to .exec999 are all taken. async-signal-safe (access(2) and
+ * string copies) */
 WP_AS_SAFE __attribute__((noinline)) static int exec_paths(struct dump_space *sp)
 {
 	char tag[32];
@@ -376,7 +401,7 @@ WP_AS_SAFE __attribute__((noinline)) static int exec_paths(struct dump_space *sp
 			break;
 	}
 	if (k == 1000)
-		return -1; /* not over the last one */
+		return -2; /* not over the last one */
 	dump_paths(&sp->n, json, tag);
 	return k;
 }
@@ -422,6 +447,8 @@ WP_AS_SAFE void wp_dump_handler(int sig, int exec)
  * its last captures collected. */
 void wp_dump_exit(int exec)
 {
+	int k;
+
 	if (!dump_take()) {
 		/* a fatal signal's dump on another thread: it is the profile */
 		dump_wait_done();
@@ -429,9 +456,10 @@ void wp_dump_exit(int exec)
 	}
 	wp_threads_refresh_names();
 	exit_space.n = exit_names;
-	if (exec && exec_paths(&exit_space) < 0)
-		wp_log(WP_LOG_ERROR, "WALLPROF_OUTPUT expands to a path that is too long; "
-		       "no profile before exec");
+	if (exec && (k = exec_paths(&exit_space)) < 0)
+		wp_log(WP_LOG_ERROR, k == -1 ? "WALLPROF_OUTPUT expands to a path that is too long; "
+		       "no profile before exec" : "the profiles of 1000 images before exec are there "
+		       "already (.exec0 to .exec999); no profile before this exec");
 	else if (long_enough(exec ? WP_LOG_DEBUG : WP_LOG_INFO, 0) &&
 		 dump(&exit_space, 0, 0, detached()) == 0)
 		wp_convert_wait(&exit_space.conv, convert_deadline(), 1);

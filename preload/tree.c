@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../output/dump_queue.h"
 #include "../output/event.h"
 #include "../output/output.h"
 #include "../output/profile.h"
@@ -22,6 +23,7 @@
 
 #define INDEX_READ_MAX (64u << 20) /* the report reads at most this much */
 #define REPORT_MESSAGES 5          /* child messages printed by the report */
+#define ROOT_STARTS 3              /* tree converters the root starts at its exit */
 
 static int is_root = 1;
 static int exported;               /* WALLPROF_TREE already names us (exec'd root) */
@@ -126,12 +128,17 @@ WP_AS_SAFE const char *wp_tree_index(void)
 /* The index's bytes (at most INDEX_READ_MAX), NUL-terminated; NULL if absent. */
 static char *read_index(size_t *len)
 {
-	int fd = open(index_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = open(index_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	size_t cap = 1 << 16, n = 0;
 	char *buf = NULL;
+	struct stat st;
 
 	if (fd < 0)
 		return NULL;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return NULL;
+	}
 	for (;;) {
 		ssize_t r;
 
@@ -162,48 +169,37 @@ static char *read_index(size_t *len)
 	return buf;
 }
 
-/* How many dumps the index still waits on (output/event.h). */
-static unsigned long pending(void)
-{
-	struct wp_event_queue q = { 0 };
-	struct wp_event_dump old;
-	unsigned long nr;
-	size_t len = 0;
-	char *buf = read_index(&len), *line, *next;
-
-	for (line = buf; buf && line < buf + len && *line; line = next) {
-		char *f[WP_EVENT_FIELDS];
-
-		if (!(next = strchr(line, '\n')))
-			break; /* a line being written as we read */
-		*next++ = 0;
-		if (wp_event_split(line, (size_t)(next - 1 - line), f) == 0 &&
-		    wp_event_queue_feed(&q, f, &old) == 1)
-			wp_event_dump_free(&old);
-	}
-	nr = q.nr;
-	wp_event_queue_free(&q);
-	free(buf);
-	return nr;
-}
-
-/* Waits until the index waits on no dump, or the deadline, making sure the
- * tree's converter runs meanwhile (a descendant that died before starting
- * it, a converter that crashed); returns how many are still pending. */
-static unsigned long wait_conversions(uint64_t deadline_ns)
+/* Waits until the index waits on no dump (output/dump_queue.h), or the
+ * deadline, making sure the tree's converter runs meanwhile: started again
+ * (up to ROOT_STARTS times) when none holds the index and dumps are
+ * pending (a descendant that died before starting one, a converter that
+ * crashed or ran out of time: the next one skips the dump it died on).
+ * Returns how many dumps are still pending; *busy says whether a converter
+ * is still at work on them. */
+static unsigned long wait_conversions(uint64_t deadline_ns, int *busy)
 {
 	static struct wp_conv cv;
-	unsigned long left;
+	struct wp_dump_queue q;
+	unsigned long left = 0;
+	int starts = 0, rc;
 
+	*busy = 0;
 	/* A converter that lingers for more ends once it is through. */
 	wp_tree_record("end", NULL, 0, "", 0, 0);
-	while ((left = pending()) && wp_mono_ns() < deadline_ns) {
+	if (wp_dump_queue_open(&q, index_path) < 0)
+		return 0;
+	while (wp_dump_queue_read(&q, NULL, NULL) == 0 && (left = q.nr)) {
 		struct timespec ms = { 0, 10000000 };
 
-		if (wp_convert_tree(&cv, index_path) < 0)
+		if (wp_mono_ns() >= deadline_ns)
 			break;
+		rc = wp_convert_ensure_tree(&cv, index_path);
+		*busy = rc == 0;
+		if (rc < 0 || (rc == 1 && ++starts > ROOT_STARTS))
+			break; /* none can run, or each one dies at once */
 		wp_syscall(SYS_nanosleep, &ms, NULL);
 	}
+	wp_dump_queue_close(&q);
 	return left;
 }
 
@@ -214,30 +210,24 @@ void wp_tree_report(uint64_t deadline_ns)
 	unsigned long long lost = 0;
 	size_t len = 0;
 	char *buf, *line, *next;
+	int busy;
 
 	if (!is_root || !index_path[0])
 		return;
-	left = wait_conversions(deadline_ns);
+	left = wait_conversions(deadline_ns, &busy);
 	if (!(buf = read_index(&len)))
 		return;
-	for (line = buf; line < buf + len && *line; line = next) {
-		char *f[5], *p = line;
+	for (line = buf; line < buf + len; line = next) {
+		char *f[WP_EVENT_FIELDS];
 		unsigned long pid;
-		int k;
 
-		next = strchr(line, '\n');
-		if (!next)
+		if (!(next = memchr(line, '\n', (size_t)(buf + len - line))))
 			break; /* a line being written as we read */
 		*next++ = 0;
-		for (k = 0; k < 5; k++) {
-			f[k] = p;
-			if (k < 4 && !(p = strchr(p, '\t')))
-				break;
-			if (k < 4)
-				*p++ = 0;
-		}
-		if (k < 5)
-			continue; /* not ours */
+		/* lines not ours: too few fields, or a NUL byte in them */
+		if (memchr(line, 0, (size_t)(next - 1 - line)) ||
+		    wp_event_split(line, (size_t)(next - 1 - line), f) < 0)
+			continue;
 		pid = strtoul(f[0], NULL, 10);
 		if (pid == me || pid == 0 || pid > 0x7fffffff)
 			continue;
@@ -277,8 +267,9 @@ void wp_tree_report(uint64_t deadline_ns)
 					      shorts);
 		if (left && m < sizeof(more))
 			m += (size_t)snprintf(more + m, sizeof(more) - m,
-					      ", %lu raw dump%s not converted", left,
-					      left == 1 ? "" : "s");
+					      busy ? ", %lu raw dump%s still converting in the background"
+						   : ", %lu raw dump%s not converted",
+					      left, left == 1 ? "" : "s");
 		if (lost && m < sizeof(more))
 			m += (size_t)snprintf(more + m, sizeof(more) - m, ", %llu sample%s lost", lost,
 					      lost == 1 ? "" : "s");

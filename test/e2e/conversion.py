@@ -288,8 +288,9 @@ def tests(rt):
 
     def test_dump_left_kept(tmp):
         """A raw dump left under the profile's name (a profile still to
-        convert) is not written over: this run's dump takes the fallback,
-        and its profile is written all the same."""
+        convert) is not written over: this run's dump and profile take the
+        fallback in $TMPDIR (the name may be another process's profile), and
+        one line says so."""
         old = os.path.join(tmp, "p.raw")
         with open(old, "wb") as f:
             f.write(b"a dump left behind")
@@ -301,10 +302,120 @@ def tests(rt):
         check(r.rc == 0, r.describe())
         with open(old, "rb") as f:
             check(f.read() == b"a dump left behind", "the dump left behind was written over")
-        rt.check_valid(rt.load_profile(os.path.join(tmp, "p.json")))
-        check(not os.listdir(td), "left in TMPDIR: %s" % os.listdir(td))
+        want = os.path.join(td, "wallprof.%d.json" % r.pid)
+        lines = r.wallprof_lines()
+        check(any(old in l and "holds another dump" in l and want in l for l in lines),
+              "no line about the name taken: %s" % lines)
+        rt.check_valid(rt.load_profile(want))
+        check(not os.path.exists(os.path.join(tmp, "p.json")), "a profile under the taken name")
+        check(os.listdir(td) == [os.path.basename(want)], "left in TMPDIR: %s" % os.listdir(td))
+
+    # A root that edits its tree's index before and after running one child
+    # (conversion work 300): `before` and `after` are Python lines with
+    # `idx` the index's path.
+    def index_root(before="", after=""):
+        return ("import os, subprocess, sys\n"
+                "idx = os.environ['WALLPROF_TREE'].split(':', 1)[1]\n"
+                + before + "\nsubprocess.run(sys.argv[1:])\n" + after + "\n")
+
+    def test_tree_abandoned(tmp):
+        """A dump an earlier converter took and never finished (it crashed
+        on it) is not taken again: one line says so, the dump stays, and
+        the dumps after it are converted."""
+        dead = os.path.join(tmp, "dead.raw")
+        with open(dead, "wb") as f:
+            f.write(b"not converted again")
+        before = ("with open(idx, 'a') as f:\n"
+                  "    f.write('99999\\traw\\t%s\\t0\\t%s\\t%s\\n' % (\n"
+                  "        '{d}', '{d}.json', '{d}.fb.json'))\n"
+                  "    f.write('99999\\ttaking\\t{d}\\t0\\t\\n')\n").format(d=dead)
+        r = rt.run_bounded([sys.executable, "-c", index_root(before), rt.prog("conversion"),
+                            "work", "300"], tmp, timeout=TIMEOUT)
+        check(r.rc == 0, r.describe())
+        lines = r.wallprof_lines()
+        check(any("child 99999: " in l and "ended while converting it" in l and dead in l
+                  for l in lines), "no line for the abandoned dump: %s" % lines)
+        check(any("2 child processes: 1 file written" in l for l in lines),
+              "the root's report: %s" % lines)
+        with open(dead, "rb") as f:
+            check(f.read() == b"not converted again", "the abandoned dump was touched")
+
+    def test_tree_converter_dies(tmp):
+        """A tree converter that dies at once, every time: the root starts
+        it again a few times, not in a loop until its timeout, and says the
+        dump is not converted."""
+        log, fake = logging_converter(tmp, '[ "$1" = --tree ] && echo "$1" >> %s && kill -SEGV $$'
+                                      % os.path.join(tmp, "calls"))
+        code = "import subprocess, sys\nsubprocess.run(sys.argv[1:])\n"
+        t0 = time.monotonic()
+        r = rt.run_bounded([sys.executable, "-c", code, rt.prog("conversion"), "work", "300"],
+                           tmp, env_extra={"WALLPROF_CONVERTER": fake}, timeout=TIMEOUT)
+        took = time.monotonic() - t0
+        check(r.rc == 0, r.describe())
+        starts = calls(log).count("--tree")
+        check(1 <= starts <= 5, "%d tree converters started" % starts)
+        check(took < 20, "the root waited %.1f s" % took)
+        lines = r.wallprof_lines()
+        check(any("1 raw dump not converted" in l for l in lines), "the report: %s" % lines)
+
+    def test_tree_control_chars(tmp):
+        """An output directory whose name holds a tab: the child's dump
+        cannot be named in the index, so it gets a converter of its own;
+        its profile is written."""
+        d = os.path.join(tmp, "a\tb")
+        os.mkdir(d)
+        code = "import subprocess, sys\nsubprocess.run(sys.argv[1:])\n"
+        r = rt.run_bounded([sys.executable, "-c", code, rt.prog("conversion"), "work", "300"],
+                           tmp, env_extra={"WALLPROF_OUTPUT": os.path.join(d, "w.%p.json")},
+                           timeout=TIMEOUT)
+        check(r.rc == 0, r.describe())
+        jsons = [n for n in os.listdir(d) if n.endswith(".json")]
+        check(len(jsons) == 2, "profiles: %s (%s)" % (jsons, r.wallprof_lines()))
+        check(not [n for n in os.listdir(d) if n.endswith(".raw")], "a raw dump is left")
+
+    def test_tree_index_damaged(tmp):
+        """NUL bytes and a line cut short in the index: the root's wait and
+        report go past them and count the child's profile; no timeout."""
+        after = ("with open(idx, 'ab') as f:\n"
+                 "    f.write(b'\\0\\n1\\traw\\t/x\\0y\\t0\\t/a\\t/b\\n' + b'z' * 70000 + b'\\n')\n")
+        t0 = time.monotonic()
+        r = rt.run_bounded([sys.executable, "-c", index_root(after=after), rt.prog("conversion"),
+                            "work", "300"], tmp, env_extra={"WALLPROF_CONVERT_TIMEOUT": "20"},
+                           timeout=TIMEOUT)
+        took = time.monotonic() - t0
+        check(r.rc == 0, r.describe())
+        lines = r.wallprof_lines()
+        check(any("1 child process: 1 file written" in l and "not converted" not in l
+                  for l in lines), "the report: %s" % lines)
+        check(took < 15, "the root waited %.1f s" % took)
+
+    def test_tree_index_fifo(tmp):
+        """The index replaced by a FIFO: nobody hangs on it."""
+        before = "os.unlink(idx) if os.path.exists(idx) else None\nos.mkfifo(idx)\n"
+        r = rt.run_bounded([sys.executable, "-c", index_root(before), rt.prog("conversion"),
+                            "work", "300"], tmp, timeout=30)
+        check(r.rc == 0, "the tree did not end: %s" % r.describe())
+
+    def test_tree_index_untrusted(tmp):
+        """An index anybody may write names files the converter would write
+        over: the tree's converter refuses it, and the report says the dump
+        is not converted."""
+        before = "open(idx, 'a').close()\nos.chmod(idx, 0o666)\n"
+        r = rt.run_bounded([sys.executable, "-c", index_root(before), rt.prog("conversion"),
+                            "work", "300"], tmp, timeout=TIMEOUT)
+        check(r.rc == 0, r.describe())
+        lines = r.wallprof_lines()
+        check(any("1 raw dump not converted" in l for l in lines), "the report: %s" % lines)
+        check(not [n for n in os.listdir(tmp) if n.endswith(".json") and
+                   n != "wallprof.%d.json" % r.pid], "a child profile from an untrusted index")
 
     return [("conv_library_deps", test_library_deps),
+            ("conv_tree_abandoned", test_tree_abandoned),
+            ("conv_tree_converter_dies", test_tree_converter_dies),
+            ("conv_tree_control_chars", test_tree_control_chars),
+            ("conv_tree_index_damaged", test_tree_index_damaged),
+            ("conv_tree_index_fifo", test_tree_index_fifo),
+            ("conv_tree_index_untrusted", test_tree_index_untrusted),
             ("conv_tree_one_converter", test_tree_one_converter),
             ("conv_tree_after_root", test_tree_after_root),
             ("conv_tree_restart", test_tree_restart),

@@ -51,8 +51,11 @@ def tests(rt):
         out = []
         with open(path) as f:
             for line in f:
-                parts = line.rstrip("\n").split("\t")
+                # five fields; a raw line's message is "<profile> TAB <fallback>"
+                parts = line.rstrip("\n").split("\t", 4)
                 check(len(parts) == 5, "index line with %d fields: %r" % (len(parts), line))
+                check("\t" not in parts[4] or (parts[1] == "raw" and parts[4].count("\t") == 1),
+                      "a tab in the message of a %s line: %r" % (parts[1], line))
                 out.append(parts)
         return out
 
