@@ -6,8 +6,8 @@
  * system calls only, so a signal handler may start it) whose exit signal is
  * none: the program never gets a SIGCHLD for it and its wait()/waitpid(-1)
  * never see it (only __WCLONE waits do, ours). It gets the dump as fd 3,
- * locked (flock LOCK_EX) for as long as it runs, so anyone can tell a dump
- * being converted from one left behind; stdin and stderr are /dev/null,
+ * locked (flock LOCK_EX) for as long as it runs (the tree's converter gets
+ * the tree's index instead, locked: there is one per tree); stdin and stderr are /dev/null,
  * stdout is the report pipe (or /dev/null), nothing else is inherited, every
  * signal disposition is the default, the mask empty. */
 #ifndef WP_CONVERT_H
