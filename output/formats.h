@@ -1,0 +1,82 @@
+/* formats: every output format by name, written from a model (model.h).
+ *
+ *   sentry      Sentry sample-format v1 JSON (sentry.c)       .json
+ *   pprof       profile.proto, gzipped (pprof.c)              .pb.gz
+ *   folded      folded stacks, one line per stack (folded.c)  .folded
+ *   speedscope  speedscope's file format (speedscope.c)       .speedscope.json
+ *   html        a self-contained flame graph page (html.c)    .html
+ *
+ * Each writer streams through a sink: a file written atomically (a
+ * temporary beside it, renamed when complete) or standard output. Not
+ * async-signal-safe. */
+#ifndef WP_FORMATS_H
+#define WP_FORMATS_H
+
+#include <stddef.h>
+
+#include "model.h"
+#include "output.h"
+
+/* Options every writer gets; each reads the ones it knows. */
+struct wp_format_opts {
+	const char *platform; /* sentry: "native" when NULL */
+	int thread_prefix;    /* folded: each line starts with the thread's name */
+	int syscall_suffix;   /* folded: an off-CPU leaf gets " [off-cpu: read]" */
+	const struct wp_model *base; /* html: a diff of the model against this one, or NULL */
+};
+
+/* Where a writer's bytes go. */
+struct wp_out_sink {
+	struct wp_out_atomic a; /* the file, when not stdout */
+	int to_stdout;
+	int failed;             /* the first error sticks; later writes do nothing */
+	char *err;
+	size_t errlen;
+	size_t bytes;
+};
+
+/* Appends `len` bytes; returns 0, or -1 once anything failed (err set). */
+int wp_sink_write(struct wp_out_sink *s, const void *data, size_t len);
+
+/* printf into the sink (formatted in a stack buffer of 4 KiB; longer
+ * output is an error). */
+int wp_sink_printf(struct wp_out_sink *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* One format. */
+struct wp_format {
+	const char *name;   /* as -f and WALLPROF_FORMAT take it */
+	const char *suffix; /* replaces ".json" in the profile's name */
+	int (*write)(const struct wp_model *m, const struct wp_format_opts *o,
+		     struct wp_out_sink *s, struct wp_out_stats *st);
+};
+
+/* The writers (each in its own file, named in the list at the top). */
+int wp_out_sentry_model(const struct wp_model *m, const struct wp_format_opts *o,
+			struct wp_out_sink *s, struct wp_out_stats *st);
+int wp_out_pprof(const struct wp_model *m, const struct wp_format_opts *o, struct wp_out_sink *s,
+		 struct wp_out_stats *st);
+int wp_out_folded(const struct wp_model *m, const struct wp_format_opts *o, struct wp_out_sink *s,
+		  struct wp_out_stats *st);
+int wp_out_speedscope(const struct wp_model *m, const struct wp_format_opts *o,
+		      struct wp_out_sink *s, struct wp_out_stats *st);
+int wp_out_html(const struct wp_model *m, const struct wp_format_opts *o, struct wp_out_sink *s,
+		struct wp_out_stats *st);
+
+/* The format called `name`, or NULL. */
+const struct wp_format *wp_format_find(const char *name);
+
+/* Every format, NULL-terminated, in the order of the list above. */
+const struct wp_format *const *wp_format_all(void);
+
+/* Writes `m` in format `f` to `path` ("-": standard output), atomically
+ * for a file. Returns 0, or -1 with a one-line reason in `err` and nothing
+ * left at `path`. */
+int wp_format_write(const struct wp_format *f, const struct wp_model *m,
+		    const struct wp_format_opts *o, const char *path, struct wp_out_stats *st,
+		    char *err, size_t errlen);
+
+/* `json` (a profile's name, normally ending in ".json") with the suffix of
+ * format `f` instead: malloc'd, NULL on out of memory. */
+char *wp_format_path(const struct wp_format *f, const char *json);
+
+#endif
