@@ -55,7 +55,9 @@ struct wp_counters {
 	uint64_t nr_truncated;       /* samples whose stack hit WALLPROF_MAX_DEPTH */
 	uint64_t nr_dropped_full;    /* samples dropped: stack tables full */
 	uint64_t nr_overwritten;     /* samples overwritten in the ring (older than the window or no room) */
-	uint64_t nr_threads_untracked; /* thread sightings with no free slot */
+	uint64_t nr_threads_untracked; /* thread sightings with no free slot, or whose thread
+					* had no table entry (the table full while a dump
+					* reads it, no memory): its counts of that tick lost */
 	uint64_t nr_signals_blocked; /* signals sent to threads observed blocked (last resort) */
 	uint64_t nr_eintr_retried;   /* blocking calls our signal interrupted, retried */
 	uint64_t nr_from_wrapper;    /* samples unwound from a blocking call's published context */
