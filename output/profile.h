@@ -78,7 +78,8 @@ struct wp_profile {
 	size_t nr_stacks;          /* stack_off has nr_stacks + 1 entries */
 	struct wp_sample *samples; /* sorted by t_ns */
 	size_t nr_samples;
-	struct wp_thread *threads;
+	struct wp_thread *threads; /* one entry per tid, no order (the raw reader merges a
+				    * tid's entries into one: output/raw_read.c) */
 	size_t nr_threads;
 	struct wp_module *modules;
 	size_t nr_modules;
