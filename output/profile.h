@@ -55,7 +55,9 @@ struct wp_counters {
 	uint64_t nr_truncated;       /* samples whose stack hit WALLPROF_MAX_DEPTH */
 	uint64_t nr_dropped_full;    /* samples dropped: stack tables full */
 	uint64_t nr_overwritten;     /* samples overwritten in the ring (older than the window or no room) */
-	uint64_t nr_threads_untracked; /* thread sightings with no free slot */
+	uint64_t nr_threads_untracked; /* thread sightings with no free slot, or whose thread
+					* had no table entry (the table full while a dump
+					* reads it, no memory): its counts of that tick lost */
 	uint64_t nr_signals_blocked; /* signals sent to threads observed blocked (last resort) */
 	uint64_t nr_eintr_retried;   /* blocking calls our signal interrupted, retried */
 	uint64_t nr_from_wrapper;    /* samples unwound from a blocking call's published context */
@@ -76,7 +78,8 @@ struct wp_profile {
 	size_t nr_stacks;          /* stack_off has nr_stacks + 1 entries */
 	struct wp_sample *samples; /* sorted by t_ns */
 	size_t nr_samples;
-	struct wp_thread *threads;
+	struct wp_thread *threads; /* one entry per tid, no order (the raw reader merges a
+				    * tid's entries into one: output/raw_read.c) */
 	size_t nr_threads;
 	struct wp_module *modules;
 	size_t nr_modules;

@@ -42,7 +42,7 @@ struct plan {
 	uint8_t *mod_used;    /* module -> some written frame lies in it */
 	uint32_t *tids;       /* distinct sampled tids, ascending */
 	size_t nr_tids;
-	uint32_t *thr_by_tid; /* p->threads indices sorted by (tid, index) */
+	uint32_t *thr_by_tid; /* p->threads indices sorted by tid (one entry per tid) */
 	uint64_t base_ns;     /* monotonic time of elapsed 0 (the window start) */
 	uint64_t last_elapsed;
 };
@@ -241,9 +241,7 @@ static int cmp_thread_idx(const void *a, const void *b, void *arg)
 	const struct wp_thread *t = arg;
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
-	if (t[x].tid != t[y].tid)
-		return t[x].tid < t[y].tid ? -1 : 1;
-	return x < y ? -1 : x > y;
+	return t[x].tid < t[y].tid ? -1 : t[x].tid > t[y].tid;
 }
 
 static int stack_valid(const struct wp_profile *p, uint32_t id)
@@ -330,24 +328,23 @@ static int plan_build(struct plan *pl)
 	return 0;
 }
 
-/* The latest wp_thread entry for `tid`, or NULL. */
+/* The wp_thread entry for `tid` (profile.h: one per tid), or NULL. */
 static const struct wp_thread *thread_of(const struct plan *pl, uint32_t tid)
 {
 	const struct wp_profile *p = pl->p;
 	size_t lo = 0, hi = p->nr_threads;
 
-	/* Upper bound: first entry with a larger tid; the one before is the latest. */
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (p->threads[pl->thr_by_tid[mid]].tid <= tid)
+		if (p->threads[pl->thr_by_tid[mid]].tid < tid)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	if (lo == 0 || p->threads[pl->thr_by_tid[lo - 1]].tid != tid)
+	if (lo == p->nr_threads || p->threads[pl->thr_by_tid[lo]].tid != tid)
 		return NULL;
-	return &p->threads[pl->thr_by_tid[lo - 1]];
+	return &p->threads[pl->thr_by_tid[lo]];
 }
 
 static int find_module(const struct wp_profile *p, uint64_t addr)
@@ -648,42 +645,32 @@ static int write_head(struct jw *w, const struct plan *pl, const struct wp_out_o
 }
 
 /* The "threads" member of the wallprof section: every thread the sampler
- * tracked, with or without samples in the window, keyed by tid. Entries that
- * share a tid (a tid reused by a later thread) are merged: counts summed,
- * the latest name kept, so keys stay unique. Streamed, one object each. */
+ * tracked, with or without samples in the window, keyed by tid, in tid
+ * order. One entry per tid (profile.h: a reused tid's entries were merged
+ * by the raw reader, and only there). Streamed, one object each. */
 static int write_thread_stats(struct jw *w, const struct plan *pl)
 {
 	const struct wp_profile *p = pl->p;
-	int first = 1;
 
 	jw_puts(w, ",\"threads\":{");
-	for (size_t i = 0; i < p->nr_threads && !w->failed;) {
+	for (size_t i = 0; i < p->nr_threads && !w->failed; i++) {
 		const struct wp_thread *t = &p->threads[pl->thr_by_tid[i]];
-		uint64_t nsig = 0, nsmp = 0;
 		json_t *o;
 		char name[17];
 		int bad;
 
-		for (; i < p->nr_threads && p->threads[pl->thr_by_tid[i]].tid == t->tid; i++) {
-			const struct wp_thread *u = &p->threads[pl->thr_by_tid[i]];
-
-			nsig += u->nr_signals;
-			nsmp += u->nr_samples;
-			t = u; /* sorted by (tid, index): the last one is the latest */
-		}
 		memcpy(name, t->name, 16);
 		name[16] = '\0'; /* comm may fill all 16 bytes */
 		o = json_object();
 		bad = set(o, "name", jstr(name));
-		bad |= set(o, "signals", jint(nsig));
-		bad |= set(o, "samples", jint(nsmp));
+		bad |= set(o, "signals", jint(t->nr_signals));
+		bad |= set(o, "samples", jint(t->nr_samples));
 		if (bad) {
 			json_decref(o);
 			o = NULL;
 		}
-		jw_printf(w, "%s\"%u\":", first ? "" : ",", t->tid);
+		jw_printf(w, "%s\"%u\":", i ? "," : "", t->tid);
 		jw_json(w, o);
-		first = 0;
 	}
 	return jw_puts(w, "}");
 }

@@ -44,6 +44,7 @@ struct dump_names {
 struct dump_space {
 	struct wp_raw_meta meta;
 	struct wp_counters ctr;
+	struct wp_threads_view threads; /* the table as this dump reads it (one load) */
 	struct wp_raw_out out;
 	struct wp_conv conv;
 	struct dump_names n;
@@ -144,11 +145,12 @@ static int long_enough(int level, int snapshot)
 	const struct wp_ring_stats *rs = wp_ring_stats(g->smp.ring);
 	unsigned long long dropped = g->smp.ctr.nr_pending + g->smp.ctr.nr_send_failed +
 				     rs->nr_dropped_full + rs->nr_overwritten;
-	size_t i, nr;
-	const struct wp_thread *t = wp_threads_table(&nr);
+	size_t i;
+	struct wp_threads_view v;
 
-	for (i = 0; i < nr; i++)
-		if (t[i].nr_samples >= 2)
+	wp_threads_view(&v);
+	for (i = 0; i < v.nr; i++)
+		if (v.e[i].nr_samples >= 2)
 			return 1;
 	wp_log_event(level, "short", NULL, dropped,
 		     "%s%llu sample%s in %.0f ms, fewer than 2 on every thread: too short for a "
@@ -169,8 +171,6 @@ static int long_enough(int level, int snapshot)
 WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int detach)
 {
 	struct wp_raw_meta *meta = &sp->meta;
-	const struct wp_thread *threads;
-	size_t nr_threads;
 	struct wp_conv_req rq;
 	const char *path = sp->n.raw, *json = sp->n.json, *abbrev = sig ? sigabbrev_np(sig) : NULL;
 	size_t n = 0, cap = sizeof(sp->line);
@@ -193,8 +193,10 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 	meta->signal = sig;
 	sp->ctr = g->smp.ctr;
 	sp->ctr.nr_eintr_retried = atomic_load(&g->sh.nr_eintr_retried);
-	wp_threads_mark_live();
-	threads = wp_threads_table(&nr_threads);
+	/* One load of the table; each entry's liveness is computed as it is
+	 * written (wp_threads_flags): a dump writes nothing in the table, which
+	 * the sampler (and another dump) may be reading. */
+	wp_threads_view(&sp->threads);
 	/* SIGXFSZ held back: past RLIMIT_FSIZE the write must fail with EFBIG,
 	 * not kill the program. One our write raised is taken off again; one
 	 * that was already pending stays. */
@@ -225,7 +227,8 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 			continue;
 		}
 		rc = wp_raw_write_out(&sp->out, fd, meta, g->smp.ring, g->smp.mods.mods,
-				      g->smp.mods.nr, threads, nr_threads, &sp->ctr);
+				      g->smp.mods.nr, sp->threads.e, sp->threads.nr,
+				      wp_threads_flags, &sp->threads, &sp->ctr);
 		if (rc < 0) {
 			wp_syscall(SYS_close, fd);
 			wp_syscall(SYS_unlink, path);

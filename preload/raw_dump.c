@@ -97,13 +97,15 @@ WP_AS_SAFE int wp_raw_write(int fd, const struct wp_raw_meta *meta, const struct
 {
 	struct wp_raw_out o;
 
-	return wp_raw_write_out(&o, fd, meta, ring, mods, nr_mods, threads, nr_threads, ctr);
+	return wp_raw_write_out(&o, fd, meta, ring, mods, nr_mods, threads, nr_threads, NULL, NULL,
+				ctr);
 }
 
 /* async-signal-safe */
 WP_AS_SAFE int wp_raw_write_out(struct wp_raw_out *o, int fd, const struct wp_raw_meta *meta,
 				const struct wp_ring *ring, const struct wp_module *mods,
 				size_t nr_mods, const struct wp_thread *threads, size_t nr_threads,
+				wp_raw_thread_flags_fn *flags, const void *flags_arg,
 				const struct wp_counters *ctr)
 {
 	uint32_t v;
@@ -139,7 +141,7 @@ WP_AS_SAFE int wp_raw_write_out(struct wp_raw_out *o, int fd, const struct wp_ra
 	for (i = 0; i < nr_threads && !o->failed; i++) {
 		wp_raw_out_u32(o, threads[i].tid);
 		wp_raw_out_bytes(o, threads[i].name, 16);
-		wp_raw_out_u32(o, threads[i].flags);
+		wp_raw_out_u32(o, flags ? flags(flags_arg, i) : threads[i].flags);
 		wp_raw_out_u64(o, threads[i].nr_signals);
 		wp_raw_out_u64(o, threads[i].nr_samples);
 	}

@@ -139,7 +139,7 @@ WP_AS_SAFE void wp_slot_reset(struct wp_slot *s, enum wp_slot_scope scope, uint3
 	/* As if listed by the scan under way: one that began before can not
 	 * have listed the thread, and must not take it for gone. */
 	s->smp.scan = atomic_load(&g->tab.scan);
-	s->smp.thread_id = 0;
+	atomic_store_explicit(&s->smp.entry_serial, 0, memory_order_relaxed);
 	memset(&s->smp.stk_ref, 0, sizeof(s->smp.stk_ref));
 	if (scope == WP_SLOT_WHOLE) {
 		atomic_store_explicit(&s->tid, tid, memory_order_relaxed);

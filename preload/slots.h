@@ -134,8 +134,11 @@ struct wp_slot {
 		uint32_t nr_pend;
 		uint64_t scan;             /* last /proc scan that listed the thread, or under
 					    * way when the slot was claimed */
-		uint64_t thread_id;        /* serial of its thread-table entry (threads.c), 0 until
-					    * made; never renumbered */
+		/* Serial number of its thread-table entry (threads.c), 0 until
+		 * made; never renumbered. Not a tid. Written by the sampler and
+		 * the claimer's reset, read by a dump on any thread: relaxed
+		 * atomic loads and stores. */
+		_Atomic uint64_t entry_serial;
 		struct wp_ring_ref stk_ref; /* stk's place in the ring, zeroed when stk changes */
 	} smp;
 };

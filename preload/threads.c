@@ -18,29 +18,42 @@
 #include "slots.h"
 #include "threads.h"
 
-/* The thread table. A dump reads it (wp_threads_mark_live,
- * wp_threads_table) while the sampler is parked, but also while the
- * sampler runs on (a raw dump that stopped waiting for it to park) or from
- * a fatal signal on the sampler thread itself, in the middle of anything
- * below. So a published entry never moves, never goes to another thread
- * and its memory is never freed while a dump may read it:
+/* The thread table. A dump reads it (wp_threads_view, then
+ * wp_threads_flags per entry) while the sampler is parked, but also while
+ * the sampler runs on (a raw dump that stopped waiting for it to park) or
+ * from a fatal signal on the sampler thread itself, in the middle of
+ * anything below; two dumps may read it at once (the sampler's snapshot, a
+ * fatal signal's on another thread). Only the sampler (or the exiting
+ * thread) writes it: a dump writes nothing here, and computes each entry's
+ * WP_THREAD_LIVE as it writes it (entry_live). So a published entry never
+ * moves, never goes to another thread and its memory is never freed while
+ * a dump may read it:
  *
  * - entries are made past the published count, which is raised only once
  *   the entry is written (and every entry is a new thread's: its serial
  *   number, `id`, is new);
- * - counts, names and flags are updated in place;
+ * - counts and names are updated in place (a dump may read a name half
+ *   old, half new: acceptable, and byte 15 is always NUL, so it is never
+ *   unterminated); `flags` stays 0 in the table;
  * - the table is pruned or grown by copying the entries it keeps, in
  *   order, into the other of its two buffers, which nobody reads, and
  *   publishing that buffer in one store (`pub`, buffer and count);
- * - a rebuild writes only the buffer not published when it begins, and
- *   none begins once a raw dump has asked the sampler to hold still
- *   (EV_FREEZE, set before the dump reads): the buffer a dump holds, read
- *   after that request, is not written until the dump is over (the
+ * - a rebuild writes (or remaps) only the buffer not published when it
+ *   begins, and none begins once a raw dump has asked the sampler to hold
+ *   still (EV_FREEZE, set before the dump reads): the buffer a dump holds,
+ *   read after that request, is not written until the dump is over (the
  *   process ends, or a failed exec thaws the sampler).
  *
- * A slot names its thread's entry by that serial (smp.thread_id), found in
- * the published buffer by a binary search (serials ascend in table order):
- * nothing in a slot is renumbered when the table changes. */
+ * That last point is a Dekker pattern: the dump stores EV_FREEZE then
+ * loads `pub`; the sampler stores `pub` (publishing a rebuild) then loads
+ * EV_FREEZE before the next rebuild. Both sides must be seq_cst (plain
+ * atomic_load/atomic_store/atomic_fetch_or, or seq_cst fences): with
+ * release/acquire alone each side may miss the other's store, the dump
+ * holding a buffer the sampler's next rebuild writes. Do not relax them.
+ *
+ * A slot names its thread's entry by that serial (smp.entry_serial), found
+ * in the published buffer by a binary search (serials ascend in table
+ * order): nothing in a slot is renumbered when the table changes. */
 struct tbuf {
 	struct wp_thread *e; /* entries, in the order they were made */
 	uint64_t *id;        /* id[k]: the serial of e[k], ascending */
@@ -55,7 +68,8 @@ struct tbuf {
 static struct {
 	struct tbuf buf[2];
 	_Atomic uint64_t pub;       /* the published table: PUB_BUF (buffer 1) | count */
-	uint64_t next_id;           /* serial of the next entry (0: none) */
+	uint64_t next_id;           /* serial of the last entry made (0: none yet; serials
+				     * start at 1, as 0 in a slot means no entry) */
 	char *dents;                /* getdents64 buffer for /proc/self/task */
 	size_t dents_len;
 } thr;
@@ -70,8 +84,10 @@ int wp_threads_alloc(void)
 	return thr.dents ? 0 : -1;
 }
 
-/* The published buffer and its count, read in one load. async-signal-safe */
-WP_AS_SAFE static const struct tbuf *published(size_t *n)
+/* The published buffer and its count, read in one load. The sampler
+ * writes through it (counts, names, appends past the count); a dump only
+ * reads (wp_threads_view). async-signal-safe */
+WP_AS_SAFE static struct tbuf *published(size_t *n)
 {
 	uint64_t v = atomic_load(&thr.pub);
 
@@ -108,15 +124,13 @@ static int may_rebuild(void)
 	return !(atomic_load(&g->sh.events) & EV_FREEZE);
 }
 
-/* Gives the unpublished buffer room for `cap` entries (its contents are
- * not kept). Returns 0 or -1. */
-static int reserve(struct tbuf *b, size_t cap)
+/* Maps the unpublished buffer anew for `cap` entries (its contents are not
+ * kept); the old mapping stays on failure. Returns 0 or -1. */
+static int remap(struct tbuf *b, size_t cap)
 {
 	size_t len = cap * (sizeof(*b->e) + sizeof(*b->id));
 	void *p;
 
-	if (b->cap >= cap)
-		return 0;
 	len = (len + 4095) & ~(size_t)4095;
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
@@ -130,53 +144,76 @@ static int reserve(struct tbuf *b, size_t cap)
 	return 0;
 }
 
-/* live[k] = 1 for the entries of b->e[0 .. n) a live slot names; NULL
- * without memory. */
-static char *live_marks(const struct tbuf *b, size_t n)
+/* Gives the unpublished buffer room for `cap` entries, and no more than
+ * four times that (thread churn does not leave the table at its peak).
+ * Returns 0 or -1. */
+static int reserve(struct tbuf *b, size_t cap)
 {
-	char *live = calloc(n + 1, 1);
-	uint32_t i, hw = atomic_load(&g->tab.hiwater);
+	if (b->cap >= cap && b->cap <= 4 * cap)
+		return 0;
+	return remap(b, cap);
+}
 
-	for (i = 0; live && i < hw; i++) {
-		const struct wp_slot *s = &g->tab.slots[i];
+/* Whether the entry with serial `id` and thread `tid` is a live thread's:
+ * the slot the tid table gives for `tid` is in use (S_IDLE or later), still
+ * that tid's, and names this entry. A live slot is in the tid table from
+ * its claim to its release, and no other slot names the entry, so this is
+ * "some live slot names it", without a walk of the slots. The one test of
+ * liveness: the prune, the names' refresh and a dump's flags.
+ * async-signal-safe */
+WP_AS_SAFE static int entry_live(uint32_t tid, uint64_t id)
+{
+	const struct wp_slot *s;
+	uint32_t idx;
 
-		if (atomic_load(&s->state) >= S_IDLE)
-			live[find(b, n, s->smp.thread_id)] = 1;
-	}
-	return live;
+	if (!g->tab.tid_slot || tid >= g->tab.nr_tids)
+		return 0;
+	idx = atomic_load_explicit(&g->tab.tid_slot[tid], memory_order_acquire);
+	if (!idx || idx > g->tab.nr_slots)
+		return 0;
+	s = &g->tab.slots[idx - 1];
+	return atomic_load_explicit(&s->state, memory_order_acquire) >= S_IDLE &&
+	       atomic_load_explicit(&s->tid, memory_order_relaxed) == tid &&
+	       atomic_load_explicit(&s->smp.entry_serial, memory_order_relaxed) == id;
 }
 
 /* Whether entry k is kept: a live thread's, or one whose samples may still
  * be in the window ending at `now`. */
-static int keep(const struct tbuf *b, size_t k, const char *live, uint64_t now)
+static int keep(const struct tbuf *b, size_t k, uint64_t now)
 {
 	uint64_t window = (uint64_t)g->fix.cfg.ring_seconds * 1000000000ull;
 
-	return live[k] || b->e[k].last_ns + window >= now;
+	return b->e[k].last_ns + window >= now || entry_live(b->e[k].tid, b->id[k]);
 }
 
 /* Copies the entries kept (all of them without `now`) into the other
- * buffer, with room for `extra` more, and publishes it. Returns 0, or -1
- * (no memory, or a dump is reading). */
-static int rebuild(const char *live, uint64_t now, size_t extra)
+ * buffer, with room for `extra` more, and publishes it. The buffer left
+ * behind is remapped smaller too if it is over four times the size needed
+ * and no dump has asked to hold still since the publication (a dump that
+ * loaded it before would have: see the Dekker note above). Returns 0, or
+ * -1 (no memory, or a dump is reading). */
+static int rebuild(uint64_t now, size_t extra)
 {
-	size_t n, k, m = 0;
-	const struct tbuf *b = published(&n);
+	size_t n, k, m = 0, want;
+	struct tbuf *b = published(&n);
 	struct tbuf *o = &thr.buf[b == &thr.buf[0]];
 
 	if (!may_rebuild())
 		return -1;
 	for (k = 0; k < n; k++)
-		m += !now || keep(b, k, live, now);
-	if (reserve(o, 2 * (m + extra) > 64 ? 2 * (m + extra) : 64) < 0)
+		m += !now || keep(b, k, now);
+	want = 2 * (m + extra) > 64 ? 2 * (m + extra) : 64;
+	if (reserve(o, want) < 0)
 		return -1;
-	for (k = 0, m = 0; k < n; k++) {
-		if (now && !keep(b, k, live, now))
-			continue;
+	for (k = 0, m = 0; k < n && m < o->cap; k++) {
+		if (now && !keep(b, k, now))
+			continue; /* (liveness may change between the two passes) */
 		o->e[m] = b->e[k];
 		o->id[m++] = b->id[k];
 	}
 	publish(o, m);
+	if (b->cap > 4 * want && may_rebuild())
+		remap(b, want);
 	return 0;
 }
 
@@ -198,23 +235,28 @@ static void read_comm(uint32_t tid, char name[16])
 	if (buf[n - 1] == '\n')
 		n--;
 	memset(buf + n, 0, sizeof(buf) - (size_t)n);
-	memcpy(name, buf, sizeof(buf)); /* a dump may be reading it: one copy */
+	/* A dump may be reading it: one copy, which it may see torn (half old,
+	 * half new name), never unterminated (byte 15 is 0 in both). */
+	memcpy(name, buf, sizeof(buf));
 }
 
 /* The entry of a slot's thread, made on first use (one per thread
- * lifetime: a slot reset clears thread_id). */
+ * lifetime: a slot reset clears entry_serial). A NULL answer loses the
+ * thread's counts of this tick: counted in nr_threads_untracked. */
 struct wp_thread *wp_threads_of(struct wp_slot *s)
 {
 	size_t n, k;
-	const struct tbuf *b = published(&n);
+	struct tbuf *b = published(&n);
 	struct wp_thread *t;
 
-	k = find(b, n, s->smp.thread_id);
+	k = find(b, n, atomic_load_explicit(&s->smp.entry_serial, memory_order_relaxed));
 	if (k < n)
 		return &b->e[k];
 	if (n == b->cap) {
-		if (rebuild(NULL, 0, 1) < 0)
+		if (rebuild(0, 1) < 0) {
+			g->smp.ctr.nr_threads_untracked++;
 			return NULL;
+		}
 		b = published(&n);
 	}
 	t = &b->e[n];
@@ -223,7 +265,7 @@ struct wp_thread *wp_threads_of(struct wp_slot *s)
 	t->last_ns = wp_mono_ns();
 	read_comm(t->tid, t->name);
 	b->id[n] = ++thr.next_id;
-	s->smp.thread_id = thr.next_id;
+	atomic_store_explicit(&s->smp.entry_serial, thr.next_id, memory_order_relaxed);
 	publish(b, n + 1);
 	return t;
 }
@@ -370,66 +412,51 @@ int wp_threads_others_gone(uint32_t self)
 	return 0;
 }
 
-/* Forgets threads that are gone and whose samples all left the window, so
- * that thread churn costs no memory over time: the others are copied into
- * the table's other buffer (nothing is moved where a dump may read it). */
+/* Forgets threads that are gone and whose samples all left the window: the
+ * others are copied into the table's other buffer (nothing is moved where
+ * a dump may read it), which is remapped smaller when it is far too big
+ * for them (reserve), and so is the buffer left behind (rebuild). */
 void wp_threads_prune(uint64_t now)
 {
 	size_t n, k, drop = 0;
 	const struct tbuf *b = published(&n);
-	char *live;
 
 	if (!n || !may_rebuild())
 		return;
-	live = live_marks(b, n);
-	if (!live)
-		return;
-	for (k = 0; k < n; k++)
-		drop += !keep(b, k, live, now);
+	for (k = 0; k < n && !drop; k++)
+		drop = !keep(b, k, now);
 	if (drop)
-		rebuild(live, now, 0);
-	free(live);
+		rebuild(now, 0);
 }
 
 /* The latest names of live threads (not in a signal handler). */
 void wp_threads_refresh_names(void)
 {
-	uint32_t i, hw = atomic_load(&g->tab.hiwater);
 	size_t n, k;
-	const struct tbuf *b = published(&n);
-
-	for (i = 0; i < hw; i++) {
-		struct wp_slot *s = &g->tab.slots[i];
-
-		if (atomic_load(&s->state) >= S_IDLE && (k = find(b, n, s->smp.thread_id)) < n)
-			read_comm(b->e[k].tid, b->e[k].name);
-	}
-}
-
-/* Live threads are listed even without samples (one that blocks our
- * signal, say), so that their signals and losses are accounted. A slot
- * whose entry is not in the table the dump reads marks nothing.
- * async-signal-safe */
-WP_AS_SAFE void wp_threads_mark_live(void)
-{
-	uint32_t i, hw = atomic_load(&g->tab.hiwater);
-	size_t n, k;
-	const struct tbuf *b = published(&n);
+	struct tbuf *b = published(&n);
 
 	for (k = 0; k < n; k++)
-		b->e[k].flags &= ~WP_THREAD_LIVE;
-	for (i = 0; i < hw; i++) {
-		const struct wp_slot *s = &g->tab.slots[i];
-
-		if (atomic_load(&s->state) >= S_IDLE && (k = find(b, n, s->smp.thread_id)) < n)
-			b->e[k].flags |= WP_THREAD_LIVE;
-	}
+		if (entry_live(b->e[k].tid, b->id[k]))
+			read_comm(b->e[k].tid, b->e[k].name);
 }
 
 /* async-signal-safe */
-WP_AS_SAFE const struct wp_thread *wp_threads_table(size_t *nr)
+WP_AS_SAFE void wp_threads_view(struct wp_threads_view *v)
 {
-	return published(nr)->e;
+	const struct tbuf *b = published(&v->nr);
+
+	v->e = b->e;
+	v->id = b->id;
+}
+
+/* Live threads are listed even without samples (one that blocks our
+ * signal, say), so that their signals and losses are accounted.
+ * async-signal-safe */
+WP_AS_SAFE uint32_t wp_threads_flags(const void *view, size_t k)
+{
+	const struct wp_threads_view *v = view;
+
+	return k < v->nr && entry_live(v->e[k].tid, v->id[k]) ? WP_THREAD_LIVE : 0;
 }
 
 /* An empty table in the other buffer: the one published stays as it was

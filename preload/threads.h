@@ -1,10 +1,11 @@
 /* threads: the table of every thread the sampler has seen (latest name,
  * signal and sample counts: what the dump lists), and what /proc tells
  * about the process's threads. The table belongs to the sampler thread
- * (after it has stopped, to the exiting thread); a raw dump reads it while
- * the sampler is parked, or while it runs on when it would not park in
- * time: what a dump reads never moves, never changes thread and is never
- * freed under it (threads.c says how). Only the functions tagged
+ * (after it has stopped, to the exiting thread), the only one that writes
+ * it; a raw dump reads it while the sampler is parked, or while it runs on
+ * when it would not park in time: what a dump reads never moves, never
+ * changes thread and is never freed under it (threads.c says how). Only
+ * the functions tagged
  * WP_AS_SAFE are async-signal-safe; the others run on the sampler thread or
  * on a program thread's exit path (stdio formatting, malloc, /proc reads). */
 #ifndef WP_THREADS_H
@@ -24,7 +25,8 @@ int wp_threads_alloc(void);
 
 /* The table entry of the slot's thread, made on first use (one per thread
  * lifetime: a slot reset gets a new one), newest last; or NULL without
- * memory, or when the table is full while a raw dump reads it. The entry
+ * memory, or when the table is full while a raw dump reads it (counted in
+ * nr_threads_untracked: the caller's counts of that thread are lost). The entry
  * is the thread's for good (the slot names it by a serial number); the
  * pointer is valid until the next wp_threads_of, wp_threads_prune or
  * wp_threads_restart, which may copy the table to its other buffer.
@@ -52,25 +54,41 @@ int wp_threads_leader_ended(void);
 int wp_threads_others_gone(uint32_t self);
 
 /* Forgets threads that are gone and whose samples all left the window
- * (before `now`), so that thread churn costs no memory over time; the
- * others stay, in order, each the same thread's. Does nothing once a raw
- * dump has asked the sampler to hold still (EV_FREEZE). Sampler. */
+ * (before `now`); the others stay, in order, each the same thread's. The
+ * table's memory follows: a buffer over four times the room the kept
+ * entries need is remapped smaller, so after a burst of threads the table
+ * shrinks back at the next prunes. Does nothing once a raw dump has asked
+ * the sampler to hold still (EV_FREEZE). Sampler. */
 void wp_threads_prune(uint64_t now);
 
 /* Re-reads the names of live threads from /proc. Sampler, or the exiting
  * thread; not in a signal handler. */
 void wp_threads_refresh_names(void);
 
-/* Marks the entries of live threads WP_THREAD_LIVE (and only those), for a
- * dump. async-signal-safe */
-WP_AS_SAFE void wp_threads_mark_live(void);
+/* The table as a dump reads it: `nr` entries in the order they were made
+ * (a tid reused by a later thread has an entry per thread, the newest
+ * last), and their serial numbers. */
+struct wp_threads_view {
+	const struct wp_thread *e;
+	const uint64_t *id;
+	size_t nr;
+};
 
-/* The table, `*nr` entries in the order they were made (a tid reused by a
- * later thread has an entry per thread, the newest last), for a dump. The
+/* The published table, buffer and count from one load, into `v`. Its
  * entries stay where they are, each the same thread's, while the caller
- * reads them, even with the sampler running on once EV_FREEZE is set; the
- * sampler may update their counts and names meanwhile. async-signal-safe */
-WP_AS_SAFE const struct wp_thread *wp_threads_table(size_t *nr);
+ * reads them provided that, before this call, EV_FREEZE was set (by the
+ * caller: a raw dump on any thread), or the sampler is parked, stopped, or
+ * the caller itself. The sampler may update their counts and names
+ * meanwhile (a name may be read torn, never unterminated); entries it
+ * makes after the load are not in `v`. Their `flags` are 0: a dump takes
+ * wp_threads_flags. async-signal-safe */
+WP_AS_SAFE void wp_threads_view(struct wp_threads_view *v);
+
+/* The flags a dump writes for entry k of the view `view` (a struct
+ * wp_threads_view): WP_THREAD_LIVE when a live slot names it now. Computed
+ * as the dump writes, into the dump's own output: the table is never
+ * written by a dump (a wp_raw_thread_flags_fn). async-signal-safe */
+WP_AS_SAFE uint32_t wp_threads_flags(const void *view, size_t k);
 
 /* A restarted sampler starts a new table, empty (slots forget their entries
  * with wp_slot_reset, WP_SLOT_SAMPLER). */

@@ -103,9 +103,9 @@ static void reset_after_fork(void)
 	}
 	/* Threads that survive (a failed exec restarts us with the program's
 	 * threads still there) keep their slots, and what they publish there,
-	 * but the sampler starts over: new names entries (their old indices
-	 * point into the table just emptied), no cached stacks (their
-	 * references point into the old ring). */
+	 * but the sampler starts over: new thread-table entries (the slots
+	 * forget their entries' serials, and the table starts empty), no cached
+	 * stacks (their references point into the old ring). */
 	wp_slots_sampler_restart();
 	wp_threads_restart();
 	memset(&g->smp.ctr, 0, sizeof(g->smp.ctr));

@@ -31,7 +31,7 @@ static inline int ring_window(const struct wp_ring *r, struct wp_profile *out,
 		perror("     (ring_window: memfd_create)");
 		return -1;
 	}
-	if (wp_raw_write_out(&o, fd, NULL, r, NULL, 0, NULL, 0, NULL) == 0) {
+	if (wp_raw_write_out(&o, fd, NULL, r, NULL, 0, NULL, 0, NULL, NULL, NULL) == 0) {
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 		rc = wp_raw_read_ex(path, out, info, err, sizeof(err));
 	} else {

@@ -188,7 +188,7 @@ static const struct field fields[] = {
 	F(smp.t_ns), F(smp.sig_sysno), F(smp.sampled_seq), F(smp.cached_nr), F(smp.cached_flags),
 	F(smp.cached_sysno), F(smp.nr_cached_ok), F(smp.site_next), F(smp.site_last),
 	F(smp.stk_gen), F(smp.stk_tp), F(smp.stk_lo), F(smp.stk_hi), F(smp.fp_sp), F(smp.fp_pc),
-	F(smp.fp_nr), F(smp.cpu_ns), F(smp.pend_ns), F(smp.nr_pend), F(smp.scan), F(smp.thread_id),
+	F(smp.fp_nr), F(smp.cpu_ns), F(smp.pend_ns), F(smp.nr_pend), F(smp.scan), F(smp.entry_serial),
 	F(smp.stk_ref),
 };
 #define NR_FIELDS (sizeof(fields) / sizeof(*fields))
@@ -267,7 +267,7 @@ static void check_clean(const struct wp_slot *s, uint32_t tid, uint32_t old_seq)
 	REQ(s->smp.fp_sp == 0 && s->smp.fp_pc == 0 && s->smp.fp_nr == UINT64_MAX);
 	REQ(s->smp.cpu_ns == 0 && s->smp.nr_pend == 0);
 	REQ(s->smp.scan == atomic_load(&g->tab.scan));
-	REQ(s->smp.thread_id == 0);
+	REQ(atomic_load(&s->smp.entry_serial) == 0);
 	REQ(!memcmp(&s->smp.stk_ref, &zero_ref, sizeof(zero_ref)));
 }
 
@@ -372,7 +372,7 @@ static void test_reset_sampler(void)
 			printf("     (%s %s)\n", f->name, same ? "kept" : "changed");
 		}
 	}
-	REQ(s->smp.fp_nr == UINT64_MAX && s->smp.thread_id == 0 && s->smp.scan == 3 &&
+	REQ(s->smp.fp_nr == UINT64_MAX && atomic_load(&s->smp.entry_serial) == 0 && s->smp.scan == 3 &&
 	    s->smp.nr_pend == 0 && s->smp.cached_nr == 0);
 	report("WP_SLOT_SAMPLER: smp forgotten but t_ns and pend_ns; thr, hdl, owner kept");
 }

@@ -4,11 +4,15 @@
  * gets a new one, the old keeps its name and counts), names from /proc and
  * their refresh, the prune (gone threads whose samples left the window are
  * forgotten, the others kept in order, a live thread keeps its entry), the
- * live marks, the table's stability under a reader (what a dump holds
- * never moves or changes thread, whatever the sampler does meanwhile, and
- * nothing is rebuilt once a dump has asked the sampler to hold still), the
- * restart, and the /proc listing (slots for threads found, released for
- * threads gone, sightings with no free slot dropped and counted). */
+ * live flags a dump computes (never written in the table; right for the
+ * view it loaded even when the sampler appends or rebuilds meanwhile), the
+ * table's stability under a reader (what a dump holds never moves or
+ * changes thread, whatever the sampler does meanwhile, and nothing is
+ * rebuilt once a dump has asked the sampler to hold still), its memory
+ * after a burst of threads, the restart, and the /proc listing (slots for
+ * threads found, released for threads gone, sightings with no free slot
+ * dropped and counted). test_threads_stress runs the table under a
+ * concurrent reader and a same-thread signal. */
 #include <dirent.h>
 #include <limits.h>
 #include <pthread.h>
@@ -52,9 +56,14 @@ static void setup(unsigned n)
 	atomic_store(&g->sh.sampling, 1);
 }
 
+/* The table as a dump reads it: one load. */
 static const struct wp_thread *table(size_t *nr)
 {
-	return wp_threads_table(nr);
+	struct wp_threads_view v;
+
+	wp_threads_view(&v);
+	*nr = v.nr;
+	return v.e;
 }
 
 /* The published entry at `k`, or NULL. */
@@ -202,14 +211,20 @@ static void test_names(void)
 	report("names: kept when the thread is gone before the scan sees it");
 }
 
-/* ---- live marks ---- */
+/* ---- live flags ---- */
 
-static void test_mark_live(void)
+/* WP_THREAD_LIVE as a dump writes it for entry k of `v`. */
+static int live(const struct wp_threads_view *v, size_t k)
+{
+	return wp_threads_flags(v, k) == WP_THREAD_LIVE;
+}
+
+static void test_live_flags(void)
 {
 	struct wp_slot *s[4];
-	size_t nr, k;
+	struct wp_threads_view v;
+	size_t k;
 	uint32_t i;
-	const struct wp_thread *t;
 
 	setup(8);
 	for (i = 0; i < 4; i++) {
@@ -217,27 +232,91 @@ static void test_mark_live(void)
 		REQ(s[i] && wp_threads_of(s[i]));
 	}
 	if (!s[0] || !s[1] || !s[2] || !s[3]) {
-		report("mark_live: the entries of live slots, only those");
+		report("live flags: the entries of live slots, only those");
 		return;
 	}
 	wp_slot_release(s[1]);
 	/* slot 2 is being claimed: not live yet, and its entry is the old
 	 * thread's */
 	atomic_store(&s[2]->state, S_CLAIMED);
-	t = table(&nr);
-	((struct wp_thread *)t)[1].flags = WP_THREAD_LIVE; /* a stale mark */
-	wp_threads_mark_live();
-	t = table(&nr);
-	REQ(nr == 4);
-	for (k = 0; k < nr; k++)
-		REQ(!!(t[k].flags & WP_THREAD_LIVE) == (k == 0 || k == 3));
+	wp_threads_view(&v);
+	REQ(v.nr == 4);
+	for (k = 0; k < v.nr; k++)
+		REQ(live(&v, k) == (k == 0 || k == 3));
+	REQ(wp_threads_flags(&v, v.nr) == 0);
 	atomic_store(&s[2]->state, S_IDLE);
 	wp_slot_release(s[3]);
-	wp_threads_mark_live();
-	t = table(&nr);
-	for (k = 0; k < nr; k++)
-		REQ(!!(t[k].flags & WP_THREAD_LIVE) == (k == 0 || k == 2));
-	report("mark_live: the entries of live slots, only those");
+	for (k = 0; k < v.nr; k++)
+		REQ(live(&v, k) == (k == 0 || k == 2));
+	report("live flags: the entries of live slots, only those, as of the call");
+
+	/* Another thread now has slot 0's tid in the tid table (slot 0's
+	 * thread ended, the tid reused): the old entry is not live. */
+	wp_slot_release(s[0]);
+	s[0] = wp_slot_claim(FAKE + 20);
+	REQ(s[0] && !live(&v, 0));
+	REQ(s[0] && wp_threads_of(s[0]) && !live(&v, 0));
+	wp_threads_view(&v);
+	REQ(v.nr == 5 && !live(&v, 0) && live(&v, 4));
+	for (k = 0; k < v.nr; k++)
+		REQ(v.e[k].flags == 0);
+	report("live flags: a reused tid's old entry not live; the table's flags never written");
+}
+
+/* Finding of a review: a dump marked the live entries in the table, then
+ * loaded the table again; an entry made in between (the sampler not parked
+ * yet), or a rebuild, gave it wrong flags. Now a dump loads the table once
+ * and computes each entry's flag as it writes it. */
+static void test_live_one_load(void)
+{
+	struct wp_slot *a, *b, *c, *x[200];
+	struct wp_threads_view v, w;
+	uint64_t now = wp_mono_ns() + 10 * SEC;
+	size_t k, nr;
+	uint32_t i;
+
+	setup(256);
+	a = wp_slot_claim(FAKE + 40);
+	b = wp_slot_claim(FAKE + 41);
+	REQ(a && b && wp_threads_of(a) && wp_threads_of(b));
+	if (!a || !b) {
+		report("one load: an entry made after the dump's load leaves its flags alone");
+		return;
+	}
+	atomic_fetch_or(&g->sh.events, EV_FREEZE);
+	wp_threads_view(&v);
+	/* the sampler, not parked yet, makes an entry for a new thread */
+	c = wp_slot_claim(FAKE + 42);
+	REQ(c && wp_threads_of(c));
+	REQ(v.nr == 2 && live(&v, 0) && live(&v, 1) && v.e[0].tid == FAKE + 40 &&
+	    v.e[1].tid == FAKE + 41);
+	wp_threads_view(&w);
+	REQ(w.nr == 3 && w.e == v.e);
+	for (k = 0; k < w.nr; k++)
+		REQ(live(&w, k));
+	report("one load: an entry made after the dump's load leaves its flags alone");
+	atomic_fetch_and(&g->sh.events, ~(uint32_t)EV_FREEZE);
+
+	/* A rebuild (growth) published between the dump's load and its
+	 * writing (one under way when the dump asked the sampler to hold
+	 * still): the flags of what it loaded are still right. */
+	wp_slot_release(b);
+	wp_threads_view(&v);
+	for (i = 0; i < 200 && table(&nr) == v.e; i++) {
+		x[i] = wp_slot_claim(FAKE + 100 + i);
+		REQ(x[i] && wp_threads_of(x[i]));
+	}
+	wp_threads_view(&w);
+	REQ(w.e != v.e && w.nr == 3 + i);
+	REQ(v.nr == 3 && live(&v, 0) && !live(&v, 1) && live(&v, 2));
+	/* and a prune's rebuild */
+	wp_threads_view(&v);
+	wp_slot_release(x[0]);
+	wp_threads_prune(now);
+	REQ(table(&nr) != v.e && nr == v.nr - 2);
+	REQ(v.nr > 4 && live(&v, 0) && !live(&v, 1) && live(&v, 2) && !live(&v, 3) &&
+	    live(&v, 4));
+	report("one load: a rebuild after the dump's load leaves its flags right");
 }
 
 /* ---- prune ---- */
@@ -407,6 +486,51 @@ static void test_stable(void)
 	free(saved);
 }
 
+/* ---- memory after a burst ---- */
+
+/* Resident KiB of the process. */
+static long rss_kib(void)
+{
+	long size = 0, res = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f && fscanf(f, "%ld %ld", &size, &res) != 2)
+		res = 0;
+	if (f)
+		fclose(f);
+	return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* Finding of a review: the table's buffers only grew, so a burst of short
+ * threads left the table at its peak for good. A prune that keeps few
+ * entries remaps both buffers small. */
+static void test_burst(void)
+{
+	long r0, grown, left;
+	size_t nr;
+	uint32_t i;
+
+	setup(64);
+	r0 = rss_kib();
+	for (i = 0; i < 200000; i++) {
+		struct wp_slot *x = wp_slot_claim(FAKE + i % 10000);
+
+		if (x) {
+			wp_threads_of(x);
+			wp_slot_release(x);
+		}
+	}
+	table(&nr);
+	grown = rss_kib() - r0;
+	REQ(nr == 200000 && grown >= 8 * 1024);
+	wp_threads_prune(wp_mono_ns() + 100 * SEC);
+	table(&nr);
+	left = rss_kib() - r0;
+	REQ(nr == 0 && left < grown / 8);
+	printf("     (200000 entries: +%ld KiB; pruned to 0: +%ld KiB)\n", grown, left);
+	report("a burst of threads: the prune gives the table's memory back");
+}
+
 /* ---- the /proc listing ---- */
 
 #define WORKERS 6
@@ -497,9 +621,11 @@ int main(void)
 	report("alloc");
 	test_lifetimes();
 	test_names();
-	test_mark_live();
+	test_live_flags();
+	test_live_one_load();
 	test_prune();
 	test_stable();
+	test_burst();
 	test_scan();
 	printf("threads: %d passed, %d failed\n", nr_passed, nr_failed);
 	return nr_failed ? 1 : 0;
