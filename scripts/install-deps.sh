@@ -6,7 +6,24 @@
 #       drives (perf, gperftools' CPU profiler, git). Never fatal: without
 #       them (not root, apt-get failed) their rows are skipped with a note.
 #   scripts/install-deps.sh format  only clang-format-19 (make format-check).
+#   scripts/install-deps.sh speedscope  the npm package speedscope (pinned)
+#       into build/npm, which test/e2e/formats.py loads files with. Never
+#       fatal: offline or without npm, that test says it skipped.
 set -eu
+
+if [ "${1:-}" = speedscope ]; then
+	dir="$(cd "$(dirname "$0")/.." && pwd)/build/npm"
+	[ -d "$dir/node_modules/speedscope/dist/release" ] && exit 0
+	if ! command -v npm >/dev/null 2>&1; then
+		echo "wallprof: npm missing: the speedscope test will be skipped (apt-get install nodejs npm)" >&2
+		exit 0
+	fi
+	mkdir -p "$dir"
+	if ! (cd "$dir" && npm install --no-audit --no-fund --silent speedscope@1.25.0 >/dev/null 2>&1); then
+		echo "wallprof: npm install speedscope failed (offline?): the speedscope test will be skipped" >&2
+	fi
+	exit 0
+fi
 
 if [ "${1:-}" = bench ]; then
 	BENCH_PKGS="linux-perf libgoogle-perftools4 git"
@@ -30,7 +47,7 @@ if [ "${1:-}" = bench ]; then
 	exit 0
 fi
 
-PKGS="build-essential pkg-config libunwind-dev libdw-dev libelf-dev libjansson-dev zlib1g-dev python3 elfutils golang-go libpython3.11-testsuite"
+PKGS="build-essential pkg-config libunwind-dev libdw-dev libelf-dev libjansson-dev zlib1g-dev python3 elfutils golang-go libpython3.11-testsuite nodejs npm"
 
 missing() {
 	command -v cc >/dev/null 2>&1 || return 0
@@ -38,7 +55,8 @@ missing() {
 	command -v make >/dev/null 2>&1 || return 0
 	command -v python3 >/dev/null 2>&1 || return 0
 	command -v eu-stack >/dev/null 2>&1 || return 0
-	command -v go >/dev/null 2>&1 || return 0 # test/e2e/golang.py (cgo test program)
+	command -v go >/dev/null 2>&1 || return 0 # test/e2e/golang.py (cgo test program), formats.py (go tool pprof)
+	command -v npm >/dev/null 2>&1 || return 0 # test/e2e/formats.py (speedscope's importer in node)
 	command -v pkg-config >/dev/null 2>&1 || return 0
 	pkg-config --exists libunwind libdw libelf jansson zlib || return 0
 	[ -f /usr/lib/python3.11/test/test_eintr.py ] || return 0 # libpython3.11-testsuite
