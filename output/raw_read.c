@@ -32,7 +32,7 @@
  * images and settings, and the module paths repeated in each frame are held
  * to another 8 * B (WP_RAW_PATH_BUDGET; a dump that would exceed it is
  * refused, which no real dump comes near: it takes frames whose module paths
- * average over a kilobyte). The symbolizer (symbolize.c) loads each file
+ * average over a kilobyte). The symbolizer (symbolize/) loads each file
  * once however often the dump names it and finds an address's module by a
  * binary search however the modules overlap: its memory grows with the
  * distinct files it loads and its work, besides loading them, is n log n

@@ -1,5 +1,6 @@
-/* symbolize internals shared between symbolize.c and debuginfo.c: how debug
- * files are found (no network by default) and the in-memory vDSO image.
+/* symbolize internals shared between debuginfo.c and the symbolizer
+ * (symbolize.c, session.c): how debug files are found (no network by
+ * default) and the in-memory vDSO image.
  * Not part of the module's interface; nothing here is async-signal-safe. */
 #ifndef WP_SYMBOLIZE_INT_H
 #define WP_SYMBOLIZE_INT_H
