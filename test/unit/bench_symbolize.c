@@ -20,8 +20,8 @@
 
 /* usage: bench_symbolize [substring-of-module-path ...] [--dlopen lib.so ...]
  *        bench_symbolize --sequential N [--addrs K] [--same] [substring ...]
- * build: make build/obj/lib/libcore.a && cc -std=gnu11 -D_GNU_SOURCE -O2 -g -o /tmp/bench
- *        test/unit/bench_symbolize.c build/obj/lib/libcore.a -ldw -lelf -ljansson -lz -ldl
+ * build: make build/obj/lib/libcore.a build/obj/lib/libparts.a && cc -std=gnu11 -D_GNU_SOURCE -O2 -g -o /tmp/bench
+ *        test/unit/bench_symbolize.c build/obj/lib/libparts.a build/obj/lib/libcore.a -lunwind-generic -lunwind -ldw -lelf -ljansson -lz -ldl
  * Default modules: the main executable and libc.
  *
  * --sequential N: N "dumps" one after another, each a symbolizer opened over
