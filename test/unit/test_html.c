@@ -325,6 +325,17 @@ static size_t full_ring(int busy, size_t *nr_samples)
 	REQ(page(&m, NULL, &st) == 0);
 	REQ(st.nr_samples == (size_t)TICKS * THREADS && st.nr_threads == THREADS);
 	size = mem_len;
+	/* TEST_HTML_KEEP=DIR keeps the pages (full-ring-<busy>.html) to time in a browser. */
+	if (getenv("TEST_HTML_KEEP")) {
+		char path[512];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/full-ring-%d.html", getenv("TEST_HTML_KEEP"), busy);
+		f = fopen(path, "w");
+		REQ(f && fwrite(mem_buf, 1, mem_len, f) == mem_len);
+		if (f)
+			fclose(f);
+	}
 	*nr_samples = st.nr_samples;
 	model_free(&m);
 	mem_reset();
