@@ -14,6 +14,7 @@
  * (written here with spaces so this comment does not end). The data sit in
  * <script type="application/json"> elements, escaped so that no string can
  * end them (html_data.h). Not async-signal-safe. */
+#include <stdio.h>
 #include <string.h>
 
 #include "formats.h"
@@ -21,15 +22,15 @@
 
 /* The page's sources, NUL-terminated; paths relative to the source root,
  * where the Makefile compiles from. */
-#define WP_INCBIN(sym, file)                                      \
-	__asm__(".pushsection .rodata\n"                          \
-		".globl " #sym "\n"                               \
-		".hidden " #sym "\n"                              \
-		".type " #sym ", @object\n" #sym ":\n"            \
-		".incbin \"" file "\"\n"                          \
-		".byte 0\n"                                       \
-		".size " #sym ", . - " #sym "\n"                  \
-		".popsection\n");                                 \
+#define WP_INCBIN(sym, file)                           \
+	__asm__(".pushsection .rodata\n"               \
+		".globl " #sym "\n"                    \
+		".hidden " #sym "\n"                   \
+		".type " #sym ", @object\n" #sym ":\n" \
+		".incbin \"" file "\"\n"               \
+		".byte 0\n"                            \
+		".size " #sym ", . - " #sym "\n"       \
+		".popsection\n");                      \
 	extern const char sym[] __attribute__((visibility("hidden")))
 
 WP_INCBIN(wp_html_page_html, "output/html/page.html");
@@ -50,8 +51,8 @@ static int upto(struct wp_out_sink *s, const char **pos, const char *marker)
 
 	if (!at) {
 		if (s->err && s->errlen && !s->failed)
-			strncpy(s->err, "the HTML template lacks a marker (a broken build)",
-				s->errlen - 1);
+			snprintf(s->err, s->errlen, "the HTML template lacks %s (a broken build)",
+				 marker);
 		s->failed = 1;
 		return -1;
 	}
@@ -68,7 +69,8 @@ int wp_out_html(const struct wp_model *m, const struct wp_format_opts *o, struct
 	struct wp_html_data_stats ds, bs;
 	size_t start = s->bytes;
 
-	if (upto(s, &pos, "/*@CSS@*/") < 0 || put(s, wp_html_page_css, strlen(wp_html_page_css)) < 0)
+	if (upto(s, &pos, "/*@CSS@*/") < 0 ||
+	    put(s, wp_html_page_css, strlen(wp_html_page_css)) < 0)
 		return -1;
 	if (upto(s, &pos, "@DATA@") < 0 || wp_html_data(m, s, &ds) < 0)
 		return -1;
@@ -93,7 +95,8 @@ int wp_out_html(const struct wp_model *m, const struct wp_format_opts *o, struct
 		st->nr_frames = p->nr_pcs;
 		st->bytes = s->bytes - start;
 		st->duration_s = p->nr_samples ? (double)(p->samples[p->nr_samples - 1].t_ns -
-							  p->samples[0].t_ns) / 1e9
+							  p->samples[0].t_ns) /
+							 1e9
 					       : 0;
 	}
 	return 0;

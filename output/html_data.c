@@ -160,7 +160,8 @@ oom:
 
 static uint64_t frame_hash(const struct frame *f)
 {
-	return mix(((uint64_t)f->name << 32 | f->file) ^ mix((uint64_t)f->mod << 40 ^ (uint32_t)f->line << 3 ^ f->kind));
+	return mix(((uint64_t)f->name << 32 | f->file) ^
+		   mix((uint64_t)f->mod << 40 ^ (uint32_t)f->line << 3 ^ f->kind));
 }
 
 static uint64_t frame_rehash(const void *ctx, uint32_t id)

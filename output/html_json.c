@@ -82,7 +82,8 @@ static int utf8_seq(const unsigned char *s, uint32_t *cp)
 			return 0;
 		v = v << 6 | (s[i] & 0x3f);
 	}
-	if ((n == 3 && (v < 0x800 || (v >= 0xd800 && v <= 0xdfff))) || (n == 4 && (v < 0x10000 || v > 0x10ffff)))
+	if ((n == 3 && (v < 0x800 || (v >= 0xd800 && v <= 0xdfff))) ||
+	    (n == 4 && (v < 0x10000 || v > 0x10ffff)))
 		return 0;
 	*cp = v;
 	return n;

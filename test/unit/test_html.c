@@ -45,7 +45,8 @@ static void model_init(struct wp_model *m, size_t nr_funcs, const char *const *n
 		if (names) {
 			m->frames[i].function = names[i] ? strdup(names[i]) : NULL;
 		} else {
-			snprintf(buf, sizeof(buf), "project::module_%zu::function_%zu(int)", i % 40, i);
+			snprintf(buf, sizeof(buf), "project::module_%zu::function_%zu(int)", i % 40,
+				 i);
 			m->frames[i].function = strdup(buf);
 			snprintf(buf, sizeof(buf), "/src/project/module_%zu.cc", i % 40);
 			m->frames[i].file = strdup(buf);
@@ -83,8 +84,8 @@ static void add_stack(struct wp_model *m, const uint32_t *pcs, size_t n)
 	m->p.stack_off[++m->p.nr_stacks] = (uint32_t)(off + n);
 }
 
-static void add_sample(struct wp_model *m, uint64_t tick, uint32_t tid, uint32_t stack,
-		       int on_cpu, int syscall)
+static void add_sample(struct wp_model *m, uint64_t tick, uint32_t tid, uint32_t stack, int on_cpu,
+		       int syscall)
 {
 	struct wp_sample *s = &m->p.samples[m->p.nr_samples++];
 
@@ -106,7 +107,8 @@ static void set_threads(struct wp_model *m, uint32_t first_tid, size_t n)
 	m->p.nr_threads = n;
 	for (i = 0; i < n; i++) {
 		m->p.threads[i].tid = first_tid + (uint32_t)i;
-		snprintf(m->p.threads[i].name, sizeof(m->p.threads[i].name), "worker-%u", (unsigned)(i % 1000));
+		snprintf(m->p.threads[i].name, sizeof(m->p.threads[i].name), "worker-%u",
+			 (unsigned)(i % 1000));
 	}
 	m->p.start_ns = m->p.nr_samples ? m->p.samples[0].t_ns : 0;
 	m->p.end_ns = m->p.nr_samples ? m->p.samples[m->p.nr_samples - 1].t_ns : 0;
@@ -264,7 +266,8 @@ static void test_hostile_names(void)
 	data = strstr(mem_buf, "id=\"wp-data\">");
 	REQ(data != NULL);
 	REQ(data && !strstr(data, "<!--"));
-	REQ(strstr(mem_buf, "\"\\u003c/script\\u003e\\u003cscript\\u003ealert(1)\\u003c/script\\u003e\""));
+	REQ(strstr(mem_buf,
+		   "\"\\u003c/script\\u003e\\u003cscript\\u003ealert(1)\\u003c/script\\u003e\""));
 	REQ(strstr(mem_buf, "\"line\\u2028sep\\u2029par\""));
 	REQ(strstr(mem_buf, "\"bad\\ufffd\\ufffdutf8\\u0001\\\"quote\\\\back\""));
 	REQ(strstr(mem_buf, "\"title\":\"./x \\u003c/script\\u003e\\u2028\""));
@@ -312,12 +315,17 @@ static size_t full_ring(int busy, size_t *nr_samples)
 		for (k = 0; k < THREADS; k++) {
 			if ((int)k < busy) {
 				int on = rnd(10) < 8;
-				add_sample(&m, t, 100 + (uint32_t)k, rnd(STACKS), on, on ? -1 : 202);
+				add_sample(&m, t, 100 + (uint32_t)k, rnd(STACKS), on,
+					   on ? -1 : 202);
 			} else {
 				uint32_t which = (uint32_t)((t / (101 * (3 + k % 5))) % 3);
 				add_sample(&m, t, 100 + (uint32_t)k,
-					   STACKS + (uint32_t)(k - (size_t)busy % 56) % 56 * 3 + which, 0,
-					   which == 0 ? 232 : which == 1 ? 202 : 0);
+					   STACKS + (uint32_t)(k - (size_t)busy % 56) % 56 * 3 +
+						   which,
+					   0,
+					   which == 0   ? 232
+					   : which == 1 ? 202
+							: 0);
 			}
 		}
 	}
@@ -330,7 +338,8 @@ static size_t full_ring(int busy, size_t *nr_samples)
 		char path[512];
 		FILE *f;
 
-		snprintf(path, sizeof(path), "%s/full-ring-%d.html", getenv("TEST_HTML_KEEP"), busy);
+		snprintf(path, sizeof(path), "%s/full-ring-%d.html", getenv("TEST_HTML_KEEP"),
+			 busy);
 		f = fopen(path, "w");
 		REQ(f && fwrite(mem_buf, 1, mem_len, f) == mem_len);
 		if (f)
