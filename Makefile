@@ -217,6 +217,12 @@ $(OBJS_asan): $(OBJ)/asan/%.o: %.c $(OBJ)/asan/flags
 	@mkdir -p $(@D)
 	$(CC) $(VARIANT_CFLAGS_asan) -MMD -MP -c -o $@ $<
 
+# The HTML flame graph's page (output/html/: HTML, CSS, JavaScript) is
+# embedded into html.o with the assembler's .incbin; the compiler's header
+# dependencies do not see it, so each variant's html.o depends on it here.
+HTML_PAGE := $(wildcard output/html/*)
+$(foreach v,lib test asan,$(OBJ)/$(v)/output/html.o): $(HTML_PAGE)
+
 # The core and parts archives are rebuilt from scratch when the Makefile
 # changes (a source moved in or out of CORE_SRCS or RUNTIME_PARTS leaves no
 # stale member behind).
