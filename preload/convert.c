@@ -38,11 +38,11 @@ static unsigned timeout_s;
 static char env_buf[8192];
 static char *env[16];
 
-/* The converter beside this library, or in ../bin from it (an install
+/* The converter, the `wallprof` command, beside this library, or in ../bin from it (an install
  * puts the library in lib/ and the programs in bin/). */
 static void find_program(const struct wp_config *c)
 {
-	static const char *const where[] = { "/wallprof-convert", "/../bin/wallprof-convert" };
+	static const char *const where[] = { "/wallprof", "/../bin/wallprof" };
 	Dl_info info;
 	const char *slash;
 	char *self = NULL;
@@ -443,7 +443,7 @@ WP_AS_SAFE static void say_left(struct wp_conv *cv, const char *why, const char 
 	n = wp_put_str(cv->line, n, cap, why2);
 	n = wp_put_str(cv->line, n, cap, "; the raw dump stays at ");
 	n = wp_put_str(cv->line, n, cap, cv->raw);
-	n = wp_put_str(cv->line, n, cap, " (convert it with wallprof-convert)");
+	n = wp_put_str(cv->line, n, cap, " (convert it with wallprof convert)");
 	wp_log_raw(WP_LOG_ERROR, "error", NULL, 0, cv->line, n);
 }
 
