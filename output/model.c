@@ -357,7 +357,7 @@ int wp_model_read_ex(const char *path, struct wp_sym_pool *pool, struct wp_model
 		memset(info, 0, sizeof(*info));
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 		return -1;
 	}
 	do
