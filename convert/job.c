@@ -91,7 +91,9 @@ static char *write_one(const struct wp_cv_job *j, const struct wp_format *f,
 		       size_t errlen)
 {
 	struct wp_format_opts o = { .platform = j->platform };
-	char err2[512] = "", *path = wp_format_path(f, j->out), *fb = NULL;
+	/* Sentry's file is the profile's name itself, whatever its suffix. */
+	int same = f->write == wp_out_sentry_model;
+	char err2[512] = "", *path = same ? strdup(j->out) : wp_format_path(f, j->out), *fb = NULL;
 	int rc;
 
 	*fell_back = 0;
@@ -101,7 +103,7 @@ static char *write_one(const struct wp_cv_job *j, const struct wp_format *f,
 	}
 	memset(st, 0, sizeof(*st));
 	rc = wp_format_write(f, m, &o, path, st, err, errlen);
-	if (rc < 0 && j->fallback && (fb = wp_format_path(f, j->fallback)) && strcmp(fb, path)) {
+	if (rc < 0 && j->fallback && (fb = same ? strdup(j->fallback) : wp_format_path(f, j->fallback)) && strcmp(fb, path)) {
 		memset(st, 0, sizeof(*st));
 		rc = wp_format_write(f, m, &o, fb, st, err2, sizeof(err2));
 		if (rc == 0) {

@@ -33,6 +33,7 @@
 
 static char program[WP_PATH_MAX];
 static char platform[32];
+static char formats[64];
 static int debuginfod;
 static unsigned timeout_s;
 static char env_buf[8192];
@@ -88,6 +89,7 @@ void wp_convert_init(const struct wp_config *c)
 
 	find_program(c);
 	snprintf(platform, sizeof(platform), "%s", c->platform);
+	snprintf(formats, sizeof(formats), "%s", c->formats);
 	debuginfod = c->debuginfod;
 	timeout_s = c->convert_timeout;
 	for (i = 0; i < sizeof(keep) / sizeof(*keep) && k + 1 < sizeof(env) / sizeof(*env); i++) {
@@ -272,6 +274,8 @@ WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq
 		}
 	}
 	arg(cv, &an, &ac, "--platform", platform);
+	if (formats[0] && strcmp(formats, "sentry"))
+		arg(cv, &an, &ac, "--formats", formats);
 	if (debuginfod)
 		arg(cv, &an, &ac, "--debuginfod", NULL);
 	if (!rq->detach && wp_syscall(SYS_pipe2, pipefd, O_CLOEXEC) < 0)
