@@ -103,7 +103,7 @@ static char *write_one(const struct wp_cv_job *j, const struct wp_format *f,
 	}
 	memset(st, 0, sizeof(*st));
 	rc = wp_format_write(f, m, &o, path, st, err, errlen);
-	if (rc < 0 && j->fallback && (fb = same ? strdup(j->fallback) : wp_format_path(f, j->fallback)) && strcmp(fb, path)) {
+	if (rc < 0 && f->write && j->fallback && (fb = same ? strdup(j->fallback) : wp_format_path(f, j->fallback)) && strcmp(fb, path)) {
 		memset(st, 0, sizeof(*st));
 		rc = wp_format_write(f, m, &o, fb, st, err2, sizeof(err2));
 		if (rc == 0) {
