@@ -1,12 +1,12 @@
 # libwallprof: wall-clock sampling profiler injected with LD_PRELOAD.
 #
-#   make              build build/libwallprof.so and build/wallprof-convert
+#   make              build build/libwallprof.so and build/wallprof (the command)
 #   make demo         install missing -dev packages (root), build, profile a sample program, summarize
 #   make test         install missing -dev packages (root), unit tests (plain + ASan/UBSan), end-to-end tests
-#   make unit         build the unit test binaries (build/unit/, build/asan/) and the converter
+#   make unit         build the unit test binaries (build/unit/, build/asan/) and the command
 #   make bench        benchmarks, one table (scripts/bench.py; BENCH_ARGS="--quick -k NAME")
 #   make soak         soak test (scripts/soak.py; SOAK_SECONDS=600)
-#   make install      PREFIX=/usr/local DESTDIR=: the library, the converter, wallprof, wallprof-report
+#   make install      PREFIX=/usr/local DESTDIR=: the library and the wallprof command
 #   make uninstall    remove what `make install` put (same PREFIX and DESTDIR)
 #   make format-check C sources and headers against .clang-format (installs clang-format-19, root)
 #   make clean
@@ -28,7 +28,7 @@ RUNTIME_SRCS  := $(wildcard preload/*.c) $(wildcard unwind/*.c)
 SHARED_SRCS   := output/raw.c output/event.c output/dump_queue.c output/write.c output/profile.c symbolize/build_id.c
 CORE_SRCS     := $(wildcard symbolize/*.c) $(wildcard output/*.c)
 RUNTIME_PARTS := preload/ring.c preload/modules.c preload/raw_dump.c
-# CONVERT_SRCS: the converter program's own files (convert/convert.h).
+# CONVERT_SRCS: the wallprof command's own files (convert/convert.h).
 CONVERT_SRCS  := $(wildcard convert/*.c)
 
 CC      ?= cc
@@ -49,10 +49,18 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 LIB_LIBS   := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null) -lpthread -ldl
 
+# The format writers other files bring (output/formats.c registers each one
+# whose file is there; a missing one is "not built yet").
+FORMAT_DEFS := $(if $(wildcard output/pprof.c),-DWP_HAVE_PPROF) \
+               $(if $(wildcard output/folded.c),-DWP_HAVE_FOLDED) \
+               $(if $(wildcard output/speedscope.c),-DWP_HAVE_SPEEDSCOPE) \
+               $(if $(wildcard output/html.c),-DWP_HAVE_HTML)
+
 WARN    := -Wall -Wextra -Werror
 CFLAGS  ?= -O2 -g
 # -fexceptions: cleanup handlers in the interposed calls run on thread cancellation.
-BASE_CFLAGS := -std=gnu11 $(WARN) -fvisibility=hidden -fPIC -fexceptions -D_GNU_SOURCE $(PKG_CFLAGS)
+BASE_CFLAGS := -std=gnu11 $(WARN) -fvisibility=hidden -fPIC -fexceptions -D_GNU_SOURCE $(PKG_CFLAGS) \
+	       $(strip $(FORMAT_DEFS))
 SAN_FLAGS   := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LIBS    := $(PKG_LIBS) -lz -lpthread -ldl
 
@@ -72,7 +80,7 @@ objs = $(patsubst %.c,$(OBJ)/$(1)/%.o,$(2))
 
 LIB_SRCS   := $(sort $(RUNTIME_SRCS) $(SHARED_SRCS))
 LIB        := $(BUILD)/libwallprof.so
-CONVERT    := $(BUILD)/wallprof-convert
+CONVERT    := $(BUILD)/wallprof
 CORE_LIB   := $(OBJ)/lib/libcore.a
 CORE_TEST  := $(OBJ)/test/libcore.a
 CORE_ASAN  := $(OBJ)/asan/libcore.a
@@ -80,7 +88,7 @@ PARTS_LIB  := $(OBJ)/lib/libparts.a
 PARTS_TEST := $(OBJ)/test/libparts.a
 PARTS_ASAN := $(OBJ)/asan/libparts.a
 TEST_LIB   := $(BUILD)/test/libwallprof.so
-TEST_CONVERT := $(BUILD)/test/wallprof-convert
+TEST_CONVERT := $(BUILD)/test/wallprof
 
 UNIT_SRCS  := $(wildcard test/unit/test_*.c)
 UNIT_PLAIN := $(patsubst test/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRCS))
@@ -155,17 +163,15 @@ soak: deps
 	@$(MAKE) --no-print-directory $(LIB) $(BUILD)/progs/soak $(BUILD)/progs/libwpt_plugin.so
 	@$(PYTHON) scripts/soak.py --seconds $(SOAK_SECONDS) $(SOAK_ARGS)
 
-# The launcher finds the library as ../lib/libwallprof.so from its own
-# directory, so both must stay under the same PREFIX.
+# `wallprof record` finds the library as ../lib/libwallprof.so from its own
+# directory, and the library the command as ../bin/wallprof from its own,
+# so both must stay under the same PREFIX.
 install: $(LIB) $(CONVERT)
 	install -D -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libwallprof.so
-	install -D -m 755 $(CONVERT) $(DESTDIR)$(PREFIX)/bin/wallprof-convert
-	install -D -m 755 scripts/wallprof $(DESTDIR)$(PREFIX)/bin/wallprof
-	install -D -m 755 scripts/wallprof-report $(DESTDIR)$(PREFIX)/bin/wallprof-report
+	install -D -m 755 $(CONVERT) $(DESTDIR)$(PREFIX)/bin/wallprof
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/lib/libwallprof.so $(DESTDIR)$(PREFIX)/bin/wallprof-convert \
-	      $(DESTDIR)$(PREFIX)/bin/wallprof $(DESTDIR)$(PREFIX)/bin/wallprof-report
+	rm -f $(DESTDIR)$(PREFIX)/lib/libwallprof.so $(DESTDIR)$(PREFIX)/bin/wallprof
 
 # Lists the files clang-format would change, with the number of places in
 # each; `$(CLANG_FORMAT) -i FILE` applies them.
@@ -250,13 +256,13 @@ $(TEST_LIB): $(call objs,test,$(LIB_SRCS)) Makefile
 	$(CC) $(VARIANT_CFLAGS_test) -shared -Wl,-z,defs -Wl,-z,now -Wl,--as-needed -o $@ \
 		$(filter %.o,$^) $(LIB_LIBS)
 
-# The test library finds the converter beside itself, as an installed one.
+# The test library finds the command beside itself, as an installed one.
 $(TEST_CONVERT): $(CONVERT)
 	@mkdir -p $(@D)
-	ln -sf ../wallprof-convert $@
+	ln -sf ../wallprof $@
 
-# The converter: raw dumps into Sentry JSON, in a process of its own (the
-# library starts it on every dump; by hand: build/wallprof-convert RAW).
+# The wallprof command: record, report, convert, diff; the library starts it
+# on every dump (`wallprof --library`) to convert it in a process of its own.
 $(CONVERT): $(call objs,lib,$(CONVERT_SRCS)) $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(VARIANT_CFLAGS_lib) -o $@ $^ $(LIBS)

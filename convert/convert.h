@@ -1,20 +1,103 @@
-/* convert: the converter program, wallprof-convert. The profiled process only
- * captures; this program turns its raw dumps (output/raw.h) into profiles:
+/* convert: the `wallprof` command. The profiled process only captures;
+ * this program starts it (record) and turns its raw dumps (output/raw.h)
+ * into profiles, summaries and comparisons:
  *
- *   main.c   the command line; a dump converted by hand
- *   job.c    one dump converted for the library (--library): events instead
- *            of messages, the dump deleted once its profile is written
- *   tree.c   every dump a profiled tree's descendants leave (--tree), one
- *            after the other in one process that keeps its symbolizer
- *            sessions from dump to dump
+ *   main.c     the command line: which subcommand, --help, --version
+ *   record.c   `wallprof record`: runs a program under the library
+ *   convert.c  `wallprof convert`: a dump or a profile converted by hand, and
+ *              the library's internal modes (--library, --tree)
+ *   job.c      one dump converted for the library (--library): events instead
+ *              of messages, the dump deleted once its profiles are written
+ *   tree.c     every dump a profiled tree's descendants leave (--tree), one
+ *              after the other in one process that keeps its symbolizer
+ *              sessions from dump to dump
+ *   report.c   `wallprof report`: a summary of a profile
+ *   diff.c     `wallprof diff`: what changed between two profiles
+ *   charge.c   what report and diff charge a sample to; their tables
+ *   tally.c    counts by key in first-seen order
  *
  * Nothing here runs in the profiled process. */
 #ifndef WP_CONVERT_CONVERT_H
 #define WP_CONVERT_CONVERT_H
 
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 
 struct wp_sym_pool;
+struct wp_format;
+
+/* Exit statuses of every subcommand but record (which has the program's). */
+enum { WP_EXIT_OK = 0, WP_EXIT_FAIL = 1, WP_EXIT_USAGE = 2 };
+
+/* The subcommands; argv[0] is the subcommand's name, the options follow.
+ * Each returns the exit status. */
+int wp_cmd_record(int argc, char **argv);
+int wp_cmd_convert(int argc, char **argv);
+int wp_cmd_report(int argc, char **argv);
+int wp_cmd_diff(int argc, char **argv);
+
+/* One line "wallprof: ..." on stderr; returns `status`. */
+int wp_cli_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The formats of a comma-separated list of names ("sentry,pprof"), each
+ * once, into `out` (room for `max`). Returns how many, or -1 with a
+ * one-line reason in `err` (an unknown or empty name, too many). */
+int wp_cv_parse_formats(const char *list, const struct wp_format **out, size_t max, char *err,
+			size_t errlen);
+
+#define WP_CV_MAX_FORMATS 8
+
+/* tally.c: counts by key (an interned string, compared by pointer) in the
+ * order keys were first seen, for report and diff. Zeroed to start. */
+struct wp_tally_entry {
+	const void *key;
+	unsigned long long n, on; /* samples; of which on CPU */
+	unsigned long long n2, on2; /* diff: the same in the second profile */
+	size_t order;             /* when first seen */
+	const void *extra;        /* the caller's */
+};
+struct wp_tally {
+	struct wp_tally_entry *e;
+	size_t n, cap;
+	uint32_t *index;
+};
+/* The entry of `key`, added with zero counts when new; NULL on out of memory.
+ * Entries move when one is added: do not keep pointers across adds. */
+struct wp_tally_entry *wp_tally_add(struct wp_tally *t, const void *key);
+/* The entry of `key`, or NULL. */
+const struct wp_tally_entry *wp_tally_get(const struct wp_tally *t, const void *key);
+/* The entry with the most samples, the first seen among equals; NULL when empty. */
+const struct wp_tally_entry *wp_tally_max(const struct wp_tally *t);
+void wp_tally_free(struct wp_tally *t);
+
+/* charge.c: per stack of a model, what a sample of it is charged to: the
+ * innermost in-app frame (one of the main executable), else the leaf. */
+struct wp_model;
+struct wp_charge {
+	const char **label; /* per stack: that frame's name (interned in the model;
+			       " [inlined]" appended for an inlined frame);
+			       `none` for a stack without frames */
+	const char **line;  /* per stack: its "file:line", or NULL */
+	const char **app;   /* per stack: the innermost in-app frame's name, or NULL */
+	const char *none;   /* "(no stack)" */
+};
+/* Returns 0, or -1 on out of memory (then wp_charge_free). */
+int wp_charge_build(struct wp_model *m, struct wp_charge *c);
+void wp_charge_free(struct wp_charge *c);
+
+/* A table printed in aligned columns (two spaces in front, trailing blanks
+ * cut) or as Markdown; the first row is the header. */
+struct wp_table {
+	size_t ncols;      /* set by the caller, at most 16 */
+	const char *align; /* one 'l' or 'r' per column */
+	char **cells;      /* row-major, malloc'd */
+	size_t n, cap;
+};
+/* Appends one cell (printf). Returns 0, or -1 on out of memory. */
+int wp_table_cell(struct wp_table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints the table on stdout and empties it. */
+void wp_table_print(struct wp_table *t, int markdown);
 
 /* The library's log levels, the first field of a report line. */
 enum { WP_CV_ERROR = 1, WP_CV_INFO = 2, WP_CV_DEBUG = 3 };
@@ -27,6 +110,8 @@ struct wp_cv_job {
 	const char *out;      /* the profile */
 	const char *fallback; /* second try when out cannot be written, or NULL */
 	const char *platform; /* the profile's platform, NULL: "native" */
+	const char *formats;  /* comma-separated formats, NULL: "sentry"; each written
+				 beside `out` with its suffix (formats.h) */
 	int keep_dump;        /* 1: the caller deletes the dump (after its own line) */
 };
 
@@ -65,7 +150,8 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool);
  * more, and ends when the root has said "end" and nothing is pending, or
  * after a while with nothing new. A dump that takes longer than
  * `timeout_s` ends us (SIGALRM), and the next converter skips it.
- * `platform`: as in wp_cv_job. Returns the exit status. */
-int wp_cv_tree(const char *index, int lock_fd, const char *platform, unsigned timeout_s);
+ * `platform`, `formats`: as in wp_cv_job. Returns the exit status. */
+int wp_cv_tree(const char *index, int lock_fd, const char *platform, const char *formats,
+	       unsigned timeout_s);
 
 #endif

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "../output/event.h"
+#include "../output/formats.h"
+#include "../output/model.h"
 #include "../output/output.h"
 #include "../output/raw.h"
 #include "convert.h"
@@ -82,20 +84,66 @@ int wp_cv_same_file(const char *path, int fd)
 	       a.st_ino == b.st_ino;
 }
 
+/* Writes format `f` of `m` beside j->out (its fallback when that fails).
+ * Returns the path written (malloc'd), or NULL with `err` set. */
+static char *write_one(const struct wp_cv_job *j, const struct wp_format *f,
+		       const struct wp_model *m, struct wp_out_stats *st, int *fell_back, char *err,
+		       size_t errlen)
+{
+	struct wp_format_opts o = { .platform = j->platform };
+	/* Sentry's file is the profile's name itself, whatever its suffix. */
+	int same = f->write == wp_out_sentry_model;
+	char err2[512] = "", *path = same ? strdup(j->out) : wp_format_path(f, j->out), *fb = NULL;
+	int rc;
+
+	*fell_back = 0;
+	if (!path) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	memset(st, 0, sizeof(*st));
+	rc = wp_format_write(f, m, &o, path, st, err, errlen);
+	if (rc < 0 && f->write && j->fallback && (fb = same ? strdup(j->fallback) : wp_format_path(f, j->fallback)) && strcmp(fb, path)) {
+		memset(st, 0, sizeof(*st));
+		rc = wp_format_write(f, m, &o, fb, st, err2, sizeof(err2));
+		if (rc == 0) {
+			wp_cv_event(WP_CV_ERROR, "error", NULL, 0, "%s; wrote the profile to %s instead",
+				    err, fb);
+			*fell_back = 1;
+			free(path);
+			return fb;
+		}
+		snprintf(err + strlen(err), errlen - strlen(err), "; fallback: %s", err2);
+	}
+	free(fb);
+	if (rc < 0) {
+		free(path);
+		return NULL;
+	}
+	return path;
+}
+
 int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 {
 	double t0 = wp_cv_mono_ms();
-	char err[512], err2[512] = "", what[48] = "", who[40] = "";
+	char err[1200], what[48] = "", who[40] = "";
+	const struct wp_format *fmts[WP_CV_MAX_FORMATS];
+	char *written[WP_CV_MAX_FORMATS] = { 0 };
+	struct wp_out_stats sts[WP_CV_MAX_FORMATS];
 	struct wp_profile p;
 	struct wp_raw_info info;
-	struct wp_out_opts opts = { .platform = j->platform };
-	struct wp_out_stats st;
+	struct wp_model m;
 	const struct wp_counters *c;
 	unsigned long long dropped;
-	const char *path = j->out;
 	struct wp_sym *sym;
-	int rc;
+	int nf, k, nw = 0, fell_back;
 
+	nf = wp_cv_parse_formats(j->formats ? j->formats : "sentry", fmts, WP_CV_MAX_FORMATS, err,
+				 sizeof(err));
+	if (nf < 0) {
+		wp_cv_event(WP_CV_ERROR, "error", NULL, 0, "profile not written: %s", err);
+		return 1;
+	}
 	if (wp_raw_read_ex(j->source, &p, &info, err, sizeof(err)) < 0) {
 		wp_cv_event(WP_CV_ERROR, "error", NULL, 0, "profile not written: %s: %s", j->raw,
 			    err);
@@ -122,42 +170,54 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 		return 0;
 	}
 	sym = wp_sym_open_pooled(pool, p.modules, p.nr_modules);
-	if (!sym) {
-		wp_profile_free(&p);
+	if (!sym || wp_model_build(&m, &p, sym, j->platform, err, sizeof(err)) < 0) {
+		if (sym)
+			wp_sym_close(sym);
+		else
+			wp_profile_free(&p);
 		wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
 			    "profile not written: out of memory; the raw dump stays at %s", j->raw);
 		return 1;
 	}
-	memset(&st, 0, sizeof(st));
-	rc = wp_out_sentry_write(&p, sym, &opts, path, &st, err, sizeof(err));
-	if (rc < 0 && j->fallback && strcmp(j->fallback, path)) {
-		rc = wp_out_sentry_write(&p, sym, &opts, j->fallback, &st, err2, sizeof(err2));
-		if (rc == 0) {
+	wp_sym_close(sym);
+	for (k = 0; k < nf; k++) {
+		written[k] = write_one(j, fmts[k], &m, &sts[k], &fell_back, err, sizeof(err));
+		if (written[k]) {
+			nw++;
+			continue;
+		}
+		/* Nothing written yet: say so once, with the first format's reason. */
+		if (nf == 1 || (k == nf - 1 && nw == 0)) {
 			wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
-				    "%s; wrote the profile to %s instead", err, j->fallback);
-			path = j->fallback;
+				    "profile not written: %s; the raw dump stays at %s", err, j->raw);
+		} else {
+			wp_cv_event(WP_CV_ERROR, "error", NULL, 0, "%s profile not written: %s",
+				    fmts[k]->name, err);
 		}
 	}
-	wp_sym_close(sym);
-	if (rc < 0) {
-		wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
-			    "profile not written: %s%s%s; the raw dump stays at %s", err,
-			    err2[0] ? "; fallback: " : "", err2, j->raw);
-		wp_profile_free(&p);
+	if (nw == 0) {
+		wp_model_free(&m);
 		return 1;
 	}
-	/* The dump first: the profile is in place, whatever happens to us
+	/* The dump first: the profiles are in place, whatever happens to us
 	 * while we report. */
 	if (!j->keep_dump && wp_cv_same_file(j->raw, j->fd))
 		unlink(j->raw);
-	wp_cv_event(WP_CV_INFO, "wrote", path, dropped,
-		    "%swrote %s (%s%zu samples, %zu threads, %.1f s, %llu dropped) in %.0f ms", who,
-		    path, what, st.nr_samples, st.nr_threads, st.duration_s, dropped,
-		    wp_cv_mono_ms() - t0);
-	if (st.duration_s > WP_SENTRY_MAX_SECONDS)
-		wp_cv_event(WP_CV_INFO, "info", NULL, 0,
-			    "%s covers %.1f s; Sentry rejects v1 profiles longer than %d s", path,
-			    st.duration_s, WP_SENTRY_MAX_SECONDS);
-	wp_profile_free(&p);
+	for (k = 0, nw = 0; k < nf; k++) {
+		if (!written[k])
+			continue;
+		/* The samples lost are counted once, with the first file. */
+		wp_cv_event(WP_CV_INFO, "wrote", written[k], nw ? 0 : dropped,
+			    "%swrote %s (%s%zu samples, %zu threads, %.1f s, %llu dropped) in %.0f ms",
+			    who, written[k], what, sts[k].nr_samples, sts[k].nr_threads,
+			    sts[k].duration_s, dropped, wp_cv_mono_ms() - t0);
+		if (fmts[k]->write == wp_out_sentry_model && sts[k].duration_s > WP_SENTRY_MAX_SECONDS)
+			wp_cv_event(WP_CV_INFO, "info", NULL, 0,
+				    "%s covers %.1f s; Sentry rejects v1 profiles longer than %d s",
+				    written[k], sts[k].duration_s, WP_SENTRY_MAX_SECONDS);
+		nw++;
+		free(written[k]);
+	}
+	wp_model_free(&m);
 	return 0;
 }

@@ -46,6 +46,7 @@
 struct tree {
 	const char *index;
 	const char *platform;
+	const char *formats;
 	unsigned timeout_s;
 	struct wp_sym_pool *pool;
 };
@@ -135,6 +136,7 @@ static int convert_one(const struct tree *t, const struct wp_dump_entry *e)
 		j.out = e->json;
 		j.fallback = strcmp(e->json_fb, e->json) ? e->json_fb : NULL;
 		j.platform = t->platform;
+		j.formats = t->formats;
 		j.keep_dump = 1;
 		alarm(t->timeout_s);
 		rc = wp_cv_library(&j, t->pool);
@@ -156,7 +158,7 @@ static void abandoned(const struct tree *t, const struct wp_dump_entry *e)
 	wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
 		    "profile not written: the converter ended while converting it (a crash, or "
 		    "longer than WALLPROF_CONVERT_TIMEOUT=%u s); the raw dump stays at %s "
-		    "(convert it with wallprof-convert)",
+		    "(convert it with wallprof convert)",
 		    t->timeout_s, e->raw);
 	mark(t, e, "done");
 }
@@ -195,9 +197,10 @@ static long long now_ms(void)
 	return (long long)wp_cv_mono_ms();
 }
 
-int wp_cv_tree(const char *index, int lock_fd, const char *platform, unsigned timeout_s)
+int wp_cv_tree(const char *index, int lock_fd, const char *platform, const char *formats,
+	       unsigned timeout_s)
 {
-	struct tree t = { index, platform, timeout_s ? timeout_s : 60, NULL };
+	struct tree t = { index, platform, formats, timeout_s ? timeout_s : 60, NULL };
 	struct wp_dump_queue q;
 	long long idle_since = now_ms();
 	size_t tried = 0; /* locked dumps put back since the last conversion */

@@ -2,7 +2,7 @@
  * the index as it grows.
  *
  * A descendant's raw dump is converted in the background by the tree's one
- * converter (wallprof-convert --tree, convert/tree.c). The descendant
+ * converter (wallprof --tree, convert/tree.c). The descendant
  * appends (output/event.h, wp_event_append_dump)
  *
  *     <pid> TAB raw TAB <raw dump> TAB 0 TAB <profile> TAB <fallback> LF

@@ -46,6 +46,7 @@ int wp_sink_printf(struct wp_out_sink *s, const char *fmt, ...) __attribute__((f
 struct wp_format {
 	const char *name;   /* as -f and WALLPROF_FORMAT take it */
 	const char *suffix; /* replaces ".json" in the profile's name */
+	/* NULL: not built yet */
 	int (*write)(const struct wp_model *m, const struct wp_format_opts *o,
 		     struct wp_out_sink *s, struct wp_out_stats *st);
 };
@@ -62,7 +63,15 @@ int wp_out_speedscope(const struct wp_model *m, const struct wp_format_opts *o,
 int wp_out_html(const struct wp_model *m, const struct wp_format_opts *o, struct wp_out_sink *s,
 		struct wp_out_stats *st);
 
-/* The format called `name`, or NULL. */
+/* wp_out_sentry_write_with() (output.h) into a sink instead of a file:
+ * what wp_out_sentry_model streams a model through (sentry.c). Returns 0,
+ * or -1 with the sink's error set. */
+int wp_out_sentry_write_sink(const struct wp_profile *p, wp_out_lookup_fn lookup, void *ctx,
+			     const struct wp_out_opts *opts, struct wp_out_sink *s,
+			     struct wp_out_stats *st);
+
+/* The format called `name`, or NULL. A format whose writer is not in this
+ * build (formats.c) is found but has `write` NULL: wp_format_write says so. */
 const struct wp_format *wp_format_find(const char *name);
 
 /* Every format, NULL-terminated, in the order of the list above. */

@@ -63,6 +63,13 @@ int wp_model_build(struct wp_model *m, struct wp_profile *p, struct wp_sym *sym,
 int wp_model_read(const char *path, struct wp_sym_pool *pool, struct wp_model *m, char *err,
 		  size_t errlen);
 
+/* wp_model_read(), also saying what the raw reader saw (`info` may be
+ * NULL; all zero for a JSON profile): the fatal signal, samples and stacks
+ * dropped as damaged. */
+struct wp_raw_info;
+int wp_model_read_ex(const char *path, struct wp_sym_pool *pool, struct wp_model *m,
+		     struct wp_raw_info *info, char *err, size_t errlen);
+
 /* Frees everything the model holds (not `m` itself); idempotent. */
 void wp_model_free(struct wp_model *m);
 

@@ -6,7 +6,7 @@
  * mid-update loses only the samples that do not hold together. Not
  * async-signal-safe.
  *
- * The input is untrusted (wallprof-convert runs on whatever file it is
+ * The input is untrusted (wallprof convert runs on whatever file it is
  * given), so the work and memory are bounded by its size B:
  *   - only regular files are read (a FIFO or /dev/zero would never end),
  *     exactly the st_size bytes fstat() reported, the header checked first;

@@ -11,6 +11,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 
+#include "formats.h"
 #include "output.h"
 
 #define NONE UINT32_MAX
@@ -19,6 +20,7 @@
 /* Buffered writer over the temporary file; the first error sticks. */
 struct jw {
 	struct wp_out_atomic a;
+	struct wp_out_sink *sink; /* writes go there instead, when not NULL */
 	char *err;
 	size_t errlen;
 	int failed;
@@ -62,11 +64,18 @@ static void jw_oom(struct jw *w)
 	w->failed = 1;
 }
 
+static int jw_out(struct jw *w, const void *data, size_t n)
+{
+	if (w->sink)
+		return wp_sink_write(w->sink, data, n);
+	return wp_out_atomic_write(&w->a, data, n, w->err, w->errlen);
+}
+
 static int jw_flush(struct jw *w)
 {
 	if (w->failed)
 		return -1;
-	if (w->len && wp_out_atomic_write(&w->a, w->buf, w->len, w->err, w->errlen) < 0)
+	if (w->len && jw_out(w, w->buf, w->len) < 0)
 		w->failed = 1;
 	w->len = 0;
 	return w->failed ? -1 : 0;
@@ -80,7 +89,7 @@ static int jw_put(struct jw *w, const char *s, size_t n)
 		if (jw_flush(w) < 0)
 			return -1;
 		if (n > JW_BUF) {
-			if (wp_out_atomic_write(&w->a, s, n, w->err, w->errlen) < 0)
+			if (jw_out(w, s, n) < 0)
 				w->failed = 1;
 			return w->failed ? -1 : 0;
 		}
@@ -730,6 +739,31 @@ static int write_tail(struct jw *w, const struct plan *pl)
 	return jw_put(w, "}\n", 2);
 }
 
+/* The whole profile into `w`; its stats into `st` (may be NULL). */
+static int write_profile(struct jw *w, struct plan *pl, const struct wp_out_opts *opts,
+			 struct wp_out_stats *st)
+{
+	/* Frames come first in "profile": symbolizing them decides the images. */
+	write_head(w, pl, opts);
+	jw_puts(w, ",\"profile\":{");
+	write_frames(w, pl);
+	write_stacks(w, pl);
+	write_samples(w, pl);
+	write_threads(w, pl);
+	jw_puts(w, "}");
+	write_images(w, pl);
+	write_tail(w, pl);
+	if (jw_flush(w) < 0)
+		return -1;
+	if (st) {
+		st->nr_samples = pl->nr_written;
+		st->nr_threads = pl->nr_tids;
+		st->nr_frames = pl->nr_frames;
+		st->duration_s = (double)pl->last_elapsed / 1e9;
+	}
+	return 0;
+}
+
 int wp_out_sentry_write_with(const struct wp_profile *p, wp_out_lookup_fn lookup, void *ctx,
 			     const struct wp_out_opts *opts, const char *path,
 			     struct wp_out_stats *st, char *err, size_t errlen)
@@ -742,42 +776,51 @@ int wp_out_sentry_write_with(const struct wp_profile *p, wp_out_lookup_fn lookup
 		set_err(err, errlen, path ? path : "(null)", EINVAL);
 		return -1;
 	}
-	w = malloc(sizeof(*w));
+	w = calloc(1, sizeof(*w));
 	if (!w || plan_build(&pl) < 0) {
 		set_err(err, errlen, path, ENOMEM);
 		goto out;
 	}
 	w->err = err;
 	w->errlen = errlen;
-	w->failed = 0;
-	w->len = 0;
 	if (wp_out_atomic_open(&w->a, path, err, errlen) < 0)
 		goto out;
-
-	/* Frames come first in "profile": symbolizing them decides the images. */
-	write_head(w, &pl, opts);
-	jw_puts(w, ",\"profile\":{");
-	write_frames(w, &pl);
-	write_stacks(w, &pl);
-	write_samples(w, &pl);
-	write_threads(w, &pl);
-	jw_puts(w, "}");
-	write_images(w, &pl);
-	write_tail(w, &pl);
-	if (jw_flush(w) < 0) {
+	if (write_profile(w, &pl, opts, st) < 0) {
 		wp_out_atomic_abort(&w->a);
 		goto out;
 	}
 	if (wp_out_atomic_commit(&w->a, err, errlen) < 0)
 		goto out;
-	if (st) {
-		st->nr_samples = pl.nr_written;
-		st->nr_threads = pl.nr_tids;
-		st->nr_frames = pl.nr_frames;
+	if (st)
 		st->bytes = w->a.bytes;
-		st->duration_s = (double)pl.last_elapsed / 1e9;
-	}
 	ret = 0;
+out:
+	free(w);
+	plan_free(&pl);
+	return ret;
+}
+
+int wp_out_sentry_write_sink(const struct wp_profile *p, wp_out_lookup_fn lookup, void *ctx,
+			     const struct wp_out_opts *opts, struct wp_out_sink *s,
+			     struct wp_out_stats *st)
+{
+	struct plan pl = {.p = p, .lookup = lookup, .lctx = ctx};
+	struct jw *w = calloc(1, sizeof(*w));
+	size_t before = s->bytes;
+	int ret = -1;
+
+	if (!w || plan_build(&pl) < 0) {
+		set_err(s->err, s->errlen, s->to_stdout ? "standard output" : s->a.path, ENOMEM);
+		s->failed = 1;
+		goto out;
+	}
+	w->sink = s;
+	w->a.path = s->to_stdout ? "standard output" : s->a.path;
+	w->err = s->err;
+	w->errlen = s->errlen;
+	ret = write_profile(w, &pl, opts, st);
+	if (ret == 0 && st)
+		st->bytes = s->bytes - before;
 out:
 	free(w);
 	plan_free(&pl);

@@ -402,6 +402,33 @@ void wp_config_load(struct wp_config *c)
 		snprintf(c->output, sizeof(c->output), "%s", s);
 	}
 
+	s = getenv("WALLPROF_FORMAT");
+	snprintf(c->formats, sizeof(c->formats), "sentry");
+	if (s && *s) {
+		/* Names known to the converter (output/formats.c), comma-separated. */
+		static const char *const known[] = { "sentry", "pprof", "folded", "speedscope",
+						     "html" };
+		const char *p = s;
+		int ok = strlen(s) < sizeof(c->formats);
+
+		while (ok) {
+			size_t n = strcspn(p, ","), k;
+
+			for (k = 0; k < sizeof(known) / sizeof(*known); k++)
+				if (n == strlen(known[k]) && !strncmp(p, known[k], n))
+					break;
+			ok = k < sizeof(known) / sizeof(*known);
+			if (!p[n])
+				break;
+			p += n + 1;
+		}
+		if (ok)
+			snprintf(c->formats, sizeof(c->formats), "%s", s);
+		else
+			wp_log(WP_LOG_ERROR, "WALLPROF_FORMAT='%.64s' is not a comma-separated list of "
+			       "sentry, pprof, folded, speedscope, html; using sentry", s);
+	}
+
 	s = getenv("WALLPROF_SENTRY_PLATFORM");
 	snprintf(c->platform, sizeof(c->platform), "native");
 	if (s && *s) {

@@ -33,16 +33,17 @@
 
 static char program[WP_PATH_MAX];
 static char platform[32];
+static char formats[64];
 static int debuginfod;
 static unsigned timeout_s;
 static char env_buf[8192];
 static char *env[16];
 
-/* The converter beside this library, or in ../bin from it (an install
+/* The converter, the `wallprof` command, beside this library, or in ../bin from it (an install
  * puts the library in lib/ and the programs in bin/). */
 static void find_program(const struct wp_config *c)
 {
-	static const char *const where[] = { "/wallprof-convert", "/../bin/wallprof-convert" };
+	static const char *const where[] = { "/wallprof", "/../bin/wallprof" };
 	Dl_info info;
 	const char *slash;
 	char *self = NULL;
@@ -88,6 +89,7 @@ void wp_convert_init(const struct wp_config *c)
 
 	find_program(c);
 	snprintf(platform, sizeof(platform), "%s", c->platform);
+	snprintf(formats, sizeof(formats), "%s", c->formats);
 	debuginfod = c->debuginfod;
 	timeout_s = c->convert_timeout;
 	for (i = 0; i < sizeof(keep) / sizeof(*keep) && k + 1 < sizeof(env) / sizeof(*env); i++) {
@@ -272,6 +274,8 @@ WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq
 		}
 	}
 	arg(cv, &an, &ac, "--platform", platform);
+	if (formats[0] && strcmp(formats, "sentry"))
+		arg(cv, &an, &ac, "--formats", formats);
 	if (debuginfod)
 		arg(cv, &an, &ac, "--debuginfod", NULL);
 	if (!rq->detach && wp_syscall(SYS_pipe2, pipefd, O_CLOEXEC) < 0)
@@ -443,7 +447,7 @@ WP_AS_SAFE static void say_left(struct wp_conv *cv, const char *why, const char 
 	n = wp_put_str(cv->line, n, cap, why2);
 	n = wp_put_str(cv->line, n, cap, "; the raw dump stays at ");
 	n = wp_put_str(cv->line, n, cap, cv->raw);
-	n = wp_put_str(cv->line, n, cap, " (convert it with wallprof-convert)");
+	n = wp_put_str(cv->line, n, cap, " (convert it with wallprof convert)");
 	wp_log_raw(WP_LOG_ERROR, "error", NULL, 0, cv->line, n);
 }
 

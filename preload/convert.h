@@ -1,4 +1,4 @@
-/* convert: hands a raw dump to the converter program (wallprof-convert) in
+/* convert: hands a raw dump to the converter program (`wallprof`, its --library mode) in
  * a process of its own, and relays what it reports. The profiled process
  * only captures: symbolization and JSON never run in it.
  *
@@ -18,7 +18,7 @@
 #include "wallprof.h"
 
 /* In the constructor: finds the converter (WALLPROF_CONVERTER, else
- * wallprof-convert beside this library, else in ../bin from it) and
+ * wallprof beside this library, else in ../bin from it) and
  * prepares its command line and environment (PATH, HOME, TMPDIR and the
  * DEBUGINFOD_* variables of the start). Not async-signal-safe. */
 void wp_convert_init(const struct wp_config *c);
@@ -57,7 +57,7 @@ struct wp_conv_req {
  * async-signal-safe */
 WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq);
 
-/* Makes sure the tree's converter runs (wallprof-convert --tree, detached,
+/* Makes sure the tree's converter runs (wallprof --tree, detached,
  * at idle priority) on the dumps pending in the tree's index `index`
  * (output/event.h): starts it with the index's lock, unless a converter
  * already holds that lock. Returns 1 when one was started, 0 when one

@@ -302,8 +302,8 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 		n = wp_put_str(sp->line, n, cap, "wrote raw profile ");
 		n = wp_put_str(sp->line, n, cap, path);
 		n = wp_put_str(sp->line, n, cap, wp_convert_program() ? "; could not start " :
-				    "; no converter found (WALLPROF_CONVERTER, or wallprof-convert "
-				    "beside libwallprof.so): convert it with wallprof-convert");
+				    "; no converter found (WALLPROF_CONVERTER, or wallprof "
+				    "beside libwallprof.so): convert it with wallprof convert");
 		if (wp_convert_program())
 			n = wp_put_str(sp->line, n, cap, wp_convert_program());
 		wp_log_raw(WP_LOG_ERROR, "error", path, 0, sp->line, n);

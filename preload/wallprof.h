@@ -26,6 +26,7 @@ struct wp_config {
 	int snapshot_signal;     /* WALLPROF_SNAPSHOT_SIGNAL: 0 = off */
 	int log_level;           /* WALLPROF_LOG */
 	char platform[32];       /* WALLPROF_SENTRY_PLATFORM */
+	char formats[64];        /* WALLPROF_FORMAT: the converter's -f list, "sentry" by default */
 	int enabled;             /* WALLPROF_ENABLE=0 turns the library into a no-op */
 	int test_signal_blocked; /* WALLPROF_TEST_SIGNAL_BLOCKED=1: tests only, see README */
 	int test_site_check;     /* WALLPROF_TEST_SITE_CHECK=1: tests only, see README */

@@ -1,7 +1,7 @@
 """What the build hands users: the library without the test-only knobs
 (they live in build/test/libwallprof.so, the test build), and an installed
-tree (`make install`) whose launcher, library and converter find each
-other."""
+tree (`make install`) whose command (record, and the converter) and library
+find each other."""
 
 import os
 import subprocess
@@ -33,12 +33,11 @@ def tests(rt):
                             "PREFIX=" + prefix], capture_output=True, text=True, timeout=TIMEOUT)
         check(r.returncode == 0, "make install: %s" % r.stderr[-400:])
         root = dest + prefix
-        for f in ("lib/libwallprof.so", "bin/wallprof", "bin/wallprof-convert",
-                  "bin/wallprof-report"):
+        for f in ("lib/libwallprof.so", "bin/wallprof"):
             check(os.path.exists(os.path.join(root, f)), "%s not installed" % f)
         work = os.path.join(tmp, "work")
         os.mkdir(work)
-        run = subprocess.run([os.path.join(root, "bin", "wallprof"), "--",
+        run = subprocess.run([os.path.join(root, "bin", "wallprof"), "record", "--",
                               rt.prog("conversion"), "work", "300"], cwd=work,
                              env=rt.clean_env(preload=False), capture_output=True, text=True,
                              timeout=TIMEOUT)

@@ -1,5 +1,5 @@
 """The profiled process only captures: every profile is a raw dump turned
-into JSON by the converter (build/wallprof-convert) in a process of its
+into JSON by the converter (build/wallprof --library) in a process of its
 own (preload/convert.c). The library links no symbolizer or JSON library;
 the converter's process is invisible to the program (no SIGCHLD, nothing
 for its wait() to reap); a missing or hung converter leaves the raw dump
@@ -19,7 +19,7 @@ TIMEOUT = 60
 def tests(rt):
     check = rt.check
     lib = os.path.join(rt.BUILD, "libwallprof.so")
-    converter = os.path.join(rt.BUILD, "wallprof-convert")
+    converter = os.path.join(rt.BUILD, "wallprof")
 
     def fake_converter(tmp, body):
         path = os.path.join(tmp, "fake-convert")
@@ -54,7 +54,7 @@ def tests(rt):
     def test_missing(tmp):
         """No converter: the raw dump stays, one line says so and how to
         convert it; converted by hand it is the profile."""
-        env = {"WALLPROF_CONVERTER": os.path.join(tmp, "nowhere", "wallprof-convert")}
+        env = {"WALLPROF_CONVERTER": os.path.join(tmp, "nowhere", "wallprof")}
         r = rt.run_bounded([rt.prog("conversion"), "work", "300"], tmp, env_extra=env,
                            timeout=TIMEOUT)
         check(r.rc == 0, r.describe())
@@ -67,7 +67,7 @@ def tests(rt):
               "no converter found" in lines[1] and raw in lines[1],
               "want the setting's line and one line naming the dump: %s" % lines)
         out = os.path.join(tmp, "by-hand.json")
-        c = subprocess.run([converter, raw, "-o", out], capture_output=True, text=True)
+        c = subprocess.run([converter, "convert", raw, "-o", out], capture_output=True, text=True)
         check(c.returncode == 0, "by hand: %s" % c.stderr)
         obj = rt.load_profile(out)
         rt.check_valid(obj)
@@ -91,7 +91,7 @@ def tests(rt):
         check(len(lines) == 1 and "WALLPROF_CONVERT_TIMEOUT=1" in lines[0] and raw in lines[0],
               "want one line naming the setting and the dump: %s" % lines)
         check(os.path.exists(raw), "the raw dump is gone")
-        c = subprocess.run([converter, raw, "-o", os.path.join(tmp, "x.json")],
+        c = subprocess.run([converter, "convert", raw, "-o", os.path.join(tmp, "x.json")],
                            capture_output=True, text=True)
         check(c.returncode == 0, "by hand: %s" % c.stderr)
 

@@ -1,11 +1,11 @@
-"""build/wallprof-convert on input it must not trust: files that are not
+"""`build/wallprof convert` on input it must not trust: files that are not
 regular files (/dev/zero, a directory, a FIFO), empty, random or foreign
 files, every kind of prefix of a real raw dump (`exits segv` under the
 preload), and dumps crafted so that a few hundred KB would ask for hundreds
 of MB of frames or JSON (stacks overlapping the whole frame arena, a long
 module path repeated in every frame). Each run is bounded: 200 MB of address
 space, 64 MB of output file, a timeout; a refusal is exit 1 with exactly one
-"wallprof-convert: " line on stderr."""
+"wallprof: " line on stderr."""
 
 import os
 import re
@@ -83,7 +83,7 @@ def sections(data):
 
 def tests(rt):
     check = rt.check
-    convert_bin = os.path.join(rt.BUILD, "wallprof-convert")
+    convert_bin = os.path.join(rt.BUILD, "wallprof")
 
     def limits():
         resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
@@ -93,25 +93,25 @@ def tests(rt):
     def convert(tmp, path, out_name="out.json"):
         """(exit status or -signal, stdout, stderr, output path); a run that
         does not end in time is a failure."""
-        check(os.access(convert_bin, os.X_OK), "build/wallprof-convert not built")
+        check(os.access(convert_bin, os.X_OK), "build/wallprof not built")
         out = os.path.join(tmp, out_name)
         try:
-            p = subprocess.run([convert_bin, path, "-o", out], stdout=subprocess.PIPE,
+            p = subprocess.run([convert_bin, "convert", path, "-o", out], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                timeout=CONVERT_TIMEOUT, env=rt.clean_env(preload=False),
                                preexec_fn=limits)
         except subprocess.TimeoutExpired:
-            raise rt.Failure("wallprof-convert %s did not end within %d s" % (path, CONVERT_TIMEOUT))
+            raise rt.Failure("wallprof convert %s did not end within %d s" % (path, CONVERT_TIMEOUT))
         return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace"), out
 
     def refused(tmp, path, want, what):
-        """wallprof-convert refuses `path`: exit 1, nothing on stdout, one
-        "wallprof-convert: " line on stderr matching `want`, no output file."""
+        """wallprof convert refuses `path`: exit 1, nothing on stdout, one
+        "wallprof: " line on stderr matching `want`, no output file."""
         rc, out, err, json_path = convert(tmp, path)
         lines = err.splitlines()
         check(rc == 1, "%s: exit status %s, want 1 (stderr %r)" % (what, rc, err[-300:]))
-        check(len(lines) == 1 and err.endswith("\n") and lines[0].startswith("wallprof-convert: "),
-              "%s: stderr is not one wallprof-convert: line: %r" % (what, err[-300:]))
+        check(len(lines) == 1 and err.endswith("\n") and lines[0].startswith("wallprof: "),
+              "%s: stderr is not one wallprof: line: %r" % (what, err[-300:]))
         check(re.search(want, lines[0]), "%s: %r does not say %r" % (what, lines[0], want))
         check(out == "", "%s: stdout %r" % (what, out[-200:]))
         check(not os.path.exists(json_path), "%s: %s written" % (what, json_path))
@@ -211,7 +211,7 @@ def tests(rt):
         rc, out, err, json_path = convert(tmp, path)
         check(rc == 0, "one good stack among overlapping ones: exit %s (%r)" % (rc, err[-300:]))
         check(len(err.splitlines()) == 1 and
-              re.match(r"wallprof-convert: .*dropped 8191 samples and 8191 stacks", err),
+              re.match(r"wallprof: .*dropped 8191 samples and 8191 stacks", err),
               "stderr %r, want one line on the dropped samples and stacks" % err[-300:])
         size = os.path.getsize(json_path)
         check(size <= JSON_BOUND[0] * len(data) + JSON_BOUND[1],

@@ -2,7 +2,7 @@
 terminating signal (and core dump) is the one without the profiler, and the
 promised profile is written: JSON for normal ends (return, exit from another
 thread, _exit, _Exit, pthread_exit from main, exec), a raw dump that
-build/wallprof-convert turns into a profile for deaths by signal, also on
+build/wallprof (--library) turns into a profile for deaths by signal, also on
 a Rust-sized 8 KiB alternate signal stack (test/progs/exits_altstack.c)."""
 
 import json

@@ -1,4 +1,4 @@
-"""End-to-end tests of scripts/wallprof, the launcher: it runs the program
+"""End-to-end tests of `wallprof record`, the launcher: it runs the program
 itself (exec: same pid, exit status, stdout and signals as a plain run),
 puts the library first in LD_PRELOAD while keeping the caller's entries,
 maps its options to WALLPROF_* variables, and says so, then still runs the
@@ -11,7 +11,7 @@ import shutil
 import signal
 import stat
 
-LAUNCHER_REL = os.path.join("scripts", "wallprof")
+LAUNCHER_REL = os.path.join("build", "wallprof")
 NOBODY = 65534  # uid/gid of nobody/nogroup on Debian
 
 
@@ -20,10 +20,10 @@ def tests(rt):
     plugin = os.path.join(rt.PROGS, "libwpt_plugin.so")
 
     def wallprof(args, tmp, env_extra=None, **kw):
-        """Runs `scripts/wallprof ARGS` with no LD_PRELOAD and no WALLPROF_*
+        """Runs `build/wallprof record ARGS` with no LD_PRELOAD and no WALLPROF_*
         variables of our own (the launcher must add them)."""
         rt.check(os.access(launcher, os.X_OK), "%s is missing or not executable" % LAUNCHER_REL)
-        return rt.run_prog([launcher] + list(args), tmp, env_extra, preload=False, **kw)
+        return rt.run_prog([launcher, "record"] + list(args), tmp, env_extra, preload=False, **kw)
 
     def launcher_lines(run):
         return [l for l in run.stderr.splitlines() if l.startswith("wallprof: ")]
@@ -74,7 +74,7 @@ def tests(rt):
         # caller itself ignores SIGPIPE.
         for pre in ("", "trap '' PIPE; "):
             plain = rt.run_plain(["sh", "-c", pre + "exec grep ^SigIgn: /proc/self/status"], tmp)
-            run = rt.run_prog(["sh", "-c", pre + 'exec "$0" -q -- grep ^SigIgn: /proc/self/status',
+            run = rt.run_prog(["sh", "-c", pre + 'exec "$0" record -q -- grep ^SigIgn: /proc/self/status',
                                launcher], tmp, None, preload=False)
             rt.check(plain.rc == 0 and plain.stdout.startswith("SigIgn:"),
                      "plain grep SigIgn: %s" % plain.describe())
@@ -162,7 +162,7 @@ def tests(rt):
         # would add LC_CTYPE=C.UTF-8; the shell prologue may add PWD).
         base = ["env", "-i", "PATH=" + os.environ.get("PATH", "/usr/bin:/bin"), "WPT_X=1"]
         plain = rt.run_plain(base + [env_prog], tmp)
-        run = rt.run_prog(base + [launcher, "-q", env_prog], tmp, None, preload=False)
+        run = rt.run_prog(base + [launcher, "record", "-q", env_prog], tmp, None, preload=False)
         ignore = ("LD_PRELOAD=", "WALLPROF_", "PWD=")
         p_env = sorted(l for l in plain.stdout.splitlines() if not l.startswith(ignore))
         l_env = sorted(l for l in run.stdout.splitlines() if not l.startswith(ignore))

@@ -1,7 +1,7 @@
 /* ring_dump.h: a ring's window as the library and the converter get it: a
  * raw dump of the ring written by the library's async-signal-safe writer
  * (wp_raw_write_out) into a memfd, read back by the raw reader
- * (wp_raw_read_ex, as wallprof-convert reads a dump). The reader holds the
+ * (wp_raw_read_ex, as `wallprof convert` reads a dump). The reader holds the
  * one copy of the window (samples of the window ending at the newest
  * sample, sorted by time; only the stacks and frames they use, stacks in
  * first-use order, frames in first-use order within them): the unit tests

@@ -3,7 +3,7 @@
  * here from what was added), modules/threads/counters/settings,
  * truncation at every offset, byte flips, checksum-consistent fuzzing, a
  * ring made inconsistent on purpose, a ring written while another thread
- * fills it, injected write failures, and build/wallprof-convert on a dump
+ * fills it, injected write failures, and `build/wallprof convert` on a dump
  * with real addresses of this program. */
 #include <errno.h>
 #include <fcntl.h>
@@ -821,7 +821,7 @@ __attribute__((noinline, noclone)) void raw_test_caller(void)
 	__asm__ volatile("" ::: "memory");
 }
 
-/* Runs build/wallprof-convert with `args`; its output in `out`. */
+/* Runs build/wallprof with `args`; its output in `out`. */
 static int run_convert(char *const args[], char *out, size_t outlen)
 {
 	int fds[2], status;
@@ -836,7 +836,7 @@ static int run_convert(char *const args[], char *out, size_t outlen)
 		dup2(fds[1], 1);
 		dup2(fds[1], 2);
 		close(fds[0]);
-		execv("build/wallprof-convert", args);
+		execv("build/wallprof", args);
 		_exit(127);
 	}
 	close(fds[1]);
@@ -874,8 +874,8 @@ static void test_convert(void)
 	int i, fd, rc;
 	size_t k;
 
-	if (access("build/wallprof-convert", X_OK) != 0) {
-		printf("skip convert: build/wallprof-convert not built (run from the source root)\n");
+	if (access("build/wallprof", X_OK) != 0) {
+		printf("skip convert: build/wallprof not built (run from the source root)\n");
 		wp_ring_destroy(r);
 		return;
 	}
@@ -895,10 +895,10 @@ static void test_convert(void)
 	REQ(wp_raw_write(fd, &m, r, mm.mods, mm.nr, threads, 6, &ctr) == 0);
 	close(fd);
 
-	rc = run_convert((char *[]){ "wallprof-convert", raw, "-o", json, "--platform", "native",
-				     NULL }, out, sizeof(out));
+	rc = run_convert((char *[]){ "wallprof", "convert", raw, "-o", json, "--platform",
+				     "native", NULL }, out, sizeof(out));
 	REQ(rc == 0);
-	REQ(strstr(out, "wallprof-convert: wrote ") && strstr(out, "(100 samples, 2 threads, 1.0 s)"));
+	REQ(strstr(out, "wallprof: wrote ") && strstr(out, "(100 samples, 2 threads, 1.0 s)"));
 	REQ(strstr(out, "died of signal 11"));
 	root = json_load_file(json, 0, NULL);
 	REQ(root != NULL);
@@ -910,22 +910,23 @@ static void test_convert(void)
 	}
 	if (why[0])
 		printf("     (converter said: %s)\n", out);
-	report("wallprof-convert: symbolizes a dump of this program (function names)");
+	report("wallprof convert: symbolizes a dump of this program (function names)");
 
-	rc = run_convert((char *[]){ "wallprof-convert", raw, NULL }, out, sizeof(out));
+	rc = run_convert((char *[]){ "wallprof", "convert", raw, NULL }, out, sizeof(out));
 	REQ(rc == 0 && access(defjson, F_OK) == 0 && strstr(out, defjson));
-	report("wallprof-convert: default output RAW.raw -> RAW.json");
+	report("wallprof convert: default output RAW.raw -> RAW.json");
 
 	REQ(spit(json, "garbage", 7) == 0);
-	rc = run_convert((char *[]){ "wallprof-convert", json, "-o", defjson, NULL }, out,
+	rc = run_convert((char *[]){ "wallprof", "convert", json, "-o", defjson, NULL }, out,
 			 sizeof(out));
-	REQ(rc == 1 && !strncmp(out, "wallprof-convert: ", 18) && strchr(out, '\n') &&
+	REQ(rc == 1 && !strncmp(out, "wallprof: ", 10) && strchr(out, '\n') &&
 	    strchr(out, '\n')[1] == 0 && strstr(out, "not a wallprof raw dump"));
-	rc = run_convert((char *[]){ "wallprof-convert", NULL }, out, sizeof(out));
-	REQ(rc == 1);
-	rc = run_convert((char *[]){ "wallprof-convert", raw, "--bogus", NULL }, out, sizeof(out));
-	REQ(rc == 1 && strstr(out, "wallprof-convert: unknown option --bogus"));
-	report("wallprof-convert: bad input or usage: one line, exit 1");
+	rc = run_convert((char *[]){ "wallprof", "convert", NULL }, out, sizeof(out));
+	REQ(rc == 2);
+	rc = run_convert((char *[]){ "wallprof", "convert", raw, "--bogus", NULL }, out,
+			 sizeof(out));
+	REQ(rc == 2 && strstr(out, "wallprof: convert: unknown option --bogus"));
+	report("wallprof convert: bad input (exit 1) or usage (exit 2): one line");
 
 	for (k = 0; k < mm.nr; k++)
 		free(mm.mods[k].path);

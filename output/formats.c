@@ -1,0 +1,173 @@
+/* formats: the registry of output formats, the sink every writer streams
+ * through, and writing a model in one format (see formats.h). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "formats.h"
+
+/* A writer whose file is not in this build yet (the Makefile defines
+ * WP_HAVE_<NAME> for each of output/pprof.c, folded.c, speedscope.c and
+ * html.c it finds) stays in the registry with no function: asking for it
+ * is a one-line error, not a link failure. */
+#ifdef WP_HAVE_PPROF
+#define PPROF wp_out_pprof
+#else
+#define PPROF NULL
+#endif
+#ifdef WP_HAVE_FOLDED
+#define FOLDED wp_out_folded
+#else
+#define FOLDED NULL
+#endif
+#ifdef WP_HAVE_SPEEDSCOPE
+#define SPEEDSCOPE wp_out_speedscope
+#else
+#define SPEEDSCOPE NULL
+#endif
+#ifdef WP_HAVE_HTML
+#define HTML wp_out_html
+#else
+#define HTML NULL
+#endif
+
+static const struct wp_format formats[] = {
+	{ "sentry", ".json", wp_out_sentry_model },
+	{ "pprof", ".pb.gz", PPROF },
+	{ "folded", ".folded", FOLDED },
+	{ "speedscope", ".speedscope.json", SPEEDSCOPE },
+	{ "html", ".html", HTML },
+};
+
+static const struct wp_format *const all[] = { &formats[0], &formats[1], &formats[2],
+					       &formats[3], &formats[4], NULL };
+
+const struct wp_format *const *wp_format_all(void)
+{
+	return all;
+}
+
+const struct wp_format *wp_format_find(const char *name)
+{
+	for (size_t i = 0; name && i < sizeof(formats) / sizeof(*formats); i++)
+		if (!strcmp(formats[i].name, name))
+			return &formats[i];
+	return NULL;
+}
+
+int wp_sink_write(struct wp_out_sink *s, const void *data, size_t len)
+{
+	const char *p = data;
+
+	if (s->failed)
+		return -1;
+	if (!s->to_stdout) {
+		if (wp_out_atomic_write(&s->a, data, len, s->err, s->errlen) < 0) {
+			s->failed = 1;
+			return -1;
+		}
+		s->bytes += len;
+		return 0;
+	}
+	while (len > 0) {
+		ssize_t n = write(STDOUT_FILENO, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			char buf[128];
+
+			if (s->err && s->errlen)
+				snprintf(s->err, s->errlen, "cannot write standard output: %s",
+					 n < 0 ? strerror_r(errno, buf, sizeof(buf)) : "no progress");
+			s->failed = 1;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+		s->bytes += (size_t)n;
+	}
+	return 0;
+}
+
+int wp_sink_printf(struct wp_out_sink *s, const char *fmt, ...)
+{
+	char buf[4096];
+	va_list ap;
+	int n;
+
+	if (s->failed)
+		return -1;
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(buf)) {
+		if (s->err && s->errlen)
+			snprintf(s->err, s->errlen, "internal error: a formatted piece of %d bytes "
+				 "does not fit the sink's buffer", n);
+		s->failed = 1;
+		return -1;
+	}
+	return wp_sink_write(s, buf, (size_t)n);
+}
+
+int wp_format_write(const struct wp_format *f, const struct wp_model *m,
+		    const struct wp_format_opts *o, const char *path, struct wp_out_stats *st,
+		    char *err, size_t errlen)
+{
+	static const struct wp_format_opts none;
+	struct wp_out_stats local;
+	struct wp_out_sink s;
+	int rc;
+
+	if (err && errlen)
+		err[0] = 0;
+	if (!f || !f->write) {
+		if (err && errlen)
+			snprintf(err, errlen, "format %s is not built yet in this version",
+				 f ? f->name : "(none)");
+		return -1;
+	}
+	memset(&s, 0, sizeof(s));
+	s.a.fd = -1;
+	s.err = err;
+	s.errlen = errlen;
+	s.to_stdout = path && !strcmp(path, "-");
+	if (s.to_stdout)
+		fflush(stdout); /* what was printed before comes first */
+	else if (wp_out_atomic_open(&s.a, path, err, errlen) < 0)
+		return -1;
+	memset(&local, 0, sizeof(local));
+	rc = f->write(m, o ? o : &none, &s, st ? st : &local);
+	if (rc < 0 || s.failed) {
+		if (err && errlen && !err[0])
+			snprintf(err, errlen, "cannot write %s: the %s writer failed",
+				 s.to_stdout ? "standard output" : path, f->name);
+		if (!s.to_stdout)
+			wp_out_atomic_abort(&s.a);
+		return -1;
+	}
+	if (!s.to_stdout && wp_out_atomic_commit(&s.a, err, errlen) < 0)
+		return -1;
+	if (st)
+		st->bytes = s.bytes;
+	return 0;
+}
+
+char *wp_format_path(const struct wp_format *f, const char *json)
+{
+	size_t n = strlen(json), k = strlen(f->suffix);
+	char *out;
+
+	if (n > 5 && !strcmp(json + n - 5, ".json"))
+		n -= 5;
+	out = malloc(n + k + 1);
+	if (!out)
+		return NULL;
+	memcpy(out, json, n);
+	memcpy(out + n, f->suffix, k + 1);
+	return out;
+}
