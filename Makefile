@@ -49,18 +49,10 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 LIB_LIBS   := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null) -lpthread -ldl
 
-# The format writers other files bring (output/formats.c registers each one
-# whose file is there; a missing one is "not built yet").
-FORMAT_DEFS := $(if $(wildcard output/pprof.c),-DWP_HAVE_PPROF) \
-               $(if $(wildcard output/folded.c),-DWP_HAVE_FOLDED) \
-               $(if $(wildcard output/speedscope.c),-DWP_HAVE_SPEEDSCOPE) \
-               $(if $(wildcard output/html.c),-DWP_HAVE_HTML)
-
 WARN    := -Wall -Wextra -Werror
 CFLAGS  ?= -O2 -g
 # -fexceptions: cleanup handlers in the interposed calls run on thread cancellation.
-BASE_CFLAGS := -std=gnu11 $(WARN) -fvisibility=hidden -fPIC -fexceptions -D_GNU_SOURCE $(PKG_CFLAGS) \
-	       $(strip $(FORMAT_DEFS))
+BASE_CFLAGS := -std=gnu11 $(WARN) -fvisibility=hidden -fPIC -fexceptions -D_GNU_SOURCE $(PKG_CFLAGS)
 SAN_FLAGS   := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LIBS    := $(PKG_LIBS) -lz -lpthread -ldl
 

@@ -32,6 +32,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: wallprof convert INPUT [-f FORMAT[,FORMAT...]] [-o OUTPUT|-] [--platform P]\n"
+		   "                        [--threads] [--syscalls]\n"
 		   "\n"
 		   "Converts INPUT, a raw dump the library left (wallprof.PID.raw) or a profile\n"
 		   "it wrote (Sentry JSON), to FORMAT: sentry (the default), pprof, folded,\n"
@@ -45,6 +46,8 @@ static void usage(FILE *f)
 		   "  -f, --format LIST   the formats, comma-separated (default sentry)\n"
 		   "  -o, --output PATH   where to write (\"-\": standard output)\n"
 		   "  --platform P        the Sentry profile's platform\n"
+		   "  --threads           folded: each stack starts with its thread's name\n"
+		   "  --syscalls          folded: an off-CPU stack ends with [off-cpu: SYSCALL]\n"
 		   "  --debuginfod        let the symbolizer ask debuginfod for missing debug info\n"
 		   "  -h, --help          this text\n"
 		   "\n"
@@ -105,10 +108,12 @@ static int same_file(const char *a, const char *b)
 
 /* By hand: plain messages on stderr/stdout, the input kept. */
 static int convert_by_hand(const char *input, const char *out, const char *formats,
-			   const char *platform)
+			   const char *platform, int folded_flags)
 {
 	const struct wp_format *fmts[WP_CV_MAX_FORMATS];
-	struct wp_format_opts o = { .platform = platform };
+	struct wp_format_opts o = { .platform = platform,
+				    .thread_prefix = !!(folded_flags & 1),
+				    .syscall_suffix = !!(folded_flags & 2) };
 	struct wp_raw_info info;
 	struct wp_out_stats st;
 	struct wp_model m;
@@ -213,7 +218,7 @@ int wp_cmd_convert(int argc, char **argv)
 	const char *raw = NULL, *index = NULL, *formats = NULL;
 	char *out_alloc = NULL, fdpath[32];
 	struct wp_cv_job j = { .fd = -1 };
-	int i, rc, library = 0, tree = 0;
+	int i, rc, library = 0, tree = 0, folded_flags = 0;
 	unsigned index_pid = 0, timeout_s = 0;
 
 	for (i = 1; i < argc; i++) {
@@ -240,6 +245,10 @@ int wp_cmd_convert(int argc, char **argv)
 		}
 		if (!strcmp(a, "--debuginfod")) {
 			wp_sym_set_debuginfod(1);
+			continue;
+		}
+		if (!strcmp(a, "--threads") || !strcmp(a, "--syscalls")) {
+			folded_flags |= a[2] == 't' ? 1 : 2;
 			continue;
 		}
 		for (k = 0; valued[k]; k++) {
@@ -329,7 +338,7 @@ int wp_cmd_convert(int argc, char **argv)
 				   "convert: no input given (wallprof convert INPUT [-f FORMAT] "
 				   "[-o OUTPUT])");
 	if (!library)
-		return convert_by_hand(raw, j.out, formats, j.platform);
+		return convert_by_hand(raw, j.out, formats, j.platform, folded_flags);
 	if (!j.out) {
 		j.out = out_alloc = wp_cv_json_name(raw);
 		if (!j.out)

@@ -46,7 +46,6 @@ int wp_sink_printf(struct wp_out_sink *s, const char *fmt, ...) __attribute__((f
 struct wp_format {
 	const char *name;   /* as -f and WALLPROF_FORMAT take it */
 	const char *suffix; /* replaces ".json" in the profile's name */
-	/* NULL: not built yet */
 	int (*write)(const struct wp_model *m, const struct wp_format_opts *o,
 		     struct wp_out_sink *s, struct wp_out_stats *st);
 };

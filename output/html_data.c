@@ -234,14 +234,6 @@ oom:
 	return 0;
 }
 
-/* The file name part of a path. */
-static const char *base_name(const char *path)
-{
-	const char *s = strrchr(path, '/');
-
-	return s ? s + 1 : path;
-}
-
 /* The frame ids of location `li`, inlined callees first: loc_ids from
  * loc_off[li] (made when first used). */
 static const uint32_t *loc_frames(struct enc *e, size_t li)
@@ -263,18 +255,9 @@ static const uint32_t *loc_frames(struct enc *e, size_t li)
 
 		if ((size_t)loc->first + i < m->nr_frames)
 			sf = &m->frames[loc->first + i];
-		if (sf && sf->function) {
-			f.name = intern(e, sf->function);
-		} else {
-			/* The label wp_model_frame_label() gives. */
-			if (mod && mod->path)
-				snprintf(buf, sizeof(buf), "%.40s+0x%" PRIx64, base_name(mod->path),
-					 loc->module_offset);
-			else
-				snprintf(buf, sizeof(buf), "0x%" PRIx64, m->p.pcs[li].addr);
-			f.name = intern(e, buf);
+		f.name = intern(e, wp_model_frame_label(m, loc, sf, buf, sizeof(buf)));
+		if (!(sf && sf->function && *sf->function))
 			f.kind |= WP_HTML_FRAME_UNKNOWN;
-		}
 		f.file = sf && sf->file ? intern(e, sf->file) : 0;
 		f.line = sf ? sf->line : 0;
 		f.mod = mod && mod->path ? intern(e, mod->path) : 0;

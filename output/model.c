@@ -163,8 +163,13 @@ const struct wp_thread *wp_model_thread(const struct wp_model *m, uint32_t tid)
 	const struct store *st = m->store;
 	size_t lo = 0, hi = m->p.nr_threads;
 
-	if (!st || !st->thr)
+	if (!st || !st->thr) {
+		/* a model built by hand: no index */
+		for (size_t i = 0; i < m->p.nr_threads; i++)
+			if (m->p.threads[i].tid == tid)
+				return &m->p.threads[i];
 		return NULL;
+	}
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 

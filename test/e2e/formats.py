@@ -35,10 +35,8 @@ def tests(rt):
     importer = os.path.join(rt.TEST_DIR, "tools", "speedscope_import.js")
 
     def convert_cmd(raw, fmt, out, threads=False, syscalls=False):
-        """The writer under test. Until `wallprof convert` exists, the unit
-        test binary's --convert mode; then (one line):
-        [os.path.join(rt.BUILD, "wallprof"), "convert", raw, "-f", fmt, "-o", out] + options."""
-        cmd = [os.path.join(rt.BUILD, "unit", "test_formats"), "--convert", fmt, raw, out]
+        """The writer under test: `wallprof convert`."""
+        cmd = [os.path.join(rt.BUILD, "wallprof"), "convert", raw, "-f", fmt, "-o", out]
         return cmd + (["--threads"] if threads else []) + (["--syscalls"] if syscalls else [])
 
     def skipped(why):
@@ -46,16 +44,16 @@ def tests(rt):
 
     def profile_run(tmp):
         """Runs the demo with no converter: (raw dump, Sentry profile object)."""
-        env = {"WALLPROF_CONVERTER": os.path.join(tmp, "none", "wallprof-convert"),
+        env = {"WALLPROF_CONVERTER": os.path.join(tmp, "none", "wallprof"),
                "WALLPROF_HZ": str(HZ)}
         r = rt.run_bounded([rt.prog("demo")], tmp, env_extra=env, timeout=TIMEOUT)
         check(r.rc == 0, r.describe())
         raw = os.path.join(tmp, "wallprof.%d.raw" % r.pid)
         check(os.path.exists(raw), "no raw dump: %s" % r.wallprof_lines())
         ref = os.path.join(tmp, "ref.json")
-        c = subprocess.run([os.path.join(rt.BUILD, "wallprof-convert"), raw, "-o", ref],
+        c = subprocess.run([os.path.join(rt.BUILD, "wallprof"), "convert", raw, "-o", ref],
                            capture_output=True, text=True, timeout=TIMEOUT)
-        check(c.returncode == 0, "wallprof-convert: %s" % c.stderr.strip())
+        check(c.returncode == 0, "wallprof convert: %s" % c.stderr.strip())
         obj = rt.load_profile(ref)
         check(len(rt.profile_part(obj)["samples"]) > 100, "too few samples")
         return raw, obj

@@ -32,12 +32,11 @@ def tests(rt):
 
     def html_argv(raw, out, base=None):
         """The command that writes `raw`'s page to `out` (a diff against
-        `base` when given). Until the `wallprof` command lands, the unit
-        test's page tool; then:
-            [wallprof, "convert", raw, "-f", "html", "-o", out] or
-            [wallprof, "diff", base, raw, "-f", "html", "-o", out]."""
-        return [os.path.join(rt.BUILD, "unit", "test_html"), "--page", raw, out] + (
-            [base] if base else [])
+        `base` when given)."""
+        wallprof = os.path.join(rt.BUILD, "wallprof")
+        if base:
+            return [wallprof, "diff", base, raw, "-f", "html", "-o", out]
+        return [wallprof, "convert", raw, "-f", "html", "-o", out]
 
     def profile(tmp, mode):
         """A raw dump of test/progs/html in `mode` (the converter kept away

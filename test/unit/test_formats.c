@@ -25,7 +25,6 @@
 #include "../../symbolize/symbolize.h"
 
 #include "check.h"
-#include "fmt_stubs.h"
 #include "pprof_decode.h"
 
 #define HZ 100
@@ -490,65 +489,11 @@ static void test_sink_failed(void)
 
 /* ---- --convert ---------------------------------------------------------- */
 
-static int convert(int argc, char **argv)
-{
-	struct wp_format_opts o = {0};
-	struct wp_model m;
-	struct wp_sym *sym = NULL;
-	struct wp_out_sink s;
-	char err[512] = "";
-	writer_fn w;
-	int rc;
-
-	if (argc < 5) {
-		fprintf(stderr, "usage: test_formats --convert FORMAT RAW OUT [--threads] [--syscalls]\n");
-		return 2;
-	}
-	if (!strcmp(argv[2], "pprof"))
-		w = wp_out_pprof;
-	else if (!strcmp(argv[2], "folded"))
-		w = wp_out_folded;
-	else if (!strcmp(argv[2], "speedscope"))
-		w = wp_out_speedscope;
-	else {
-		fprintf(stderr, "test_formats: unknown format %s\n", argv[2]);
-		return 2;
-	}
-	for (int i = 5; i < argc; i++) {
-		o.thread_prefix |= !strcmp(argv[i], "--threads");
-		o.syscall_suffix |= !strcmp(argv[i], "--syscalls");
-	}
-	if (fmt_model_from_raw(argv[3], &m, &sym, err, sizeof(err)) < 0) {
-		fprintf(stderr, "test_formats: %s\n", err);
-		return 1;
-	}
-	memset(&s, 0, sizeof(s));
-	s.err = err;
-	s.errlen = sizeof(err);
-	s.to_stdout = !strcmp(argv[4], "-");
-	rc = s.to_stdout ? 0 : wp_out_atomic_open(&s.a, argv[4], err, sizeof(err));
-	if (rc == 0)
-		rc = w(&m, &o, &s, NULL) < 0 || s.failed ? -1 : 0;
-	if (!s.to_stdout) {
-		if (rc == 0)
-			rc = wp_out_atomic_commit(&s.a, err, sizeof(err));
-		else
-			wp_out_atomic_abort(&s.a);
-	}
-	if (rc < 0)
-		fprintf(stderr, "test_formats: %s\n", err);
-	wp_sym_close(sym);
-	fmt_model_free(&m);
-	return rc < 0 ? 1 : 0;
-}
-
-int main(int argc, char **argv)
+int main(void)
 {
 	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	char cmd[PATH_MAX + 16];
 
-	if (argc > 1 && !strcmp(argv[1], "--convert"))
-		return convert(argc, argv);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	snprintf(tmpdir, sizeof(tmpdir), "%s/test_formats.XXXXXX", base);
 	if (!mkdtemp(tmpdir)) {

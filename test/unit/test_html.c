@@ -2,12 +2,7 @@
  * (output/html_data.c): the runs and the trie of a small profile exactly,
  * the size of a full 30 s ring of 64 threads, hostile names that must not
  * end the page's <script> elements, a diff's second data object, a failing
- * sink.
- *
- * Also a tool for the end-to-end tests until `wallprof convert -f html`
- * exists: `test_html --page RAW OUT [BASE_RAW]` writes the page of a raw
- * dump (symbolized against the modules it records), with BASE_RAW's as the
- * diff's base. */
+ * sink. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -426,85 +421,8 @@ static void test_sink_fails(void)
 	report("html_sink_fails");
 }
 
-/* ---- the page of a raw dump (the end-to-end tests' tool) --------------- */
-
-static int model_from_raw(const char *path, struct wp_model *m, struct wp_sym **sym)
+int main(void)
 {
-	char err[256];
-	size_t i, n = 0;
-
-	memset(m, 0, sizeof(*m));
-	if (wp_raw_read_ex(path, &m->p, NULL, err, sizeof(err)) < 0) {
-		fprintf(stderr, "test_html: %s: %s\n", path, err);
-		return -1;
-	}
-	*sym = wp_sym_open(m->p.modules, m->p.nr_modules);
-	m->locs = calloc(m->p.nr_pcs + 1, sizeof(*m->locs));
-	if (!*sym || !m->locs)
-		return -1;
-	for (i = 0; i < m->p.nr_pcs; i++) {
-		struct wp_sym_result r;
-		uint64_t a = m->p.pcs[i].addr - !(m->p.pcs[i].flags & WP_PC_EXACT);
-		struct wp_sym_frame *f;
-		int k;
-
-		if (wp_sym_lookup(*sym, a, &r) < 0)
-			return -1;
-		m->locs[i].module = r.module;
-		m->locs[i].module_offset = r.module_offset;
-		m->locs[i].first = (uint32_t)n;
-		m->locs[i].nr = r.nr_frames > 0 ? (uint32_t)r.nr_frames : 1;
-		f = realloc(m->frames, (n + m->locs[i].nr) * sizeof(*f));
-		if (!f)
-			return -1;
-		m->frames = f;
-		for (k = 0; k < (int)m->locs[i].nr; k++)
-			if (r.nr_frames > 0)
-				m->frames[n + (size_t)k] = r.frames[k];
-			else
-				memset(&m->frames[n + (size_t)k], 0, sizeof(*f));
-		n += m->locs[i].nr;
-	}
-	m->nr_frames = n;
-	return 0;
-}
-
-static int page_tool(int argc, char **argv)
-{
-	struct wp_model m, b;
-	struct wp_sym *sym = NULL, *bsym = NULL;
-	struct wp_format_opts o = { 0 };
-	struct wp_out_sink s;
-	struct wp_out_stats st;
-	char err[256];
-	FILE *f;
-
-	if (argc < 4 || model_from_raw(argv[2], &m, &sym) < 0)
-		return 2;
-	if (argc > 4) {
-		if (model_from_raw(argv[4], &b, &bsym) < 0)
-			return 2;
-		o.base = &b;
-	}
-	mem_sink(&s, err, sizeof(err));
-	if (wp_out_html(&m, &o, &s, &st) < 0) {
-		fprintf(stderr, "test_html: %s\n", err);
-		return 1;
-	}
-	f = fopen(argv[3], "w");
-	if (!f || fwrite(mem_buf, 1, mem_len, f) != mem_len || fclose(f)) {
-		perror(argv[3]);
-		return 1;
-	}
-	printf("wrote %s: %zu bytes, %zu samples, %zu threads\n", argv[3], mem_len, st.nr_samples,
-	       st.nr_threads);
-	return 0;
-}
-
-int main(int argc, char **argv)
-{
-	if (argc > 1 && !strcmp(argv[1], "--page"))
-		return page_tool(argc, argv);
 	test_runs();
 	test_hostile_names();
 	test_full_ring_size();
