@@ -455,16 +455,6 @@ static void write_tables(struct wp_hw *w, struct enc *e)
 	wp_hw_str(w, "]");
 }
 
-/* The thread entry of `tid` in the model, or NULL. */
-static const struct wp_thread *thread_of(const struct wp_profile *p, uint32_t tid)
-{
-	size_t i;
-
-	for (i = 0; i < p->nr_threads; i++)
-		if (p->threads[i].tid == tid)
-			return &p->threads[i];
-	return NULL;
-}
 
 int wp_html_data(const struct wp_model *m, struct wp_out_sink *s, struct wp_html_data_stats *st)
 {
@@ -548,7 +538,7 @@ int wp_html_data(const struct wp_model *m, struct wp_out_sink *s, struct wp_html
 
 			if (i < n && ord[i].tid == ord[i - 1].tid)
 				continue;
-			th = thread_of(p, ord[i - 1].tid);
+			th = wp_model_thread(m, ord[i - 1].tid);
 			wp_hw_str(w, t++ ? ",[" : "[");
 			wp_hw_u64(w, ord[i - 1].tid);
 			wp_hw_put(w, ",", 1);
