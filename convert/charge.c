@@ -10,29 +10,20 @@
 #include "../output/model_int.h"
 #include "convert.h"
 
-/* The frame's name as the report shows it: the function, else
- * "<module>+0x<offset>", else "?@0x<address>"; " [inlined]" when it was
- * inlined into its caller. Interned. */
+/* The frame's name as the report shows it: wp_model_frame_label's, with
+ * " [inlined]" when it was inlined into its caller. Interned. */
 static const char *label(struct wp_model *m, size_t loc, const struct wp_sym_frame *f)
 {
-	const struct wp_model_loc *l = &m->locs[loc];
-	char buf[600];
+	char buf[600], lb[600];
 	int n;
 
-	if (f->function && *f->function)
-		n = snprintf(buf, sizeof(buf), "%.500s", f->function);
-	else if (l->module >= 0) {
-		const char *path = m->p.modules[l->module].path;
-		const char *slash = path ? strrchr(path, '/') : NULL;
-		const char *base = slash ? slash + 1 : path;
-
-		n = snprintf(buf, sizeof(buf), "%.300s+0x%llx", base && *base ? base : "?",
-			     (unsigned long long)l->module_offset);
-	} else {
-		n = snprintf(buf, sizeof(buf), "?@0x%llx", (unsigned long long)m->p.pcs[loc].addr);
-	}
-	if (f->inlined)
-		n += snprintf(buf + n, sizeof(buf) - (size_t)n, " [inlined]");
+	n = snprintf(buf, sizeof(buf), "%.500s%s",
+		     wp_model_frame_label(m, &m->locs[loc], f, lb, sizeof(lb)),
+		     f->inlined ? " [inlined]" : "");
+	if (n < 0)
+		n = 0;
+	if ((size_t)n >= sizeof(buf))
+		n = (int)sizeof(buf) - 1;
 	return wp_model_intern(m, buf, (size_t)n);
 }
 

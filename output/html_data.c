@@ -480,9 +480,7 @@ int wp_html_data(const struct wp_model *m, struct wp_out_sink *s, struct wp_html
 			e->oom = 1;
 		goto out;
 	}
-	period = p->hz ? 1000000000ull / p->hz : 1000000000ull / 101;
-	if (!period)
-		period = 1;
+	period = wp_model_period_ns(m);
 	ord = malloc((p->nr_samples + 1) * sizeof(*ord));
 	runs = malloc((p->nr_samples + 1) * sizeof(*runs));
 	if (!ord || !runs) {

@@ -14,8 +14,9 @@
 #include "raw.h"
 
 /* A JSON profile larger than this is refused: jansson's tree of it takes
- * several times its size. A full 30 s ring of 64 threads is about 25 MiB. */
-#define MAX_JSON_BYTES (256u << 20)
+ * up to about 25 times its size (a stack of 20 million small numbers). A
+ * full 30 s ring of 64 threads is about 25 MiB. */
+#define MAX_JSON_BYTES (64u << 20)
 
 #define CHUNK 65536
 
@@ -185,7 +186,9 @@ const struct wp_thread *wp_model_thread(const struct wp_model *m, uint32_t tid)
 
 uint64_t wp_model_period_ns(const struct wp_model *m)
 {
-	return 1000000000ull / (m->p.hz ? m->p.hz : 101);
+	uint64_t ns = 1000000000ull / (m->p.hz ? m->p.hz : 101);
+
+	return ns ? ns : 1; /* never 0, whatever the profile says its rate was */
 }
 
 const char *wp_model_frame_label(const struct wp_model *m, const struct wp_model_loc *loc,
@@ -370,6 +373,12 @@ int wp_model_read_ex(const char *path, struct wp_sym_pool *pool, struct wp_model
 	while (n < 0 && errno == EINTR);
 	for (i = 0; n > 0 && i < (size_t)n && strchr(" \t\r\n", head[i]); i++)
 		;
+	if (n > 0 && i < (size_t)n && head[i] == '[') {
+		close(fd);
+		snprintf(err, errlen, "%s: a JSON array, not a libwallprof profile (a JSON object)",
+			 path);
+		return -1;
+	}
 	if (n > 0 && i < (size_t)n && head[i] == '{') {
 		data = slurp(fd, path, MAX_JSON_BYTES, &len, err, errlen);
 		close(fd);

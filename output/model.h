@@ -56,8 +56,8 @@ int wp_model_build(struct wp_model *m, struct wp_profile *p, struct wp_sym *sym,
 /* Reads `path`, a raw dump (symbolized against the modules it records,
  * through `pool` when not NULL) or a Sentry v1 profile as libwallprof writes
  * it (JSON, told by its first bytes), into `m`. The input is untrusted:
- * every count and index is checked, time and memory are bounded by the
- * file's size, and a truncated, foreign or malformed file gives -1 with a
+ * every count and index is checked, time is bounded by the file's size and
+ * memory by about 25 times it (a JSON file over 64 MiB is refused), and a truncated, foreign or malformed file gives -1 with a
  * one-line reason in `err` ("not a libwallprof profile: ...", "truncated
  * at byte N", ...). Returns 0 or -1. */
 int wp_model_read(const char *path, struct wp_sym_pool *pool, struct wp_model *m, char *err,
@@ -82,7 +82,7 @@ const char *wp_model_frame_label(const struct wp_model *m, const struct wp_model
 /* The thread entry of `tid`, or NULL. */
 const struct wp_thread *wp_model_thread(const struct wp_model *m, uint32_t tid);
 
-/* Nanoseconds one sample stands for: 1e9 / hz (hz 0: 1e9 / 101). */
+/* Nanoseconds one sample stands for: 1e9 / hz (hz 0: 1e9 / 101), at least 1. */
 uint64_t wp_model_period_ns(const struct wp_model *m);
 
 #endif

@@ -19,7 +19,9 @@ struct rd {
 	struct wp_model *m;
 	char *err;
 	size_t errlen;
-	/* per JSON frame */
+	/* per JSON frame: the address, bit 63 set for an exact PC ("exact_pc":
+	 * the interrupted instruction, looked up as is; user-space addresses
+	 * never have that bit) */
 	uint64_t *addr;
 	uint32_t *loc; /* its location */
 	uint32_t *pos; /* its place among the location's frames */
@@ -30,6 +32,7 @@ struct rd {
 	uint64_t *key;
 	uint32_t *val;
 	size_t cap;
+	uint32_t *thread_ix; /* tid -> thread entry (read_threads) */
 };
 
 static int fail(struct rd *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -275,6 +278,16 @@ static int read_frame(struct rd *r, const json_t *o, size_t i, struct wp_sym_fra
 	if (opt_bool(r, o, "inlined", "profile.frames", i, &f->inlined) < 0 ||
 	    opt_bool(r, o, "in_app", "profile.frames", i, in_app) < 0)
 		return -1;
+	if (r->addr[i] >> 63)
+		return fail(r, "profile.frames[%zu].instruction_addr is not a user-space address", i);
+	{
+		int exact = 0;
+
+		if (opt_bool(r, o, "exact_pc", "profile.frames", i, &exact) < 0)
+			return -1;
+		if (exact)
+			r->addr[i] |= 1ull << 63;
+	}
 	return 0;
 }
 
@@ -325,7 +338,10 @@ static int read_frames(struct rd *r, const json_t *frames)
 		if (*l == UINT32_MAX) {
 			struct wp_model_loc *loc = &m->locs[m->p.nr_pcs];
 			const json_t *fo = json_array_get(frames, j - 1);
-			uint64_t la = r->addr[i] > 0 ? r->addr[i] - 1 : 0;
+			uint64_t addr = r->addr[i] & ~(1ull << 63);
+			int exact = !!(r->addr[i] >> 63);
+			/* a return address is looked up at the call */
+			uint64_t la = exact || addr == 0 ? addr : addr - 1;
 
 			loc->first = (uint32_t)m->nr_frames;
 			loc->nr = (uint32_t)(j - i);
@@ -341,7 +357,8 @@ static int read_frames(struct rd *r, const json_t *frames)
 				loc->module_offset = la;
 			if (app && loc->module >= 0)
 				m->p.modules[loc->module].flags |= WP_MOD_MAIN;
-			m->p.pcs[m->p.nr_pcs].addr = r->addr[i];
+			m->p.pcs[m->p.nr_pcs].addr = addr;
+			m->p.pcs[m->p.nr_pcs].flags = exact ? WP_PC_EXACT : 0;
 			*l = (uint32_t)m->p.nr_pcs++;
 		}
 		for (size_t k = i; k < j; k++) {
@@ -486,14 +503,31 @@ static int read_samples(struct rd *r, const json_t *samples)
 	return 0;
 }
 
-/* The thread entry of `tid` among the first `n`, or a new one after them. */
-static struct wp_thread *thread(struct wp_profile *p, size_t *n, uint32_t tid)
+/* The thread entry of `tid`, or a new one after the first `n`: through
+ * the open-addressed table `ix` of `cap` slots (index + 1; 0 empty). */
+static struct wp_thread *thread(struct wp_profile *p, size_t *n, uint32_t tid, uint32_t *ix,
+				size_t cap)
 {
-	for (size_t i = 0; i < *n; i++)
-		if (p->threads[i].tid == tid)
-			return &p->threads[i];
+	size_t k = (size_t)((tid * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
+
+	for (; ix[k]; k = (k + 1) & (cap - 1))
+		if (p->threads[ix[k] - 1].tid == tid)
+			return &p->threads[ix[k] - 1];
+	ix[k] = (uint32_t)(*n + 1);
 	p->threads[*n].tid = tid;
 	return &p->threads[(*n)++];
+}
+
+/* An untrusted string for a one-line message: printable ASCII, at most 40
+ * bytes, the rest as '?'. */
+static const char *shown(const char *s, char buf[48])
+{
+	size_t i;
+
+	for (i = 0; s[i] && i < 40; i++)
+		buf[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+	buf[i] = 0;
+	return buf;
 }
 
 /* thread_metadata (names of sampled threads) and the wallprof section's
@@ -504,12 +538,19 @@ static int read_threads(struct rd *r, const json_t *meta, const json_t *seen)
 	size_t cap = json_object_size(meta) + json_object_size(seen), n = 0;
 	const json_t *lists[2] = { seen, meta };
 
-	/* Keys are unique per object: at most `cap` entries. The lookup is
-	 * linear, so a profile of very many threads costs n^2: bounded. */
+	uint32_t *ix;
+	size_t ixcap;
+	char kb[48];
+
+	/* Keys are unique per object: at most `cap` entries. */
 	if (cap > 1u << 17)
 		return fail(r, "%zu threads, more than libwallprof writes", cap);
+	for (ixcap = 64; ixcap < 2 * (cap + 1); ixcap *= 2)
+		;
 	p->threads = calloc(cap + 1, sizeof(*p->threads));
-	if (!p->threads)
+	ix = calloc(ixcap, sizeof(*ix));
+	r->thread_ix = ix;
+	if (!p->threads || !ix)
 		return oom(r);
 	for (int l = 0; l < 2; l++) {
 		const char *key;
@@ -524,14 +565,14 @@ static int read_threads(struct rd *r, const json_t *meta, const json_t *seen)
 
 			json_decref(kv);
 			if (bad < 0)
-				return fail(r, "%s key \"%.40s\" is not a thread id",
-					    l ? "thread_metadata" : "wallprof.threads", key);
+				return fail(r, "%s key \"%s\" is not a thread id",
+					    l ? "thread_metadata" : "wallprof.threads", shown(key, kb));
 			if (!json_is_object(o))
-				return fail(r, "thread %s is not an object", key);
-			t = thread(p, &n, (uint32_t)tid);
+				return fail(r, "thread %s is not an object", shown(key, kb));
+			t = thread(p, &n, (uint32_t)tid, ix, ixcap);
 			v = json_object_get(o, "name");
 			if (v && !json_is_string(v))
-				return fail(r, "thread %s: name is not a string", key);
+				return fail(r, "thread %s: name is not a string", shown(key, kb));
 			if (v && (!t->name[0] || l == 0)) {
 				/* comm: up to 16 bytes, NUL-terminated only when shorter */
 				size_t k = json_string_length(v);
@@ -614,6 +655,8 @@ static int read_wallprof(struct rd *r, const json_t *w)
 	} while (0)
 	U32("pid", pid);
 	U32("hz", hz);
+	if (p->hz > 100000)
+		return fail(r, "wallprof.hz %u is more than libwallprof samples at (100000)", p->hz);
 	U32("ring_seconds", ring_seconds);
 	U32("max_depth", max_depth);
 #undef U32
@@ -648,7 +691,14 @@ static int parse_time(const char *s, int64_t *out)
 			}
 	if (*rest != 'Z' && strcmp(rest, "+00:00"))
 		return -1;
-	*out = (int64_t)timegm(&tm) * 1000000000 + frac;
+	{
+		time_t t = timegm(&tm);
+
+		/* what nanoseconds in an int64 hold: 1970 to 2262 */
+		if (t < 0 || (int64_t)t > INT64_MAX / 1000000000 - 1)
+			return -1;
+		*out = (int64_t)t * 1000000000 + frac;
+	}
 	return 0;
 }
 
@@ -744,5 +794,6 @@ out:
 	free(r.mod_order);
 	free(r.key);
 	free(r.val);
+	free(r.thread_ix);
 	return rc;
 }

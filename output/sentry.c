@@ -364,9 +364,10 @@ static int find_module(const struct wp_profile *p, uint64_t addr)
 	return -1;
 }
 
-static json_t *frame_json(const struct wp_profile *p, uint64_t addr, const struct wp_sym_result *r,
-			  const struct wp_sym_frame *f)
+static json_t *frame_json(const struct wp_profile *p, const struct wp_pc *pc,
+			  const struct wp_sym_result *r, const struct wp_sym_frame *f)
 {
+	uint64_t addr = pc->addr;
 	const struct wp_module *m = r->module >= 0 ? &p->modules[r->module] : NULL;
 	json_t *o = json_object();
 	int bad = 0;
@@ -392,6 +393,10 @@ static json_t *frame_json(const struct wp_profile *p, uint64_t addr, const struc
 	bad |= set(o, "in_app", json_boolean(m && (m->flags & WP_MOD_MAIN)));
 	if (f && f->inlined)
 		bad |= set(o, "inlined", json_true());
+	/* The interrupted instruction itself, not a return address: looked up
+	 * as is when the profile is read back (wallprof convert). */
+	if (pc->flags & WP_PC_EXACT)
+		bad |= set(o, "exact_pc", json_true());
 	/* The offset of the looked-up address (return address - 1 for callers):
 	 * what addr2line wants for a frame nobody could name. */
 	if (m && !(f && f->function))
@@ -441,7 +446,7 @@ static int write_frames(struct jw *w, struct plan *pl)
 			if (!first)
 				jw_put(w, ",", 1);
 			first = 0;
-			jw_json(w, frame_json(p, pc->addr, &r, r.nr_frames ? &r.frames[j] : NULL));
+			jw_json(w, frame_json(p, pc, &r, r.nr_frames ? &r.frames[j] : NULL));
 		}
 	}
 	return jw_puts(w, "]");
