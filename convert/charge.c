@@ -145,7 +145,8 @@ void wp_table_print(struct wp_table *t, int markdown)
 			if (markdown)
 				n += (size_t)snprintf(line + n, sizeof(line) - n, "| %s ", cell);
 			else
-				n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%*s", c ? "  " : "  ",
+				n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%*s",
+						      c ? "  " : "  ",
 						      right ? (int)w[c] : -(int)w[c], cell);
 			if (n >= sizeof(line))
 				n = sizeof(line) - 1;

@@ -31,28 +31,29 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: wallprof convert INPUT [-f FORMAT[,FORMAT...]] [-o OUTPUT|-] [--platform P]\n"
-		   "                        [--threads] [--syscalls]\n"
-		   "\n"
-		   "Converts INPUT, a raw dump the library left (wallprof.PID.raw) or a profile\n"
-		   "it wrote (Sentry JSON), to FORMAT: sentry (the default), pprof, folded,\n"
-		   "speedscope or html. A raw dump is symbolized against the module files it\n"
-		   "names. OUTPUT defaults to INPUT with the format's suffix (.json, .pb.gz,\n"
-		   ".folded, .speedscope.json, .html) instead of .raw or .json; \"-\" is\n"
-		   "standard output. With several formats, each goes beside OUTPUT (or\n"
-		   "INPUT) with its suffix. P is a Sentry profile's platform (\"native\").\n"
-		   "\n"
-		   "options:\n"
-		   "  -f, --format LIST   the formats, comma-separated (default sentry)\n"
-		   "  -o, --output PATH   where to write (\"-\": standard output)\n"
-		   "  --platform P        the Sentry profile's platform\n"
-		   "  --threads           folded: each stack starts with its thread's name\n"
-		   "  --syscalls          folded: an off-CPU stack ends with [off-cpu: SYSCALL]\n"
-		   "  --debuginfod        let the symbolizer ask debuginfod for missing debug info\n"
-		   "  -h, --help          this text\n"
-		   "\n"
-		   "Exit status: 0 written, 1 failed (one \"wallprof:\" line says why), 2 usage.\n"
-		   "The library runs it itself (--library, --tree); that is not for people.\n");
+	fprintf(f,
+		"usage: wallprof convert INPUT [-f FORMAT[,FORMAT...]] [-o OUTPUT|-] [--platform P]\n"
+		"                        [--threads] [--syscalls]\n"
+		"\n"
+		"Converts INPUT, a raw dump the library left (wallprof.PID.raw) or a profile\n"
+		"it wrote (Sentry JSON), to FORMAT: sentry (the default), pprof, folded,\n"
+		"speedscope or html. A raw dump is symbolized against the module files it\n"
+		"names. OUTPUT defaults to INPUT with the format's suffix (.json, .pb.gz,\n"
+		".folded, .speedscope.json, .html) instead of .raw or .json; \"-\" is\n"
+		"standard output. With several formats, each goes beside OUTPUT (or\n"
+		"INPUT) with its suffix. P is a Sentry profile's platform (\"native\").\n"
+		"\n"
+		"options:\n"
+		"  -f, --format LIST   the formats, comma-separated (default sentry)\n"
+		"  -o, --output PATH   where to write (\"-\": standard output)\n"
+		"  --platform P        the Sentry profile's platform\n"
+		"  --threads           folded: each stack starts with its thread's name\n"
+		"  --syscalls          folded: an off-CPU stack ends with [off-cpu: SYSCALL]\n"
+		"  --debuginfod        let the symbolizer ask debuginfod for missing debug info\n"
+		"  -h, --help          this text\n"
+		"\n"
+		"Exit status: 0 written, 1 failed (one \"wallprof:\" line says why), 2 usage.\n"
+		"The library runs it itself (--library, --tree); that is not for people.\n");
 }
 
 int wp_cv_parse_formats(const char *list, const struct wp_format **out, size_t max, char *err,
@@ -76,8 +77,10 @@ int wp_cv_parse_formats(const char *list, const struct wp_format **out, size_t m
 		memcpy(name, p, len);
 		name[len] = 0;
 		if (!(f = wp_format_find(name))) {
-			snprintf(err, errlen, "unknown format \"%.32s\" (known: sentry, pprof, folded, "
-				 "speedscope, html)", name);
+			snprintf(err, errlen,
+				 "unknown format \"%.32s\" (known: sentry, pprof, folded, "
+				 "speedscope, html)",
+				 name);
 			return -1;
 		}
 		for (k = 0; k < n && out[k] != f; k++)
@@ -102,8 +105,7 @@ static int same_file(const char *a, const char *b)
 
 	if (!strcmp(a, b))
 		return 1;
-	return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev &&
-	       x.st_ino == y.st_ino;
+	return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 }
 
 /* By hand: plain messages on stderr/stdout, the input kept. */
@@ -131,10 +133,11 @@ static int convert_by_hand(const char *input, const char *out, const char *forma
 	if (m.p.nr_samples == 0) {
 		wp_model_free(&m);
 		if (info.nr_bad_samples || info.nr_bad_stacks)
-			return fail("%s: no usable samples: %zu samples and %zu stacks did not hold "
-				    "together (the dump was damaged, or the ring was being updated "
-				    "when the process died); nothing written",
-				    input, info.nr_bad_samples, info.nr_bad_stacks);
+			return fail(
+				"%s: no usable samples: %zu samples and %zu stacks did not hold "
+				"together (the dump was damaged, or the ring was being updated "
+				"when the process died); nothing written",
+				input, info.nr_bad_samples, info.nr_bad_stacks);
 		return fail("%s: no samples in the profile; nothing written", input);
 	}
 	for (k = 0; k < nf; k++)
@@ -224,9 +227,10 @@ int wp_cmd_convert(int argc, char **argv)
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		/* options taking a value; the library's after --platform */
-		static const char *const valued[] = { "-o",    "--output",   "--platform", "--fd",
-						      "--raw", "--fallback", "--index",    "--index-pid",
-						      "--pid", "--timeout",  "-f",         "--format",
+		static const char *const valued[] = { "-o",        "--output",    "--platform",
+						      "--fd",      "--raw",       "--fallback",
+						      "--index",   "--index-pid", "--pid",
+						      "--timeout", "-f",          "--format",
 						      "--formats", NULL };
 		const char *v = NULL;
 		int k;
@@ -267,12 +271,13 @@ int wp_cmd_convert(int argc, char **argv)
 		}
 		if (!valued[k]) {
 			if (a[0] == '-' && a[1])
-				return wp_cli_fail(WP_EXIT_USAGE,
-						   "convert: unknown option %s (wallprof convert --help)",
-						   a);
+				return wp_cli_fail(
+					WP_EXIT_USAGE,
+					"convert: unknown option %s (wallprof convert --help)", a);
 			if (raw)
 				return wp_cli_fail(WP_EXIT_USAGE,
-						   "convert: one input at a time (got %s and %s)", raw, a);
+						   "convert: one input at a time (got %s and %s)",
+						   raw, a);
 			raw = a;
 			continue;
 		}
@@ -283,7 +288,8 @@ int wp_cmd_convert(int argc, char **argv)
 		else if (k == 2)
 			j.platform = v;
 		else if (k == 3 && (j.fd = (int)number(v)) < 0)
-			return wp_cli_fail(WP_EXIT_USAGE, "--fd needs a descriptor number, not %s", v);
+			return wp_cli_fail(WP_EXIT_USAGE, "--fd needs a descriptor number, not %s",
+					   v);
 		else if (k == 4)
 			raw = v;
 		else if (k == 5)
@@ -301,14 +307,16 @@ int wp_cmd_convert(int argc, char **argv)
 			long pid = number(v);
 
 			if (pid <= 0)
-				return wp_cli_fail(WP_EXIT_USAGE, "--pid needs a process id, not %s", v);
+				return wp_cli_fail(WP_EXIT_USAGE,
+						   "--pid needs a process id, not %s", v);
 			wp_sym_set_process((int)pid);
 		} else if (k == 9) {
 			long s = number(v);
 
 			if (s <= 0)
 				return wp_cli_fail(WP_EXIT_USAGE,
-						   "--timeout needs a number of seconds, not %s", v);
+						   "--timeout needs a number of seconds, not %s",
+						   v);
 			timeout_s = (unsigned)s;
 		} else if (k >= 10) {
 			formats = v;

@@ -81,8 +81,8 @@ static int tally(struct wp_tally *t, struct wp_model *m, struct wp_model *into, 
 	return bad ? -1 : 0;
 }
 
-static int text(struct wp_model *base, struct wp_model *cur, const char *bpath,
-		const char *npath, size_t top)
+static int text(struct wp_model *base, struct wp_model *cur, const char *bpath, const char *npath,
+		size_t top)
 {
 	struct wp_tally t = { 0 };
 	struct wp_table tb = { .ncols = 6, .align = "rrrrrl" };
@@ -108,11 +108,13 @@ static int text(struct wp_model *base, struct wp_model *cur, const char *bpath,
 
 		bad |= wp_table_cell(&tb, "%.1f%%", share(e->n, base_total)) |
 		       wp_table_cell(&tb, "%.1f%%", share(e->n2, new_total)) |
-		       wp_table_cell(&tb, "%+.1f%%", share(e->n2, new_total) -
-							 share(e->n, base_total)) |
+		       wp_table_cell(&tb, "%+.1f%%",
+				     share(e->n2, new_total) - share(e->n, base_total)) |
 		       wp_table_cell(&tb, "%+.1f%%", on) | wp_table_cell(&tb, "%+.1f%%", off) |
 		       wp_table_cell(&tb, "%s%s", (const char *)e->key,
-				     !e->n ? " (new)" : !e->n2 ? " (gone)" : "");
+				     !e->n    ? " (new)"
+				     : !e->n2 ? " (gone)"
+					      : "");
 	}
 	wp_table_print(&tb, 0);
 	wp_tally_free(&t);
@@ -149,25 +151,28 @@ int wp_cmd_diff(int argc, char **argv)
 				errno = 0;
 				n = strtol(argv[++i], &end, 10);
 				if (!*argv[i] || *end || errno || n < 1 || n > 1000000)
-					return wp_cli_fail(WP_EXIT_USAGE,
-							   "diff: --top wants a whole number, not '%s'",
-							   argv[i]);
+					return wp_cli_fail(
+						WP_EXIT_USAGE,
+						"diff: --top wants a whole number, not '%s'",
+						argv[i]);
 				top = (size_t)n;
 			}
 		} else if (a[0] == '-' && a[1]) {
-			return wp_cli_fail(WP_EXIT_USAGE, "diff: unknown option %s (wallprof diff --help)",
-					   a);
+			return wp_cli_fail(WP_EXIT_USAGE,
+					   "diff: unknown option %s (wallprof diff --help)", a);
 		} else if (np == 2) {
-			return wp_cli_fail(WP_EXIT_USAGE, "diff: two profiles, BASE and NEW (got a third: %s)",
-					   a);
+			return wp_cli_fail(WP_EXIT_USAGE,
+					   "diff: two profiles, BASE and NEW (got a third: %s)", a);
 		} else {
 			paths[np++] = a;
 		}
 	}
 	if (np < 2)
-		return wp_cli_fail(WP_EXIT_USAGE, "diff: needs two profiles (wallprof diff BASE NEW)");
+		return wp_cli_fail(WP_EXIT_USAGE,
+				   "diff: needs two profiles (wallprof diff BASE NEW)");
 	if (strcmp(format, "text") && strcmp(format, "html"))
-		return wp_cli_fail(WP_EXIT_USAGE, "diff: unknown format \"%s\" (text or html)", format);
+		return wp_cli_fail(WP_EXIT_USAGE, "diff: unknown format \"%s\" (text or html)",
+				   format);
 	for (int k = 0; k < 2; k++)
 		if (wp_model_read(paths[k], NULL, &m[k], err, sizeof(err)) < 0) {
 			if (k)
@@ -180,8 +185,8 @@ int wp_cmd_diff(int argc, char **argv)
 		else if (text(&m[0], &m[1], paths[0], paths[1], top) < 0)
 			rc = wp_cli_fail(WP_EXIT_FAIL, "out of memory");
 		else if (fflush(stdout) != 0)
-			rc = wp_cli_fail(WP_EXIT_FAIL, "cannot write %s: %s", out ? out : "standard output",
-					 strerror(errno));
+			rc = wp_cli_fail(WP_EXIT_FAIL, "cannot write %s: %s",
+					 out ? out : "standard output", strerror(errno));
 	} else {
 		const struct wp_format *html = wp_format_find("html");
 		struct wp_format_opts o = { .base = &m[0] };

@@ -103,12 +103,14 @@ static char *write_one(const struct wp_cv_job *j, const struct wp_format *f,
 	}
 	memset(st, 0, sizeof(*st));
 	rc = wp_format_write(f, m, &o, path, st, err, errlen);
-	if (rc < 0 && f->write && j->fallback && (fb = same ? strdup(j->fallback) : wp_format_path(f, j->fallback)) && strcmp(fb, path)) {
+	if (rc < 0 && f->write && j->fallback &&
+	    (fb = same ? strdup(j->fallback) : wp_format_path(f, j->fallback)) &&
+	    strcmp(fb, path)) {
 		memset(st, 0, sizeof(*st));
 		rc = wp_format_write(f, m, &o, fb, st, err2, sizeof(err2));
 		if (rc == 0) {
-			wp_cv_event(WP_CV_ERROR, "error", NULL, 0, "%s; wrote the profile to %s instead",
-				    err, fb);
+			wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
+				    "%s; wrote the profile to %s instead", err, fb);
 			*fell_back = 1;
 			free(path);
 			return fb;
@@ -189,7 +191,8 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 		/* Nothing written yet: say so once, with the first format's reason. */
 		if (nf == 1 || (k == nf - 1 && nw == 0)) {
 			wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
-				    "profile not written: %s; the raw dump stays at %s", err, j->raw);
+				    "profile not written: %s; the raw dump stays at %s", err,
+				    j->raw);
 		} else {
 			wp_cv_event(WP_CV_ERROR, "error", NULL, 0, "%s profile not written: %s",
 				    fmts[k]->name, err);
@@ -207,11 +210,13 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 		if (!written[k])
 			continue;
 		/* The samples lost are counted once, with the first file. */
-		wp_cv_event(WP_CV_INFO, "wrote", written[k], nw ? 0 : dropped,
-			    "%swrote %s (%s%zu samples, %zu threads, %.1f s, %llu dropped) in %.0f ms",
-			    who, written[k], what, sts[k].nr_samples, sts[k].nr_threads,
-			    sts[k].duration_s, dropped, wp_cv_mono_ms() - t0);
-		if (fmts[k]->write == wp_out_sentry_model && sts[k].duration_s > WP_SENTRY_MAX_SECONDS)
+		wp_cv_event(
+			WP_CV_INFO, "wrote", written[k], nw ? 0 : dropped,
+			"%swrote %s (%s%zu samples, %zu threads, %.1f s, %llu dropped) in %.0f ms",
+			who, written[k], what, sts[k].nr_samples, sts[k].nr_threads,
+			sts[k].duration_s, dropped, wp_cv_mono_ms() - t0);
+		if (fmts[k]->write == wp_out_sentry_model &&
+		    sts[k].duration_s > WP_SENTRY_MAX_SECONDS)
 			wp_cv_event(WP_CV_INFO, "info", NULL, 0,
 				    "%s covers %.1f s; Sentry rejects v1 profiles longer than %d s",
 				    written[k], sts[k].duration_s, WP_SENTRY_MAX_SECONDS);

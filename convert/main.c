@@ -29,14 +29,13 @@ static const struct {
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: wallprof COMMAND [ARGS...]\n"
-		"\n"
-		"libwallprof, a wall-clock sampling profiler: every thread sampled at a fixed\n"
-		"rate whether it runs or waits, each sample with its stack and, off CPU, the\n"
-		"system call it waits in.\n"
-		"\n"
-		"commands:\n");
+	fprintf(f, "usage: wallprof COMMAND [ARGS...]\n"
+		   "\n"
+		   "libwallprof, a wall-clock sampling profiler: every thread sampled at a fixed\n"
+		   "rate whether it runs or waits, each sample with its stack and, off CPU, the\n"
+		   "system call it waits in.\n"
+		   "\n"
+		   "commands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(*commands); i++)
 		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].what);
 	fprintf(f,

@@ -214,7 +214,8 @@ static int read_elf(const char *path, struct elf_info *e)
 	for (uint64_t k = 0; k < phnum; k++) {
 		uint64_t off, filesz;
 
-		if (pread(fd, ph, is64 ? 56 : 32, (off_t)(phoff + k * phentsize)) != (is64 ? 56 : 32))
+		if (pread(fd, ph, is64 ? 56 : 32, (off_t)(phoff + k * phentsize)) !=
+		    (is64 ? 56 : 32))
 			goto out;
 		if (rd(ph, 4, le) != PT_INTERP)
 			continue;
@@ -357,7 +358,8 @@ static char *find_program(const char *name, int *status)
 
 	if (strchr(name, '/')) {
 		if (stat(name, &st) < 0) {
-			*status = errno == ENOENT || errno == ENOTDIR ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+			*status = errno == ENOENT || errno == ENOTDIR ? EXIT_NOT_FOUND
+								      : EXIT_CANNOT_EXEC;
 			wp_cli_fail(0, "%s: %s", name,
 				    *status == EXIT_NOT_FOUND ? "not found" : strerror(errno));
 			return NULL;
@@ -485,7 +487,8 @@ int wp_cmd_record(int argc, char **argv)
 			return usage_error("unknown option %s%s", a, "");
 		if (options[k].kind == FLAG) {
 			if (v)
-				return usage_error("option %s takes no value%s", options[k].opt, "");
+				return usage_error("option %s takes no value%s", options[k].opt,
+						   "");
 			value[k] = options[k].value;
 			continue;
 		}
@@ -523,16 +526,20 @@ int wp_cmd_record(int argc, char **argv)
 		if (lib_origin)
 			wp_cli_fail(0, "library %s not found given by %s", lib, lib_origin);
 		else
-			wp_cli_fail(0, "library %s not found (build it with make, or use --lib PATH "
-				    "or WALLPROF_LIB)", lib);
+			wp_cli_fail(0,
+				    "library %s not found (build it with make, or use --lib PATH "
+				    "or WALLPROF_LIB)",
+				    lib);
 		return EXIT_USAGE;
 	}
 	if (access(lib, R_OK) < 0)
 		return wp_cli_fail(EXIT_USAGE, "library %s is not readable", lib);
 	if (strpbrk(lib, ": \t\n\r\v\f"))
-		return wp_cli_fail(EXIT_USAGE,
-				   "library path '%s' contains ':' or white space, which LD_PRELOAD "
-				   "cannot hold", lib);
+		return wp_cli_fail(
+			EXIT_USAGE,
+			"library path '%s' contains ':' or white space, which LD_PRELOAD "
+			"cannot hold",
+			lib);
 
 	/* The settings, over the caller's variables. */
 	for (k = 0; k < (int)NR_OPTIONS; k++) {
@@ -554,12 +561,14 @@ int wp_cmd_record(int argc, char **argv)
 	if (read_elf(lib, &lib_elf) < 0)
 		memset(&lib_elf, 0, sizeof(lib_elf));
 	if (loader_problem(path, &lib_elf, 0, phrase, sizeof(phrase), interp, sizeof(interp),
-			   &keep) && !quiet) {
+			   &keep) &&
+	    !quiet) {
 		if (!interp[0])
 			wp_cli_fail(0, "%s %s (running it unprofiled)", argv[i], phrase);
 		else
-			wp_cli_fail(0, "%s runs under %s, which %s (running it unprofiled%s)", argv[i],
-				    interp, phrase, keep ? "; programs it starts inherit LD_PRELOAD" : "");
+			wp_cli_fail(0, "%s runs under %s, which %s (running it unprofiled%s)",
+				    argv[i], interp, phrase,
+				    keep ? "; programs it starts inherit LD_PRELOAD" : "");
 	}
 	pre = preload_value(lib, getenv("LD_PRELOAD"), !keep);
 	if (!pre)
@@ -585,6 +594,7 @@ int wp_cmd_record(int argc, char **argv)
 	if (errno == ENOENT)
 		return wp_cli_fail(EXIT_NOT_FOUND,
 				   "%s: cannot execute: required file not found (missing "
-				   "interpreter or loader)", argv[i]);
+				   "interpreter or loader)",
+				   argv[i]);
 	return wp_cli_fail(EXIT_CANNOT_EXEC, "%s: cannot execute: %s", argv[i], strerror(errno));
 }

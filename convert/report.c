@@ -121,7 +121,8 @@ static void head(struct rep *r, const char *path, const uint32_t *tids, size_t n
 	if (p->nr_samples && p->samples[0].t_ns < base)
 		base = p->samples[0].t_ns;
 	dur = p->end_ns > base ? p->end_ns - base
-	      : p->nr_samples ? p->samples[p->nr_samples - 1].t_ns - base : 0;
+	      : p->nr_samples  ? p->samples[p->nr_samples - 1].t_ns - base
+			       : 0;
 	for (i = 0; i < p->nr_samples; i++)
 		trunc += !!(p->samples[i].flags & WP_SAMPLE_TRUNCATED);
 	if (r->md)
@@ -138,7 +139,8 @@ static void head(struct rep *r, const char *path, const uint32_t *tids, size_t n
 	printf("%sduration: %.2f s (%s)\n", r->md ? "    " : "", (double)dur / 1e9, line);
 	printf("%ssamples:  %zu in %zu threads, %.1f samples/s per thread", r->md ? "    " : "",
 	       p->nr_samples, nr_tids,
-	       nr_tids && dur ? (double)p->nr_samples / ((double)nr_tids * (double)dur / 1e9) : 0.0);
+	       nr_tids && dur ? (double)p->nr_samples / ((double)nr_tids * (double)dur / 1e9)
+			      : 0.0);
 	if (p->hz)
 		printf(" (configured %u Hz)", p->hz);
 	printf("\n");
@@ -146,8 +148,8 @@ static void head(struct rep *r, const char *path, const uint32_t *tids, size_t n
 		unsigned long long v = i ? losses[i].v : trunc;
 
 		if (v)
-			n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s %llu", n ? ", " : "",
-					      losses[i].key, v);
+			n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s %llu",
+					      n ? ", " : "", losses[i].key, v);
 		if (n >= sizeof(line))
 			n = sizeof(line) - 1;
 	}
@@ -156,8 +158,8 @@ static void head(struct rep *r, const char *path, const uint32_t *tids, size_t n
 	n = 0;
 	for (i = 0; i < sizeof(sampling) / sizeof(*sampling); i++)
 		if (sampling[i].v)
-			n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s %llu", n ? ", " : "",
-					      sampling[i].key, sampling[i].v);
+			n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s %llu",
+					      n ? ", " : "", sampling[i].key, sampling[i].v);
 	if (n)
 		printf("%ssampling: %s\n", r->md ? "    " : "", line);
 	if (p->nr_threads) {
@@ -285,7 +287,8 @@ static int offcpu_table(struct rep *r, int labelled)
 		wp_table_print(&t, r->md);
 		if (on_labelled)
 			printf("  (%llu on-CPU samples also carry a system call label; not counted "
-			       "here)\n", on_labelled);
+			       "here)\n",
+			       on_labelled);
 	}
 	wp_tally_free(&sc);
 	return bad ? -1 : 0;
@@ -417,14 +420,16 @@ int wp_cmd_report(int argc, char **argv)
 			n = strtol(v, &end, 10);
 			if (!*v || *end || errno || n < 0 || n > 1000000)
 				return wp_cli_fail(WP_EXIT_USAGE,
-						   "report: --top wants a whole number, not '%s'", v);
+						   "report: --top wants a whole number, not '%s'",
+						   v);
 			r.top = n < 1 ? 1 : (size_t)n;
 		} else if (a[0] == '-' && a[1]) {
 			return wp_cli_fail(WP_EXIT_USAGE,
 					   "report: unknown option %s (wallprof report --help)", a);
 		} else if (path) {
-			return wp_cli_fail(WP_EXIT_USAGE, "report: one profile at a time (got %s and %s)",
-					   path, a);
+			return wp_cli_fail(WP_EXIT_USAGE,
+					   "report: one profile at a time (got %s and %s)", path,
+					   a);
 		} else {
 			path = a;
 		}

@@ -65,8 +65,7 @@ static void superseded(void *arg, const struct wp_dump_entry *e)
 
 	wp_cv_report_to(t->index, e->pid);
 	wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
-		    "profile not written: the index names %s again for another process",
-		    e->raw);
+		    "profile not written: the index names %s again for another process", e->raw);
 	mark(t, e, "done");
 }
 
@@ -85,7 +84,8 @@ static int open_dump(const struct wp_dump_entry *e)
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
-			    "profile not written: %s is not a raw dump (not a regular file)", e->raw);
+			    "profile not written: %s is not a raw dump (not a regular file)",
+			    e->raw);
 		close(fd);
 		return -1;
 	}

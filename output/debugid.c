@@ -7,7 +7,7 @@
 
 int wp_out_debug_id(const uint8_t *build_id, size_t len, int little_endian, char out[37])
 {
-	uint8_t u[16] = {0};
+	uint8_t u[16] = { 0 };
 	uint8_t t;
 
 	if (!build_id || len == 0)
@@ -21,9 +21,8 @@ int wp_out_debug_id(const uint8_t *build_id, size_t len, int little_endian, char
 		t = u[4], u[4] = u[5], u[5] = t;
 		t = u[6], u[6] = u[7], u[7] = t;
 	}
-	snprintf(out, 37,
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7],
-		 u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+		 u[13], u[14], u[15]);
 	return 0;
 }

@@ -38,9 +38,9 @@ struct wp_dump_entry {
 struct wp_dump_queue {
 	struct wp_dump_entry *v; /* in the order of their "raw" lines */
 	size_t nr, cap;
-	int end;                 /* the root has appended "end" */
+	int end;   /* the root has appended "end" */
 	/* the reader's state */
-	int fd;                  /* the index, open for reading, or -1 */
+	int fd;    /* the index, open for reading, or -1 */
 	off_t off;               /* bytes taken so far */
 	size_t len;              /* bytes of a partial line in buf */
 	int skipping;            /* inside a line longer than buf */

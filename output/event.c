@@ -94,8 +94,8 @@ static int usable_path(const char *p)
 }
 
 /* async-signal-safe */
-int wp_event_append_dump(const char *index_path, unsigned pid, const char *raw,
-			 const char *json, const char *json_fb)
+int wp_event_append_dump(const char *index_path, unsigned pid, const char *raw, const char *json,
+			 const char *json_fb)
 {
 	char npid[24];
 	struct iovec v[8];

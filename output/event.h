@@ -34,7 +34,7 @@ int wp_event_split(char *line, size_t len, char *f[WP_EVENT_FIELDS]);
  * (output/dump_queue.h). Every path must be absolute and printable:
  * returns -1 otherwise, or when the line could not be written whole, and
  * the caller converts the dump itself. async-signal-safe */
-int wp_event_append_dump(const char *index_path, unsigned pid, const char *raw,
-			 const char *json, const char *json_fb);
+int wp_event_append_dump(const char *index_path, unsigned pid, const char *raw, const char *json,
+			 const char *json_fb);
 
 #endif

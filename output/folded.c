@@ -128,7 +128,8 @@ static int format_line(const struct wp_model *m, const struct key *k, struct buf
 	if (wp_fmt_stack_root_first(m, k->stack_id, st) < 0)
 		return -1;
 	for (size_t i = 0; i < st->n; i++)
-		put_frame(b, wp_model_frame_label(m, st->v[i].loc, st->v[i].f, label, sizeof(label)));
+		put_frame(b,
+			  wp_model_frame_label(m, st->v[i].loc, st->v[i].f, label, sizeof(label)));
 	if (st->n == 0)
 		put_frame(b, "[unknown]");
 	if (k->suffix == SUFFIX_OFF) {
@@ -146,8 +147,8 @@ int wp_out_folded(const struct wp_model *m, const struct wp_format_opts *o, stru
 		  struct wp_out_stats *st)
 {
 	const struct wp_profile *p = &m->p;
-	struct wp_fmt_stack stack = {0};
-	struct buf b = {0};
+	struct wp_fmt_stack stack = { 0 };
+	struct buf b = { 0 };
 	struct key *keys;
 	struct wp_outbuf *ob;
 	struct line *lines = NULL;

@@ -57,7 +57,8 @@ int wp_sink_write(struct wp_out_sink *s, const void *data, size_t len)
 
 			if (s->err && s->errlen)
 				snprintf(s->err, s->errlen, "cannot write standard output: %s",
-					 n < 0 ? strerror_r(errno, buf, sizeof(buf)) : "no progress");
+					 n < 0 ? strerror_r(errno, buf, sizeof(buf))
+					       : "no progress");
 			s->failed = 1;
 			return -1;
 		}
@@ -81,8 +82,10 @@ int wp_sink_printf(struct wp_out_sink *s, const char *fmt, ...)
 	va_end(ap);
 	if (n < 0 || (size_t)n >= sizeof(buf)) {
 		if (s->err && s->errlen)
-			snprintf(s->err, s->errlen, "internal error: a formatted piece of %d bytes "
-				 "does not fit the sink's buffer", n);
+			snprintf(s->err, s->errlen,
+				 "internal error: a formatted piece of %d bytes "
+				 "does not fit the sink's buffer",
+				 n);
 		s->failed = 1;
 		return -1;
 	}

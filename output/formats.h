@@ -40,7 +40,8 @@ int wp_sink_write(struct wp_out_sink *s, const void *data, size_t len);
 
 /* printf into the sink (formatted in a stack buffer of 4 KiB; longer
  * output is an error). */
-int wp_sink_printf(struct wp_out_sink *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int wp_sink_printf(struct wp_out_sink *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* One format. */
 struct wp_format {

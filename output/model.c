@@ -238,7 +238,8 @@ static int add_frames(struct wp_model *m, size_t *cap, const struct wp_sym_resul
 		if (r->nr_frames <= 0 || !r->frames)
 			continue;
 		*f = r->frames[j];
-		f->function = f->function ? wp_model_intern(m, f->function, strlen(f->function)) : NULL;
+		f->function =
+			f->function ? wp_model_intern(m, f->function, strlen(f->function)) : NULL;
 		f->file = f->file ? wp_model_intern(m, f->file, strlen(f->file)) : NULL;
 		if ((r->frames[j].function && !f->function) || (r->frames[j].file && !f->file))
 			return -1;
@@ -314,8 +315,9 @@ static char *slurp(int fd, const char *path, size_t max, size_t *len, char *err,
 		return NULL;
 	}
 	if ((uint64_t)sb.st_size > max) {
-		snprintf(err, errlen, "%s: %llu bytes, more than the %zu MiB a JSON profile may have",
-			 path, (unsigned long long)sb.st_size, max >> 20);
+		snprintf(err, errlen,
+			 "%s: %llu bytes, more than the %zu MiB a JSON profile may have", path,
+			 (unsigned long long)sb.st_size, max >> 20);
 		return NULL;
 	}
 	cap = (size_t)sb.st_size + 1;

@@ -24,8 +24,7 @@ int wp_model_finish(struct wp_model *m);
  * wrote, the `len` bytes at `data`. Untrusted: every field's type, every
  * index and count is checked. Returns 0, or -1 with a one-line reason in
  * `err` (the model is then freed by the caller). */
-int wp_model_read_json(struct wp_model *m, const char *data, size_t len, char *err,
-		       size_t errlen);
+int wp_model_read_json(struct wp_model *m, const char *data, size_t len, char *err, size_t errlen);
 
 /* The x86-64 number of system call `name` (wp_out_syscall_name's
  * inverse; "syscall_<n>" gives n), or -1. syscalls.c */

@@ -103,9 +103,10 @@ static int get_hex(const json_t *v, uint64_t *out)
 	if (n < 3 || n > 18 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X'))
 		return -1;
 	for (s += 2; *s; s++) {
-		int d = *s >= '0' && *s <= '9' ? *s - '0'
+		int d = *s >= '0' && *s <= '9'   ? *s - '0'
 			: *s >= 'a' && *s <= 'f' ? *s - 'a' + 10
-			: *s >= 'A' && *s <= 'F' ? *s - 'A' + 10 : -1;
+			: *s >= 'A' && *s <= 'F' ? *s - 'A' + 10
+						 : -1;
 
 		if (d < 0)
 			return -1;
@@ -201,8 +202,9 @@ static int read_images(struct rd *r, const json_t *root)
 		mod->path = strdup(file ? file : "");
 		if (!mod->path)
 			return oom(r);
-		for (size_t k = 0; code_id && code_id[k] && code_id[k + 1] &&
-				   mod->build_id_len < WP_BUILD_ID_MAX; k += 2) {
+		for (size_t k = 0;
+		     code_id && code_id[k] && code_id[k + 1] && mod->build_id_len < WP_BUILD_ID_MAX;
+		     k += 2) {
 			unsigned v;
 
 			if (sscanf(code_id + k, "%2x", &v) != 1)
@@ -250,8 +252,7 @@ static uint32_t *slot(struct rd *r, uint64_t addr)
 	return &r->val[k];
 }
 
-static int read_frame(struct rd *r, const json_t *o, size_t i, struct wp_sym_frame *f,
-		      int *in_app)
+static int read_frame(struct rd *r, const json_t *o, size_t i, struct wp_sym_frame *f, int *in_app)
 {
 	const char *abs, *name;
 	const json_t *v;
@@ -279,7 +280,8 @@ static int read_frame(struct rd *r, const json_t *o, size_t i, struct wp_sym_fra
 	    opt_bool(r, o, "in_app", "profile.frames", i, in_app) < 0)
 		return -1;
 	if (r->addr[i] >> 63)
-		return fail(r, "profile.frames[%zu].instruction_addr is not a user-space address", i);
+		return fail(r, "profile.frames[%zu].instruction_addr is not a user-space address",
+			    i);
 	{
 		int exact = 0;
 
@@ -345,7 +347,8 @@ static int read_frames(struct rd *r, const json_t *frames)
 
 			loc->first = (uint32_t)m->nr_frames;
 			loc->nr = (uint32_t)(j - i);
-			memmove(&m->frames[m->nr_frames], &m->frames[i], (j - i) * sizeof(*m->frames));
+			memmove(&m->frames[m->nr_frames], &m->frames[i],
+				(j - i) * sizeof(*m->frames));
 			m->nr_frames += j - i;
 			m->frames[m->nr_frames - 1].inlined = 0;
 			loc->module = module_of(r, la);
@@ -399,9 +402,11 @@ static int read_stacks(struct rd *r, const json_t *stacks)
 		for (k = 0; k < json_array_size(s); k++) {
 			uint64_t f;
 
-			if (get_u64(json_array_get(s, k), r->nr_frames ? r->nr_frames - 1 : 0, &f) < 0 ||
+			if (get_u64(json_array_get(s, k), r->nr_frames ? r->nr_frames - 1 : 0, &f) <
+				    0 ||
 			    !r->nr_frames)
-				return fail(r, "profile.stacks[%zu][%zu] is not the index of a frame",
+				return fail(r,
+					    "profile.stacks[%zu][%zu] is not the index of a frame",
 					    i, k);
 			/* The next frame of the location the previous one began. */
 			if (prev != UINT64_MAX && f == prev + 1 && r->loc[f] == r->loc[prev] &&
@@ -450,14 +455,17 @@ static int read_samples(struct rd *r, const json_t *samples)
 		if (!json_is_object(o))
 			return fail(r, "profile.samples[%zu] is not an object", i);
 		if (get_u64(json_object_get(o, "stack_id"), p->nr_stacks ? p->nr_stacks - 1 : 0,
-			    &v) < 0 || !p->nr_stacks)
-			return fail(r, "profile.samples[%zu].stack_id is not the index of a stack", i);
+			    &v) < 0 ||
+		    !p->nr_stacks)
+			return fail(r, "profile.samples[%zu].stack_id is not the index of a stack",
+				    i);
 		s->stack_id = (uint32_t)v;
 		if (get_u64(json_object_get(o, "thread_id"), UINT32_MAX, &v) < 0)
 			return fail(r, "profile.samples[%zu].thread_id is not a thread id", i);
 		s->tid = (uint32_t)v;
 		if (get_u64(json_object_get(o, "elapsed_since_start_ns"), INT64_MAX / 2, &v) < 0)
-			return fail(r, "profile.samples[%zu].elapsed_since_start_ns is not a time", i);
+			return fail(r, "profile.samples[%zu].elapsed_since_start_ns is not a time",
+				    i);
 		s->t_ns = v;
 		if (i && s->t_ns < s[-1].t_ns)
 			sorted = 0;
@@ -556,7 +564,8 @@ static int read_threads(struct rd *r, const json_t *meta, const json_t *seen)
 		const char *key;
 		const json_t *o;
 
-		json_object_foreach((json_t *)lists[l], key, o) {
+		json_object_foreach((json_t *)lists[l], key, o)
+		{
 			json_t *kv = json_string(key);
 			struct wp_thread *t;
 			const json_t *v;
@@ -566,7 +575,8 @@ static int read_threads(struct rd *r, const json_t *meta, const json_t *seen)
 			json_decref(kv);
 			if (bad < 0)
 				return fail(r, "%s key \"%s\" is not a thread id",
-					    l ? "thread_metadata" : "wallprof.threads", shown(key, kb));
+					    l ? "thread_metadata" : "wallprof.threads",
+					    shown(key, kb));
 			if (!json_is_object(o))
 				return fail(r, "thread %s is not an object", shown(key, kb));
 			t = thread(p, &n, (uint32_t)tid, ix, ixcap);
@@ -647,16 +657,17 @@ static int read_wallprof(struct rd *r, const json_t *w)
 	for (size_t i = 0; i < sizeof(counters) / sizeof(*counters); i++)
 		bad |= setting(r, w, counters[i].key, UINT64_MAX,
 			       (uint64_t *)((char *)&p->counters + counters[i].off));
-#define U32(key, field)                                          \
-	do {                                                     \
-		v = p->field;                                    \
-		bad |= setting(r, w, key, UINT32_MAX, &v);       \
-		p->field = (uint32_t)v;                          \
+#define U32(key, field)                                    \
+	do {                                               \
+		v = p->field;                              \
+		bad |= setting(r, w, key, UINT32_MAX, &v); \
+		p->field = (uint32_t)v;                    \
 	} while (0)
 	U32("pid", pid);
 	U32("hz", hz);
 	if (p->hz > 100000)
-		return fail(r, "wallprof.hz %u is more than libwallprof samples at (100000)", p->hz);
+		return fail(r, "wallprof.hz %u is more than libwallprof samples at (100000)",
+			    p->hz);
 	U32("ring_seconds", ring_seconds);
 	U32("max_depth", max_depth);
 #undef U32
@@ -702,8 +713,7 @@ static int parse_time(const char *s, int64_t *out)
 	return 0;
 }
 
-int wp_model_read_json(struct wp_model *m, const char *data, size_t len, char *err,
-		       size_t errlen)
+int wp_model_read_json(struct wp_model *m, const char *data, size_t len, char *err, size_t errlen)
 {
 	struct rd r = { .m = m, .err = err, .errlen = errlen };
 	const json_t *prof, *frames, *stacks, *samples, *v, *tx;
@@ -715,7 +725,8 @@ int wp_model_read_json(struct wp_model *m, const char *data, size_t len, char *e
 	root = json_loadb(data, len, 0, &je);
 	if (!root) {
 		if (je.position >= (int)len || strstr(je.text, "premature end"))
-			snprintf(err, errlen, "truncated JSON at byte %d: %s", je.position, je.text);
+			snprintf(err, errlen, "truncated JSON at byte %d: %s", je.position,
+				 je.text);
 		else
 			snprintf(err, errlen, "not JSON: line %d, byte %d: %s", je.line,
 				 je.position, je.text);
@@ -727,7 +738,8 @@ int wp_model_read_json(struct wp_model *m, const char *data, size_t len, char *e
 	samples = json_object_get(prof, "samples");
 	if (!json_is_object(root) || !json_is_object(prof) || !json_is_array(frames) ||
 	    !json_is_array(stacks) || !json_is_array(samples)) {
-		snprintf(err, errlen, "not a libwallprof profile: JSON without a Sentry v1 "
+		snprintf(err, errlen,
+			 "not a libwallprof profile: JSON without a Sentry v1 "
 			 "\"profile\" of frames, stacks and samples");
 		goto out;
 	}
@@ -768,7 +780,8 @@ int wp_model_read_json(struct wp_model *m, const char *data, size_t len, char *e
 			oom(&r);
 			goto out;
 		}
-		if ((v = json_object_get(tx, "active_thread_id")) && get_u64(v, UINT32_MAX, &x) == 0)
+		if ((v = json_object_get(tx, "active_thread_id")) &&
+		    get_u64(v, UINT32_MAX, &x) == 0)
 			m->p.main_tid = (uint32_t)x;
 	}
 	if ((v = json_object_get(root, "timestamp"))) {

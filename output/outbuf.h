@@ -27,7 +27,8 @@ int wp_outbuf_put(struct wp_outbuf *b, const void *data, size_t len);
 int wp_outbuf_puts(struct wp_outbuf *b, const char *str);
 
 /* Appends printf output (at most 1 KiB; longer is cut and the sink fails). */
-int wp_outbuf_printf(struct wp_outbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int wp_outbuf_printf(struct wp_outbuf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* Appends `v` in decimal. */
 int wp_outbuf_u64(struct wp_outbuf *b, unsigned long long v);

@@ -39,8 +39,8 @@ struct wp_out_opts {
  * failure nothing is left behind at `path` and `err` holds a one-line reason.
  * Returns 0 or -1. */
 int wp_out_sentry_write(const struct wp_profile *p, struct wp_sym *sym,
-			const struct wp_out_opts *opts, const char *path,
-			struct wp_out_stats *st, char *err, size_t errlen);
+			const struct wp_out_opts *opts, const char *path, struct wp_out_stats *st,
+			char *err, size_t errlen);
 
 /* Formats the Sentry/Breakpad debug_id of a GNU build-id: first 16 bytes
  * (zero-padded), first three UUID fields byte-swapped for little-endian ELF,
@@ -93,8 +93,8 @@ int wp_out_atomic_open(struct wp_out_atomic *a, const char *path, char *err, siz
 
 /* Appends `len` bytes, retrying short writes and EINTR. Returns 0, or -1 with
  * a reason in `err`; the caller then calls wp_out_atomic_abort(). */
-int wp_out_atomic_write(struct wp_out_atomic *a, const void *data, size_t len,
-			char *err, size_t errlen);
+int wp_out_atomic_write(struct wp_out_atomic *a, const void *data, size_t len, char *err,
+			size_t errlen);
 
 /* fsync, close, rename over the target (a symlink there is replaced, never
  * followed). Returns 0, or -1 with a reason in `err` and the temporary gone. */

@@ -378,7 +378,7 @@ int wp_out_pprof(const struct wp_model *m, const struct wp_format_opts *o, struc
 		 struct wp_out_stats *st)
 {
 	const struct wp_profile *p = &m->p;
-	struct pp pp = {.m = m};
+	struct pp pp = { .m = m };
 	struct key *keys;
 	size_t n = 0, bytes = 0;
 	uint64_t period = wp_model_period_ns(m);
@@ -404,7 +404,7 @@ int wp_out_pprof(const struct wp_model *m, const struct wp_format_opts *o, struc
 		keys[n].tid = smp->tid;
 		keys[n].off_cpu = (uint32_t)wp_fmt_off_cpu(smp);
 		keys[n].syscall = keys[n].off_cpu && (smp->flags & WP_SAMPLE_SYSCALL) ? smp->syscall
-										 : NO_SYSCALL;
+										      : NO_SYSCALL;
 		keys[n].sample = (uint32_t)i;
 		n++;
 	}

@@ -36,8 +36,8 @@ struct wp_thread {
 	char name[16];       /* kernel comm, latest seen */
 	uint64_t nr_signals; /* profiling signals sent to it */
 	uint64_t nr_samples; /* samples taken of it (before the window cut) */
-	uint64_t last_ns;    /* CLOCK_MONOTONIC of its newest sample (the sampler's bookkeeping) */
-	uint32_t flags;      /* WP_THREAD_* */
+	uint64_t last_ns; /* CLOCK_MONOTONIC of its newest sample (the sampler's bookkeeping) */
+	uint32_t flags; /* WP_THREAD_* */
 };
 
 #define WP_THREAD_LIVE 1u /* alive when the dump was taken: listed even without samples */
@@ -45,37 +45,38 @@ struct wp_thread {
 /* Loss and health counters: reported in every output so that a partial
  * profile never looks complete. */
 struct wp_counters {
-	uint64_t nr_ticks;           /* sampler ticks run */
-	uint64_t nr_ticks_late;      /* ticks skipped because the sampler overran */
-	uint64_t nr_signals;         /* profiling signals sent */
-	uint64_t nr_samples;         /* samples recorded (before ring overwrite) */
-	uint64_t nr_pending;         /* ticks lost: the previous signal was still undelivered */
-	uint64_t nr_send_failed;     /* ticks lost: the signal could not be sent */
-	uint64_t nr_unwind_failed;   /* samples whose unwinding failed (PC only) */
-	uint64_t nr_truncated;       /* samples whose stack hit WALLPROF_MAX_DEPTH */
-	uint64_t nr_dropped_full;    /* samples dropped: stack tables full */
-	uint64_t nr_overwritten;     /* samples overwritten in the ring (older than the window or no room) */
+	uint64_t nr_ticks; /* sampler ticks run */
+	uint64_t nr_ticks_late; /* ticks skipped because the sampler overran */
+	uint64_t nr_signals; /* profiling signals sent */
+	uint64_t nr_samples; /* samples recorded (before ring overwrite) */
+	uint64_t nr_pending; /* ticks lost: the previous signal was still undelivered */
+	uint64_t nr_send_failed; /* ticks lost: the signal could not be sent */
+	uint64_t nr_unwind_failed; /* samples whose unwinding failed (PC only) */
+	uint64_t nr_truncated; /* samples whose stack hit WALLPROF_MAX_DEPTH */
+	uint64_t nr_dropped_full; /* samples dropped: stack tables full */
+	uint64_t
+		nr_overwritten; /* samples overwritten in the ring (older than the window or no room) */
 	uint64_t nr_threads_untracked; /* thread sightings with no free slot, or whose thread
 					* had no table entry (the table full while a dump
 					* reads it, no memory): its counts of that tick lost */
 	uint64_t nr_signals_blocked; /* signals sent to threads observed blocked (last resort) */
-	uint64_t nr_eintr_retried;   /* blocking calls our signal interrupted, retried */
-	uint64_t nr_from_wrapper;    /* samples unwound from a blocking call's published context */
-	uint64_t nr_reused;          /* samples that reused the thread's previous stack */
-	uint64_t nr_dl_guarded;      /* samples cut to the PC: the thread was inside the loader */
-	uint64_t nr_site_replayed;   /* walks from published registers replayed from the cache */
-	uint64_t nr_site_direct;     /* of those, checked with plain loads (not process_vm_readv) */
-	uint64_t nr_site_mismatch;   /* WALLPROF_TEST_SITE_CHECK: replays a real walk contradicted */
-	uint64_t nr_from_proc;       /* samples of threads blocked outside the wrappers, taken without
+	uint64_t nr_eintr_retried; /* blocking calls our signal interrupted, retried */
+	uint64_t nr_from_wrapper; /* samples unwound from a blocking call's published context */
+	uint64_t nr_reused; /* samples that reused the thread's previous stack */
+	uint64_t nr_dl_guarded; /* samples cut to the PC: the thread was inside the loader */
+	uint64_t nr_site_replayed; /* walks from published registers replayed from the cache */
+	uint64_t nr_site_direct; /* of those, checked with plain loads (not process_vm_readv) */
+	uint64_t nr_site_mismatch; /* WALLPROF_TEST_SITE_CHECK: replays a real walk contradicted */
+	uint64_t nr_from_proc; /* samples of threads blocked outside the wrappers, taken without
 				      * a signal from /proc (the blocking PC; see restarts_unseen) */
 };
 
 struct wp_profile {
-	struct wp_pc *pcs;         /* frame table */
+	struct wp_pc *pcs; /* frame table */
 	size_t nr_pcs;
-	uint32_t *stack_frames;    /* all stacks' frame indices, concatenated, leaf first */
-	uint32_t *stack_off;       /* stack i is stack_frames[stack_off[i] .. stack_off[i+1]) */
-	size_t nr_stacks;          /* stack_off has nr_stacks + 1 entries */
+	uint32_t *stack_frames; /* all stacks' frame indices, concatenated, leaf first */
+	uint32_t *stack_off; /* stack i is stack_frames[stack_off[i] .. stack_off[i+1]) */
+	size_t nr_stacks; /* stack_off has nr_stacks + 1 entries */
 	struct wp_sample *samples; /* sorted by t_ns */
 	size_t nr_samples;
 	struct wp_thread *threads; /* one entry per tid, no order (the raw reader merges a
@@ -84,18 +85,18 @@ struct wp_profile {
 	struct wp_module *modules;
 	size_t nr_modules;
 
-	uint64_t start_ns;         /* CLOCK_MONOTONIC start of the window (first sample or earlier) */
-	uint64_t end_ns;           /* CLOCK_MONOTONIC end of the window */
-	int64_t realtime_offset_ns;/* CLOCK_REALTIME = CLOCK_MONOTONIC + this */
+	uint64_t start_ns; /* CLOCK_MONOTONIC start of the window (first sample or earlier) */
+	uint64_t end_ns; /* CLOCK_MONOTONIC end of the window */
+	int64_t realtime_offset_ns; /* CLOCK_REALTIME = CLOCK_MONOTONIC + this */
 	uint32_t pid;
-	uint32_t main_tid;         /* the thread that ran main() */
-	char *cmdline;             /* command line, arguments separated by spaces; malloc'd */
-	uint32_t hz;               /* configured sampling rate */
-	uint32_t ring_seconds;     /* configured window */
-	uint32_t max_depth;        /* configured depth limit */
-	uint64_t ring_bytes;       /* memory reserved for the ring (0 if unknown) */
-	uint64_t ring_samples;     /* samples the ring holds at most */
-	int snapshot;              /* 0 at exit, n >= 1 for the n-th snapshot */
+	uint32_t main_tid; /* the thread that ran main() */
+	char *cmdline; /* command line, arguments separated by spaces; malloc'd */
+	uint32_t hz; /* configured sampling rate */
+	uint32_t ring_seconds; /* configured window */
+	uint32_t max_depth; /* configured depth limit */
+	uint64_t ring_bytes; /* memory reserved for the ring (0 if unknown) */
+	uint64_t ring_samples; /* samples the ring holds at most */
+	int snapshot; /* 0 at exit, n >= 1 for the n-th snapshot */
 	struct wp_counters counters;
 };
 

@@ -119,8 +119,8 @@ int wp_raw_read_ex(const char *path, struct wp_profile *out, struct wp_raw_info 
 		   size_t errlen);
 
 /* The same from a dump already in memory (`data` is not modified or kept). */
-int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out,
-		    struct wp_raw_info *info, char *err, size_t errlen);
+int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out, struct wp_raw_info *info,
+		    char *err, size_t errlen);
 
 /* ---- the writer's building blocks (preload/raw_dump.c, ring.c) ------- */
 

@@ -418,7 +418,7 @@ static int write_frames(struct jw *w, struct plan *pl)
 	for (size_t i = 0; i < p->nr_pcs && !w->failed; i++) {
 		const struct wp_pc *pc = &p->pcs[i];
 		uint64_t la = pc->addr;
-		struct wp_sym_result r = {.module = -1};
+		struct wp_sym_result r = { .module = -1 };
 		int k;
 
 		if (pl->pc_first[i] == NONE)
@@ -699,26 +699,26 @@ static int write_tail(struct jw *w, const struct plan *pl)
 		const char *key;
 		uint64_t v;
 	} counters[] = {
-		{"ticks", c->nr_ticks},
-		{"ticks_late", c->nr_ticks_late},
-		{"signals", c->nr_signals},
-		{"samples_recorded", c->nr_samples},
-		{"pending", c->nr_pending},
-		{"send_failed", c->nr_send_failed},
-		{"unwind_failed", c->nr_unwind_failed},
-		{"truncated", c->nr_truncated},
-		{"dropped_full", c->nr_dropped_full},
-		{"overwritten", c->nr_overwritten},
-		{"threads_untracked", c->nr_threads_untracked},
-		{"signals_blocked", c->nr_signals_blocked},
-		{"eintr_retried", c->nr_eintr_retried},
-		{"from_wrapper", c->nr_from_wrapper},
-		{"reused", c->nr_reused},
-		{"dl_guarded", c->nr_dl_guarded},
-		{"site_replayed", c->nr_site_replayed},
-		{"site_direct", c->nr_site_direct},
-		{"site_mismatch", c->nr_site_mismatch},
-		{"from_proc", c->nr_from_proc},
+		{ "ticks", c->nr_ticks },
+		{ "ticks_late", c->nr_ticks_late },
+		{ "signals", c->nr_signals },
+		{ "samples_recorded", c->nr_samples },
+		{ "pending", c->nr_pending },
+		{ "send_failed", c->nr_send_failed },
+		{ "unwind_failed", c->nr_unwind_failed },
+		{ "truncated", c->nr_truncated },
+		{ "dropped_full", c->nr_dropped_full },
+		{ "overwritten", c->nr_overwritten },
+		{ "threads_untracked", c->nr_threads_untracked },
+		{ "signals_blocked", c->nr_signals_blocked },
+		{ "eintr_retried", c->nr_eintr_retried },
+		{ "from_wrapper", c->nr_from_wrapper },
+		{ "reused", c->nr_reused },
+		{ "dl_guarded", c->nr_dl_guarded },
+		{ "site_replayed", c->nr_site_replayed },
+		{ "site_direct", c->nr_site_direct },
+		{ "site_mismatch", c->nr_site_mismatch },
+		{ "from_proc", c->nr_from_proc },
 	};
 
 	/* Streamed member by member: "threads" can have tens of thousands. */
@@ -733,8 +733,8 @@ static int write_tail(struct jw *w, const struct plan *pl)
 		jw_member(w, "ring_samples", jint(p->ring_samples), 0);
 	}
 	jw_member(w, "snapshot", json_integer(p->snapshot), 0);
-	jw_member(w, "duration_ns", jint(p->end_ns > pl->base_ns ? p->end_ns - pl->base_ns
-								 : pl->last_elapsed), 0);
+	jw_member(w, "duration_ns",
+		  jint(p->end_ns > pl->base_ns ? p->end_ns - pl->base_ns : pl->last_elapsed), 0);
 	jw_member(w, "samples", jint(pl->nr_written), 0);
 	jw_member(w, "truncated_samples", jint(pl->nr_truncated), 0);
 	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
@@ -773,7 +773,7 @@ int wp_out_sentry_write_with(const struct wp_profile *p, wp_out_lookup_fn lookup
 			     const struct wp_out_opts *opts, const char *path,
 			     struct wp_out_stats *st, char *err, size_t errlen)
 {
-	struct plan pl = {.p = p, .lookup = lookup, .lctx = ctx};
+	struct plan pl = { .p = p, .lookup = lookup, .lctx = ctx };
 	struct jw *w;
 	int ret = -1;
 
@@ -809,7 +809,7 @@ int wp_out_sentry_write_sink(const struct wp_profile *p, wp_out_lookup_fn lookup
 			     const struct wp_out_opts *opts, struct wp_out_sink *s,
 			     struct wp_out_stats *st)
 {
-	struct plan pl = {.p = p, .lookup = lookup, .lctx = ctx};
+	struct plan pl = { .p = p, .lookup = lookup, .lctx = ctx };
 	struct jw *w = calloc(1, sizeof(*w));
 	size_t before = s->bytes;
 	int ret = -1;
@@ -838,8 +838,8 @@ static int sym_lookup(void *ctx, uint64_t addr, struct wp_sym_result *out)
 }
 
 int wp_out_sentry_write(const struct wp_profile *p, struct wp_sym *sym,
-			const struct wp_out_opts *opts, const char *path,
-			struct wp_out_stats *st, char *err, size_t errlen)
+			const struct wp_out_opts *opts, const char *path, struct wp_out_stats *st,
+			char *err, size_t errlen)
 {
 	return wp_out_sentry_write_with(p, sym ? sym_lookup : NULL, sym, opts, path, st, err,
 					errlen);

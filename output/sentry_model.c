@@ -79,7 +79,8 @@ int wp_out_sentry_model(const struct wp_model *m, const struct wp_format_opts *o
 	for (size_t i = 0; i < m->p.nr_pcs; i++) {
 		const struct wp_pc *pc = &m->p.pcs[i];
 
-		lk.keys[i].la = !(pc->flags & WP_PC_EXACT) && pc->addr > 0 ? pc->addr - 1 : pc->addr;
+		lk.keys[i].la =
+			!(pc->flags & WP_PC_EXACT) && pc->addr > 0 ? pc->addr - 1 : pc->addr;
 		lk.keys[i].loc = (uint32_t)i;
 	}
 	lk.n = m->p.nr_pcs;

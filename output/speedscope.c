@@ -60,7 +60,8 @@ static int len_utf8(const unsigned char *p, size_t left)
 			return 0;
 		c = c << 6 | (p[i] & 0x3f);
 	}
-	if ((n == 3 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff))) || (n == 4 && (c < 0x10000 || c > 0x10ffff)))
+	if ((n == 3 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff))) ||
+	    (n == 4 && (c < 0x10000 || c > 0x10ffff)))
 		return 0;
 	return n;
 }
@@ -149,8 +150,10 @@ static const uint32_t *stack_frames(struct ss *ss, uint32_t id)
 	for (size_t i = 0; i < ss->st.n; i++) {
 		const struct wp_sym_frame *f = ss->st.v[i].f;
 
-		v[i + 1] = frame_id(ss, wp_model_frame_label(m, ss->st.v[i].loc, f, label, sizeof(label)),
-				    f->file, f->line > 0 ? f->line : 0, f->column > 0 ? f->column : 0);
+		v[i + 1] =
+			frame_id(ss,
+				 wp_model_frame_label(m, ss->st.v[i].loc, f, label, sizeof(label)),
+				 f->file, f->line > 0 ? f->line : 0, f->column > 0 ? f->column : 0);
 	}
 	ss->stack_idx[id] = v;
 	return v;
@@ -205,9 +208,10 @@ static void write_profile(struct ss *ss, const struct ent *e, size_t n, uint64_t
 		snprintf(name, sizeof(name), "tid %u", first->tid);
 	wp_outbuf_printf(ss->s, "{\"type\":\"sampled\",\"name\":");
 	put_json_str(ss, name);
-	wp_outbuf_printf(ss->s, ",\"unit\":\"nanoseconds\",\"startValue\":%llu,\"endValue\":%llu,"
-			      "\"samples\":[",
-		       (unsigned long long)start, (unsigned long long)(start + n * period));
+	wp_outbuf_printf(ss->s,
+			 ",\"unit\":\"nanoseconds\",\"startValue\":%llu,\"endValue\":%llu,"
+			 "\"samples\":[",
+			 (unsigned long long)start, (unsigned long long)(start + n * period));
 	for (size_t i = 0; i < n && !ss->s->s->failed && !ss->failed; i++) {
 		const struct wp_sample *smp = &m->p.samples[e[i].sample];
 		const uint32_t *v = stack_frames(ss, smp->stack_id);
@@ -268,7 +272,7 @@ int wp_out_speedscope(const struct wp_model *m, const struct wp_format_opts *o,
 {
 	const struct wp_profile *p = &m->p;
 	struct wp_outbuf *ob = malloc(sizeof(*ob));
-	struct ss ss = {.m = m, .s = ob};
+	struct ss ss = { .m = m, .s = ob };
 	uint64_t period = wp_model_period_ns(m);
 	struct ent *ents;
 	size_t n = 0;
@@ -296,8 +300,9 @@ int wp_out_speedscope(const struct wp_model *m, const struct wp_format_opts *o,
 	}
 	if (ss.failed)
 		goto oom;
-	wp_outbuf_printf(ob, "{\"$schema\":\"" SCHEMA "\",\"exporter\":\"libwallprof %s\",\"name\":",
-		       WP_VERSION);
+	wp_outbuf_printf(ob,
+			 "{\"$schema\":\"" SCHEMA "\",\"exporter\":\"libwallprof %s\",\"name\":",
+			 WP_VERSION);
 	if (p->cmdline && p->cmdline[0])
 		put_json_str(&ss, p->cmdline);
 	else

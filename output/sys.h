@@ -43,10 +43,10 @@ static inline long wp_sys_ret(long ret)
 	wp_sys_ret(wp_sys6((n), WP_SYS_ARG(a), WP_SYS_ARG(b), WP_SYS_ARG(c), 0, 0, 0))
 #define wp_sys4(n, a, b, c, d) \
 	wp_sys_ret(wp_sys6((n), WP_SYS_ARG(a), WP_SYS_ARG(b), WP_SYS_ARG(c), WP_SYS_ARG(d), 0, 0))
-#define wp_sys5(n, a, b, c, d, e)                                                          \
+#define wp_sys5(n, a, b, c, d, e)                                                           \
 	wp_sys_ret(wp_sys6((n), WP_SYS_ARG(a), WP_SYS_ARG(b), WP_SYS_ARG(c), WP_SYS_ARG(d), \
 			   WP_SYS_ARG(e), 0))
-#define wp_sys6e(n, a, b, c, d, e, f)                                                      \
+#define wp_sys6e(n, a, b, c, d, e, f)                                                       \
 	wp_sys_ret(wp_sys6((n), WP_SYS_ARG(a), WP_SYS_ARG(b), WP_SYS_ARG(c), WP_SYS_ARG(d), \
 			   WP_SYS_ARG(e), WP_SYS_ARG(f)))
 

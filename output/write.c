@@ -105,8 +105,8 @@ int wp_out_atomic_open(struct wp_out_atomic *a, const char *path, char *err, siz
 	return -1;
 }
 
-int wp_out_atomic_write(struct wp_out_atomic *a, const void *data, size_t len,
-			char *err, size_t errlen)
+int wp_out_atomic_write(struct wp_out_atomic *a, const void *data, size_t len, char *err,
+			size_t errlen)
 {
 	const char *p = data;
 	ssize_t n;

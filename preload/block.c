@@ -33,7 +33,7 @@
 
 /* ---- the table ---------------------------------------------------------- */
 
-#define BLOCK_CALLS(X)                                                                          \
+#define BLOCK_CALLS(X)                                                                             \
 	X(RETRY_MS, int, poll, SYS_poll, (struct pollfd * fds, nfds_t n, int timeout),             \
 	  (fds, n, left_), timeout)                                                                \
 	X(RETRY_TS, int, ppoll, SYS_ppoll,                                                         \
@@ -54,7 +54,7 @@
 	   const sigset_t *mask),                                                                  \
 	  (epfd, ev, max, left_, mask), tmo)                                                       \
 	X(RETRY, int, pause, SYS_pause, (void), (), 0)                                             \
-	X(RETRY, int, sigsuspend, SYS_rt_sigsuspend, (const sigset_t *mask), (mask), 0)           \
+	X(RETRY, int, sigsuspend, SYS_rt_sigsuspend, (const sigset_t *mask), (mask), 0)            \
 	X(RETRY, int, sem_wait, SYS_futex, (sem_t * sem), (sem), 0)                                \
 	X(RETRY, int, sem_timedwait, SYS_futex, (sem_t * sem, const struct timespec *abs),         \
 	  (sem, abs), 0)                                                                           \
@@ -88,10 +88,10 @@
 	X(RESTART, pid_t, waitpid, SYS_wait4, (pid_t pid, int *status, int options),               \
 	  (pid, status, options), 0)                                                               \
 	X(RESTART, pid_t, wait, SYS_wait4, (int *status), (status), 0)                             \
-	X(RESTART, pid_t, wait4, SYS_wait4, (pid_t pid, int *status, int options, struct rusage *ru), \
-	  (pid, status, options, ru), 0)                                                           \
-	X(RESTART, int, waitid, SYS_waitid, (idtype_t type, id_t id, siginfo_t *info, int options),  \
-	  (type, id, info, options), 0)
+	X(RESTART, pid_t, wait4, SYS_wait4,                                                        \
+	  (pid_t pid, int *status, int options, struct rusage *ru), (pid, status, options, ru), 0) \
+	X(RESTART, int, waitid, SYS_waitid,                                                        \
+	  (idtype_t type, id_t id, siginfo_t * info, int options), (type, id, info, options), 0)
 
 BLOCK_CALLS(WP_DECLARE_REAL)
 BLOCK_CALLS(WP_DEFINE_WRAPPER)
@@ -211,7 +211,8 @@ WP_EXPORT unsigned sleep(unsigned seconds)
 
 	(void)RESOLVE(sleep);
 	if (nap(&r, &left, real_sleep) < 0)
-		return errno == EINTR ? (unsigned)left.tv_sec : seconds; /* the whole seconds not slept */
+		return errno == EINTR ? (unsigned)left.tv_sec
+				      : seconds; /* the whole seconds not slept */
 	errno = saved;
 	return 0;
 }
@@ -238,8 +239,7 @@ WP_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *
 
 /* sigtimedwait, sigwaitinfo (tmo NULL) and sigwait share this; `leaf` is
  * the libc function the program called, for the stack. */
-static int wait_signal(const sigset_t *set, siginfo_t *info, const struct timespec *tmo,
-		       void *leaf)
+static int wait_signal(const sigset_t *set, siginfo_t *info, const struct timespec *tmo, void *leaf)
 {
 	const struct timespec *left = tmo;
 	struct deadline d = { 0, 0 };
@@ -309,18 +309,18 @@ WP_EXPORT int sigwait(const sigset_t *set, int *sig)
 /* ---- locks ---------------------------------------------------------------- */
 
 /* Uncontended: no publication at all (these are hot in some programs). */
-#define TRY_THEN_BLOCK(name, tryname, arg)                         \
-	do {                                                       \
-		int rc_;                                           \
-		if (!RESOLVE(name) || !RESOLVE(tryname))           \
-			return ENOSYS;                             \
-		rc_ = real_##tryname(arg);                         \
-		if (rc_ != EBUSY)                                  \
-			return rc_;                                \
-		{                                                  \
-			BLOCK(SYS_futex, real_##name);             \
-			return real_##name(arg);                   \
-		}                                                  \
+#define TRY_THEN_BLOCK(name, tryname, arg)               \
+	do {                                             \
+		int rc_;                                 \
+		if (!RESOLVE(name) || !RESOLVE(tryname)) \
+			return ENOSYS;                   \
+		rc_ = real_##tryname(arg);               \
+		if (rc_ != EBUSY)                        \
+			return rc_;                      \
+		{                                        \
+			BLOCK(SYS_futex, real_##name);   \
+			return real_##name(arg);         \
+		}                                        \
 	} while (0)
 
 WP_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)

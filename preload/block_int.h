@@ -64,7 +64,7 @@ WP_AS_SAFE static inline void blk_leave(struct wp_blk *b)
 }
 
 /* Publishes the context for the rest of the enclosing function. */
-#define BLOCK(sysno, fn)                                                     \
+#define BLOCK(sysno, fn)                                                      \
 	struct wp_blk wp_b __attribute__((cleanup(blk_leave))) = { NULL, 0 }; \
 	wp_block_enter(&wp_b, (sysno), (void *)(fn))
 
@@ -159,21 +159,21 @@ static inline struct timespec left_ts(const struct deadline *d)
 /* Error-number functions (pthread_*) fail with ENOSYS returned, the others
  * with -1 and errno. */
 #define WP_WRAP_RESTART(ret, name, sysno, params, args, extra) \
-	WP_EXPORT ret name params                               \
-	{                                                       \
-		if (!RESOLVE(name))                             \
-			NO_REAL((ret)-1);                       \
-		BLOCK(sysno, real_##name);                      \
-		return real_##name args;                        \
+	WP_EXPORT ret name params                              \
+	{                                                      \
+		if (!RESOLVE(name))                            \
+			NO_REAL((ret) - 1);                    \
+		BLOCK(sysno, real_##name);                     \
+		return real_##name args;                       \
 	}
 
 #define WP_WRAP_RESTART_ERRNUM(ret, name, sysno, params, args, extra) \
-	WP_EXPORT ret name params                                      \
-	{                                                              \
-		if (!RESOLVE(name))                                    \
-			return ENOSYS;                                 \
-		BLOCK(sysno, real_##name);                             \
-		return real_##name args;                               \
+	WP_EXPORT ret name params                                     \
+	{                                                             \
+		if (!RESOLVE(name))                                   \
+			return ENOSYS;                                \
+		BLOCK(sysno, real_##name);                            \
+		return real_##name args;                              \
 	}
 
 #define WP_WRAP_RETRY(ret, name, sysno, params, args, extra)                    \
@@ -181,7 +181,7 @@ static inline struct timespec left_ts(const struct deadline *d)
 	{                                                                       \
 		ret rc;                                                         \
 		if (!RESOLVE(name))                                             \
-			NO_REAL((ret)-1);                                       \
+			NO_REAL((ret) - 1);                                     \
 		BLOCK(sysno, real_##name);                                      \
 		while ((rc = real_##name args) < 0 && errno == EINTR && OURS()) \
 			;                                                       \
@@ -195,7 +195,7 @@ static inline struct timespec left_ts(const struct deadline *d)
 		int left_ = (extra);                                            \
 		ret rc;                                                         \
 		if (!RESOLVE(name))                                             \
-			NO_REAL((ret)-1);                                       \
+			NO_REAL((ret) - 1);                                     \
 		BLOCK(sysno, real_##name);                                      \
 		deadline_ms(&d_, left_);                                        \
 		while ((rc = real_##name args) < 0 && errno == EINTR && OURS()) \
@@ -212,7 +212,7 @@ static inline struct timespec left_ts(const struct deadline *d)
 		uint64_t t0_;                                                   \
 		ret rc;                                                         \
 		if (!RESOLVE(name))                                             \
-			NO_REAL((ret)-1);                                       \
+			NO_REAL((ret) - 1);                                     \
 		BLOCK(sysno, real_##name);                                      \
 		t0_ = wp_now_ns();                                              \
 		while ((rc = real_##name args) < 0 && errno == EINTR && OURS()) \

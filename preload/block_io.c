@@ -112,26 +112,26 @@ static void restore_timeout(int fd, int opt, struct timeval orig)
  * nothing on other descriptors) shortened to what is left. Every EINTR is
  * judged by OURS(): one from the program's own signal, even during a retry,
  * returns. */
-#define RETRY_TIMEO(res, fd, opt, call)                                          \
-	do {                                                                     \
-		uint64_t t0 = 0;                                                 \
-		int expired, e_;                                                 \
-		(res) = (call);                                                  \
-		while ((res) < 0 && errno == EINTR && OURS()) {                  \
-			uint64_t now = wp_now_ns();                              \
-			struct timeval o;                                        \
-			if (!t0)                                                 \
-				t0 = now;                                        \
-			o = shorten_timeout((fd), (opt), now - t0, &expired);    \
-			if (expired) {                                           \
-				errno = EAGAIN;                                  \
-				break;                                           \
-			}                                                        \
-			(res) = (call);                                          \
-			e_ = errno;                                              \
-			restore_timeout((fd), (opt), o);                         \
-			errno = e_;                                              \
-		}                                                                \
+#define RETRY_TIMEO(res, fd, opt, call)                                       \
+	do {                                                                  \
+		uint64_t t0 = 0;                                              \
+		int expired, e_;                                              \
+		(res) = (call);                                               \
+		while ((res) < 0 && errno == EINTR && OURS()) {               \
+			uint64_t now = wp_now_ns();                           \
+			struct timeval o;                                     \
+			if (!t0)                                              \
+				t0 = now;                                     \
+			o = shorten_timeout((fd), (opt), now - t0, &expired); \
+			if (expired) {                                        \
+				errno = EAGAIN;                               \
+				break;                                        \
+			}                                                     \
+			(res) = (call);                                       \
+			e_ = errno;                                           \
+			restore_timeout((fd), (opt), o);                      \
+			errno = e_;                                           \
+		}                                                             \
 	} while (0)
 
 #define RETRY_RECV(fd, call) RETRY_TIMEO(rc, fd, SO_RCVTIMEO, call)
@@ -163,21 +163,20 @@ static int is_stream(int fd)
 	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
 }
 
-#define FINISH_WAITALL(call_more)                                                       \
-	do {                                                                            \
-		ssize_t last_ = rc;                                                     \
-		if (!(rc > 0 && (size_t)rc < n && (flags & MSG_WAITALL) &&              \
-		      !(flags & MSG_PEEK) && wp_block_cut(wp_b.s, wp_b.seq, rc) &&       \
-		      is_stream(fd)))                                                   \
-			break;                                                          \
-		while ((size_t)rc < n) {                                                \
-			size_t got_ = (size_t)rc;                                       \
-			RETRY_RECV(fd, (call_more));                                    \
-			last_ = rc;                                                     \
-			rc = last_ > 0 ? (ssize_t)got_ + last_ : (ssize_t)got_;         \
-			if (last_ <= 0 || !wp_block_cut(wp_b.s, wp_b.seq, last_))       \
-				break;                                                  \
-		}                                                                       \
+#define FINISH_WAITALL(call_more)                                                                 \
+	do {                                                                                      \
+		ssize_t last_ = rc;                                                               \
+		if (!(rc > 0 && (size_t)rc < n && (flags & MSG_WAITALL) && !(flags & MSG_PEEK) && \
+		      wp_block_cut(wp_b.s, wp_b.seq, rc) && is_stream(fd)))                       \
+			break;                                                                    \
+		while ((size_t)rc < n) {                                                          \
+			size_t got_ = (size_t)rc;                                                 \
+			RETRY_RECV(fd, (call_more));                                              \
+			last_ = rc;                                                               \
+			rc = last_ > 0 ? (ssize_t)got_ + last_ : (ssize_t)got_;                   \
+			if (last_ <= 0 || !wp_block_cut(wp_b.s, wp_b.seq, last_))                 \
+				break;                                                            \
+		}                                                                                 \
 	} while (0)
 
 WP_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
@@ -295,26 +294,26 @@ static int nonblocking(int fd, int flags)
  * EINTR before any byte went is retried. `total` is evaluated only after
  * the kernel accepted the arguments; `more` sets `last_` to what its last
  * system call returned. */
-#define XFER(first, more, total, flags)                                          \
-	do {                                                                     \
-		size_t done_, total_;                                            \
-		ssize_t r_, last_;                                               \
-		RETRY_TIMEO(r_, fd, SO_SNDTIMEO, (first));                       \
-		if (r_ <= 0 || !wp_block_cut(wp_b.s, wp_b.seq, r_))              \
-			return r_;                                               \
-		done_ = (size_t)r_;                                              \
-		total_ = (total);                                                \
-		if (done_ >= total_ || nonblocking(fd, (flags)))                 \
-			return r_;                                               \
-		while (done_ < total_) {                                         \
-			RETRY_TIMEO(r_, fd, SO_SNDTIMEO, (more));                \
-			if (r_ <= 0)                                             \
-				break;                                           \
-			done_ += (size_t)r_;                                     \
-			if (!wp_block_cut(wp_b.s, wp_b.seq, last_))              \
-				break;                                           \
-		}                                                                \
-		return (ssize_t)done_;                                           \
+#define XFER(first, more, total, flags)                             \
+	do {                                                        \
+		size_t done_, total_;                               \
+		ssize_t r_, last_;                                  \
+		RETRY_TIMEO(r_, fd, SO_SNDTIMEO, (first));          \
+		if (r_ <= 0 || !wp_block_cut(wp_b.s, wp_b.seq, r_)) \
+			return r_;                                  \
+		done_ = (size_t)r_;                                 \
+		total_ = (total);                                   \
+		if (done_ >= total_ || nonblocking(fd, (flags)))    \
+			return r_;                                  \
+		while (done_ < total_) {                            \
+			RETRY_TIMEO(r_, fd, SO_SNDTIMEO, (more));   \
+			if (r_ <= 0)                                \
+				break;                              \
+			done_ += (size_t)r_;                        \
+			if (!wp_block_cut(wp_b.s, wp_b.seq, last_)) \
+				break;                              \
+		}                                                   \
+		return (ssize_t)done_;                              \
 	} while (0)
 
 WP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
@@ -412,8 +411,9 @@ static ssize_t sendmsg_more(int fd, const struct iovec *iov, int cnt, void *arg)
 	const struct sendmsg_args *a = arg;
 	/* The address again (a connected stream ignores it), the control data
 	 * (descriptors, credentials) not: it went with the first part. */
-	struct msghdr rest = { a->msg->msg_name, a->msg->msg_namelen, (struct iovec *)iov,
-			       (size_t)cnt, NULL, 0, 0 };
+	struct msghdr rest = {
+		a->msg->msg_name, a->msg->msg_namelen, (struct iovec *)iov, (size_t)cnt, NULL, 0, 0
+	};
 
 	return real_sendmsg(fd, &rest, a->flags);
 }
@@ -428,7 +428,8 @@ WP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	/* MSG_ZEROCOPY: each send is a completion the program counts. */
 	XFER(real_sendmsg(fd, msg, flags),
 	     iov_rest(fd, msg->msg_iov, (int)msg->msg_iovlen, done_, sendmsg_more, &a, &last_),
-	     iov_total(msg->msg_iov, (int)msg->msg_iovlen), flags | ((flags & MSG_ZEROCOPY) ? MSG_DONTWAIT : 0));
+	     iov_total(msg->msg_iov, (int)msg->msg_iovlen),
+	     flags | ((flags & MSG_ZEROCOPY) ? MSG_DONTWAIT : 0));
 }
 
 /* ---- connecting ---------------------------------------------------------- */
@@ -455,7 +456,8 @@ WP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t alen)
 		int expired, e;
 
 		do {
-			struct timeval o = shorten_timeout(fd, SO_SNDTIMEO, wp_now_ns() - t0, &expired);
+			struct timeval o =
+				shorten_timeout(fd, SO_SNDTIMEO, wp_now_ns() - t0, &expired);
 
 			if (expired) {
 				errno = EAGAIN;
@@ -529,22 +531,22 @@ WP_EXPORT int lockf(int fd, int cmd, off_t len)
 /* fcntl's third argument is an int or a pointer: passed on as a pointer-
  * sized word, as glibc itself reads it. Only the waiting lock commands
  * publish. */
-#define FCNTL(name)                                                        \
-	WP_EXPORT int name(int fd, int cmd, ...)                           \
-	{                                                                  \
-		va_list ap;                                                \
-		void *arg;                                                 \
-		va_start(ap, cmd);                                         \
-		arg = va_arg(ap, void *);                                  \
-		va_end(ap);                                                \
-		if (!RESOLVE(name))                                        \
-			NO_REAL(-1);                                       \
-		if (cmd != F_SETLKW && cmd != F_OFD_SETLKW)                \
-			return real_##name(fd, cmd, arg);                  \
-		{                                                          \
-			BLOCK(SYS_fcntl, real_##name);                     \
-			return real_##name(fd, cmd, arg);                  \
-		}                                                          \
+#define FCNTL(name)                                         \
+	WP_EXPORT int name(int fd, int cmd, ...)            \
+	{                                                   \
+		va_list ap;                                 \
+		void *arg;                                  \
+		va_start(ap, cmd);                          \
+		arg = va_arg(ap, void *);                   \
+		va_end(ap);                                 \
+		if (!RESOLVE(name))                         \
+			NO_REAL(-1);                        \
+		if (cmd != F_SETLKW && cmd != F_OFD_SETLKW) \
+			return real_##name(fd, cmd, arg);   \
+		{                                           \
+			BLOCK(SYS_fcntl, real_##name);      \
+			return real_##name(fd, cmd, arg);   \
+		}                                           \
 	}
 
 FCNTL(fcntl)
@@ -554,37 +556,37 @@ FCNTL(fcntl64)
 #define HAS_MODE(flags) (((flags) & O_CREAT) || ((flags) & O_TMPFILE) == O_TMPFILE)
 
 /* The mode argument, read only when the flags say there is one. */
-#define OPEN_MODE(flags)                                  \
-	mode_t mode = 0;                                  \
-	if (HAS_MODE(flags)) {                            \
-		va_list ap;                               \
-		va_start(ap, flags);                      \
-		mode = va_arg(ap, mode_t);                \
-		va_end(ap);                               \
+#define OPEN_MODE(flags)                   \
+	mode_t mode = 0;                   \
+	if (HAS_MODE(flags)) {             \
+		va_list ap;                \
+		va_start(ap, flags);       \
+		mode = va_arg(ap, mode_t); \
+		va_end(ap);                \
 	}
 
 /* Only an open that may wait (no O_NONBLOCK, no O_CREAT) publishes. */
-#define OPEN_CALL(name, flags, call)                      \
-	if (!RESOLVE(name))                               \
-		NO_REAL(-1);                              \
-	if ((flags) & (O_NONBLOCK | O_CREAT))             \
-		return (call);                            \
-	{                                                 \
-		BLOCK(SYS_openat, real_##name);           \
-		return (call);                            \
+#define OPEN_CALL(name, flags, call)            \
+	if (!RESOLVE(name))                     \
+		NO_REAL(-1);                    \
+	if ((flags) & (O_NONBLOCK | O_CREAT))   \
+		return (call);                  \
+	{                                       \
+		BLOCK(SYS_openat, real_##name); \
+		return (call);                  \
 	}
 
-#define OPEN(name)                                                    \
-	WP_EXPORT int name(const char *path, int flags, ...)          \
-	{                                                             \
-		OPEN_MODE(flags)                                      \
+#define OPEN(name)                                                     \
+	WP_EXPORT int name(const char *path, int flags, ...)           \
+	{                                                              \
+		OPEN_MODE(flags)                                       \
 		OPEN_CALL(name, flags, real_##name(path, flags, mode)) \
 	}
 
-#define OPENAT(name)                                                         \
-	WP_EXPORT int name(int dirfd, const char *path, int flags, ...)      \
-	{                                                                    \
-		OPEN_MODE(flags)                                             \
+#define OPENAT(name)                                                          \
+	WP_EXPORT int name(int dirfd, const char *path, int flags, ...)       \
+	{                                                                     \
+		OPEN_MODE(flags)                                              \
 		OPEN_CALL(name, flags, real_##name(dirfd, path, flags, mode)) \
 	}
 

@@ -21,24 +21,24 @@
 #include "sigmask.h"
 #include "../output/sys.h"
 
-#define IPC_CALLS(X)                                                                         \
-	X(RETRY, ssize_t, msgrcv, SYS_msgrcv,                                                 \
-	  (int id, void *p, size_t n, long type, int flags), (id, p, n, type, flags), 0)      \
-	X(RETRY, int, msgsnd, SYS_msgsnd, (int id, const void *p, size_t n, int flags),        \
-	  (id, p, n, flags), 0)                                                               \
-	X(RETRY, int, semop, SYS_semop, (int id, struct sembuf *ops, size_t n), (id, ops, n), 0) \
-	X(RETRY_TS, int, semtimedop, SYS_semtimedop,                                          \
-	  (int id, struct sembuf *ops, size_t n, const struct timespec *tmo),                 \
-	  (id, ops, n, left_), tmo)                                                           \
-	X(RETRY, ssize_t, mq_receive, SYS_mq_timedreceive,                                    \
-	  (mqd_t q, char *p, size_t n, unsigned *prio), (q, p, n, prio), 0)                   \
-	X(RETRY, ssize_t, mq_timedreceive, SYS_mq_timedreceive,                               \
-	  (mqd_t q, char *p, size_t n, unsigned *prio, const struct timespec *abs),           \
-	  (q, p, n, prio, abs), 0)                                                            \
-	X(RETRY, int, mq_send, SYS_mq_timedsend, (mqd_t q, const char *p, size_t n, unsigned prio), \
-	  (q, p, n, prio), 0)                                                                 \
-	X(RETRY, int, mq_timedsend, SYS_mq_timedsend,                                         \
-	  (mqd_t q, const char *p, size_t n, unsigned prio, const struct timespec *abs),      \
+#define IPC_CALLS(X)                                                                               \
+	X(RETRY, ssize_t, msgrcv, SYS_msgrcv, (int id, void *p, size_t n, long type, int flags),   \
+	  (id, p, n, type, flags), 0)                                                              \
+	X(RETRY, int, msgsnd, SYS_msgsnd, (int id, const void *p, size_t n, int flags),            \
+	  (id, p, n, flags), 0)                                                                    \
+	X(RETRY, int, semop, SYS_semop, (int id, struct sembuf *ops, size_t n), (id, ops, n), 0)   \
+	X(RETRY_TS, int, semtimedop, SYS_semtimedop,                                               \
+	  (int id, struct sembuf *ops, size_t n, const struct timespec *tmo), (id, ops, n, left_), \
+	  tmo)                                                                                     \
+	X(RETRY, ssize_t, mq_receive, SYS_mq_timedreceive,                                         \
+	  (mqd_t q, char *p, size_t n, unsigned *prio), (q, p, n, prio), 0)                        \
+	X(RETRY, ssize_t, mq_timedreceive, SYS_mq_timedreceive,                                    \
+	  (mqd_t q, char *p, size_t n, unsigned *prio, const struct timespec *abs),                \
+	  (q, p, n, prio, abs), 0)                                                                 \
+	X(RETRY, int, mq_send, SYS_mq_timedsend,                                                   \
+	  (mqd_t q, const char *p, size_t n, unsigned prio), (q, p, n, prio), 0)                   \
+	X(RETRY, int, mq_timedsend, SYS_mq_timedsend,                                              \
+	  (mqd_t q, const char *p, size_t n, unsigned prio, const struct timespec *abs),           \
 	  (q, p, n, prio, abs), 0)
 
 IPC_CALLS(WP_DECLARE_REAL)

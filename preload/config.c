@@ -104,7 +104,7 @@ static void log_line(int level, const char *kind, const char *path, unsigned lon
 
 /* async-signal-safe (from a thread of the program's, where fd 2 is direct) */
 WP_AS_SAFE void wp_log_raw(int level, const char *kind, const char *path, unsigned long long lost,
-                           const char *msg, size_t len)
+			   const char *msg, size_t len)
 {
 	int saved = errno, shown = 0, speak = level <= wp_log_level;
 	int record = records(level, kind);
@@ -214,10 +214,25 @@ int wp_config_parse_signal(const char *s, int allow_off)
 check:
 	/* Signals the kernel or the program's own crash handling own. */
 	switch (sig) {
-	case SIGKILL: case SIGSTOP: case SIGSEGV: case SIGBUS: case SIGFPE:
-	case SIGILL: case SIGABRT: case SIGTRAP: case SIGSYS: case SIGCHLD:
-	case SIGCONT: case SIGTSTP: case SIGTTIN: case SIGTTOU: case SIGINT:
-	case SIGQUIT: case SIGTERM: case SIGHUP: case SIGPIPE:
+	case SIGKILL:
+	case SIGSTOP:
+	case SIGSEGV:
+	case SIGBUS:
+	case SIGFPE:
+	case SIGILL:
+	case SIGABRT:
+	case SIGTRAP:
+	case SIGSYS:
+	case SIGCHLD:
+	case SIGCONT:
+	case SIGTSTP:
+	case SIGTTIN:
+	case SIGTTOU:
+	case SIGINT:
+	case SIGQUIT:
+	case SIGTERM:
+	case SIGHUP:
+	case SIGPIPE:
 		return -1;
 	}
 	/* glibc reserves the first two real-time signals for itself. */
@@ -267,7 +282,8 @@ static void env_signal(const char *name, int def, int allow_off, int *out)
 	sig = wp_config_parse_signal(s, allow_off);
 	if (sig < 0) {
 		wp_log(WP_LOG_ERROR, "%s='%.64s' is not a usable signal%s; using %s", name, s,
-		       allow_off ? " or 'off'" : "", def ? wp_signal_name(def, a, sizeof(a)) : "off");
+		       allow_off ? " or 'off'" : "",
+		       def ? wp_signal_name(def, a, sizeof(a)) : "off");
 		return;
 	}
 	*out = sig;
@@ -295,7 +311,9 @@ void wp_config_load(struct wp_config *c)
 		else if (!strcasecmp(s, "debug") || !strcmp(s, "3"))
 			wp_log_level = WP_LOG_DEBUG;
 		else
-			wp_log(WP_LOG_ERROR, "WALLPROF_LOG='%.64s' is not quiet, error, info or debug; using info", s);
+			wp_log(WP_LOG_ERROR,
+			       "WALLPROF_LOG='%.64s' is not quiet, error, info or debug; using info",
+			       s);
 	}
 	c->log_level = wp_log_level;
 	c->log_explicit = log_explicit;
@@ -339,7 +357,8 @@ void wp_config_load(struct wp_config *c)
 	if (c->snapshot_signal == c->signal) {
 		char a[24];
 
-		wp_log(WP_LOG_ERROR, "WALLPROF_SNAPSHOT_SIGNAL is the sampling signal %s; snapshots are off",
+		wp_log(WP_LOG_ERROR,
+		       "WALLPROF_SNAPSHOT_SIGNAL is the sampling signal %s; snapshots are off",
 		       wp_signal_name(c->signal, a, sizeof(a)));
 		c->snapshot_signal = 0;
 	}
@@ -352,8 +371,10 @@ void wp_config_load(struct wp_config *c)
 		if (s[0] == '/' && strlen(s) < sizeof(c->converter))
 			memcpy(c->converter, s, strlen(s) + 1);
 		else
-			wp_log(WP_LOG_ERROR, "WALLPROF_CONVERTER='%.64s' is not an absolute path; "
-			       "looking beside the library", s);
+			wp_log(WP_LOG_ERROR,
+			       "WALLPROF_CONVERTER='%.64s' is not an absolute path; "
+			       "looking beside the library",
+			       s);
 	}
 
 	s = getenv("WALLPROF_DEBUGINFOD");
@@ -371,7 +392,8 @@ void wp_config_load(struct wp_config *c)
 		if (!strcmp(s, "0") || !strcasecmp(s, "no") || !strcasecmp(s, "off"))
 			c->follow_children = 0;
 		else if (strcmp(s, "1") && strcasecmp(s, "yes") && strcasecmp(s, "on"))
-			wp_log(WP_LOG_ERROR, "WALLPROF_FOLLOW_CHILDREN='%.64s' is not 0 or 1; using 1", s);
+			wp_log(WP_LOG_ERROR,
+			       "WALLPROF_FOLLOW_CHILDREN='%.64s' is not 0 or 1; using 1", s);
 	}
 
 	s = getenv("WALLPROF_OUTPUT");
@@ -394,9 +416,11 @@ void wp_config_load(struct wp_config *c)
 			memcpy(c->output + n + 1, s, strlen(s) + 1);
 		} else {
 			snprintf(c->output, sizeof(c->output), "%s", s);
-			wp_log(WP_LOG_INFO, "the working directory is too long to make WALLPROF_OUTPUT "
+			wp_log(WP_LOG_INFO,
+			       "the working directory is too long to make WALLPROF_OUTPUT "
 			       "'%.64s' absolute; it stays relative to the directory the program is in "
-			       "when it writes a profile", s);
+			       "when it writes a profile",
+			       s);
 		}
 	} else {
 		snprintf(c->output, sizeof(c->output), "%s", s);
@@ -425,8 +449,10 @@ void wp_config_load(struct wp_config *c)
 		if (ok)
 			snprintf(c->formats, sizeof(c->formats), "%s", s);
 		else
-			wp_log(WP_LOG_ERROR, "WALLPROF_FORMAT='%.64s' is not a comma-separated list of "
-			       "sentry, pprof, folded, speedscope, html; using sentry", s);
+			wp_log(WP_LOG_ERROR,
+			       "WALLPROF_FORMAT='%.64s' is not a comma-separated list of "
+			       "sentry, pprof, folded, speedscope, html; using sentry",
+			       s);
 	}
 
 	s = getenv("WALLPROF_SENTRY_PLATFORM");
@@ -436,10 +462,13 @@ void wp_config_load(struct wp_config *c)
 		int ok = n < sizeof(c->platform);
 
 		for (i = 0; ok && i < n; i++)
-			ok = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_';
+			ok = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
+			     s[i] == '_';
 		if (ok)
 			snprintf(c->platform, sizeof(c->platform), "%s", s);
 		else
-			wp_log(WP_LOG_ERROR, "WALLPROF_SENTRY_PLATFORM='%.64s' is not a lowercase word; using native", s);
+			wp_log(WP_LOG_ERROR,
+			       "WALLPROF_SENTRY_PLATFORM='%.64s' is not a lowercase word; using native",
+			       s);
 	}
 }

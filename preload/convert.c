@@ -82,9 +82,14 @@ static void find_program(const struct wp_config *c)
 
 void wp_convert_init(const struct wp_config *c)
 {
-	static const char *const keep[] = { "PATH", "HOME", "TMPDIR", "DEBUGINFOD_URLS",
-					    "DEBUGINFOD_CACHE_PATH", "DEBUGINFOD_TIMEOUT",
-					    "DEBUGINFOD_MAXSIZE", "DEBUGINFOD_MAXTIME" };
+	static const char *const keep[] = { "PATH",
+					    "HOME",
+					    "TMPDIR",
+					    "DEBUGINFOD_URLS",
+					    "DEBUGINFOD_CACHE_PATH",
+					    "DEBUGINFOD_TIMEOUT",
+					    "DEBUGINFOD_MAXSIZE",
+					    "DEBUGINFOD_MAXTIME" };
 	size_t i, off = 0, k = 0;
 
 	find_program(c);
@@ -265,10 +270,12 @@ WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq
 		 * thread's mappings while it waits (not when detached: the
 		 * process is gone). */
 		if (!rq->detach) {
-			wp_put_uint(num, 0, sizeof(num), (unsigned long long)wp_syscall(SYS_gettid));
+			wp_put_uint(num, 0, sizeof(num),
+				    (unsigned long long)wp_syscall(SYS_gettid));
 			arg(cv, &an, &ac, "--pid", num);
 		} else if (rq->index) {
-			wp_put_uint(num, 0, sizeof(num), (unsigned long long)wp_syscall(SYS_getpid));
+			wp_put_uint(num, 0, sizeof(num),
+				    (unsigned long long)wp_syscall(SYS_getpid));
 			arg(cv, &an, &ac, "--index", rq->index);
 			arg(cv, &an, &ac, "--index-pid", num);
 		}
@@ -480,15 +487,17 @@ WP_AS_SAFE int wp_convert_wait(struct wp_conv *cv, uint64_t deadline_ns, int as_
 			else /* its end of the pipe is open: it lives, its pid is its own */
 				wp_syscall(SYS_kill, cv->pid, SIGKILL);
 			wp_put_uint(num, 0, sizeof(num), timeout_s);
-			say_left(cv, "the conversion took longer than WALLPROF_CONVERT_TIMEOUT=", num,
+			say_left(cv,
+				 "the conversion took longer than WALLPROF_CONVERT_TIMEOUT=", num,
 				 " s and was stopped");
 			rc = -1;
 			break;
 		}
 		ts.tv_sec = (time_t)((deadline_ns - now) / 1000000000ull);
 		ts.tv_nsec = (long)((deadline_ns - now) % 1000000000ull);
-		if (wp_syscall(SYS_ppoll, pf + eof, (eof ? 0 : 1) + (cv->pidfd >= 0),
-			       &ts, NULL, 8) < 0 && errno != EINTR)
+		if (wp_syscall(SYS_ppoll, pf + eof, (eof ? 0 : 1) + (cv->pidfd >= 0), &ts, NULL,
+			       8) < 0 &&
+		    errno != EINTR)
 			break;
 		if (!eof && pf[0].revents)
 			eof = drain(cv, as_safe);

@@ -103,7 +103,8 @@ int wp_debug_frame_convert(const uint8_t *d, size_t n, uint64_t bias, uint64_t l
 				uint8_t version = e[0];
 
 				/* version, empty augmentation, [v4: 8, 0] */
-				if (end - e < 2 || e[1] != 0 || (version != 1 && version != 3 && version != 4))
+				if (end - e < 2 || e[1] != 0 ||
+				    (version != 1 && version != 3 && version != 4))
 					continue;
 				e += 2;
 				if (version == 4) {
@@ -137,8 +138,9 @@ int wp_debug_frame_convert(const uint8_t *d, size_t n, uint64_t bias, uint64_t l
 				}
 				start = get64(e) + bias;
 				size = get64(e + 8);
-				if (lo == nr_cie || cie_src[lo] != id || get64(e) == 0 || size == 0 ||
-				    start < lo_ip || start >= hi_ip || size > hi_ip - start)
+				if (lo == nr_cie || cie_src[lo] != id || get64(e) == 0 ||
+				    size == 0 || start < lo_ip || start >= hi_ip ||
+				    size > hi_ip - start)
 					continue;
 				memcpy(out + o, &len, 4);
 				rel = (int32_t)(o + 4 - cie_dst[lo]);
@@ -226,8 +228,9 @@ int wp_debug_frame_load(const char *path, uint64_t dev, uint64_t ino, uint64_t b
 		goto out;
 	s = &sh[eh.e_shstrndx];
 	if (s->sh_type == SHT_NOBITS || s->sh_size == 0 || s->sh_size > MAX_SECTION ||
-	    s->sh_offset > (uint64_t)st.st_size || s->sh_size > (uint64_t)st.st_size - s->sh_offset ||
-	    !(names = malloc(s->sh_size + 1)) || pread_all(fd, names, s->sh_size, s->sh_offset) < 0)
+	    s->sh_offset > (uint64_t)st.st_size ||
+	    s->sh_size > (uint64_t)st.st_size - s->sh_offset || !(names = malloc(s->sh_size + 1)) ||
+	    pread_all(fd, names, s->sh_size, s->sh_offset) < 0)
 		goto out;
 	names[s->sh_size] = 0;
 	for (s = NULL, i = 0; i < nr_sh && !s; i++) {
@@ -236,7 +239,8 @@ int wp_debug_frame_load(const char *path, uint64_t dev, uint64_t ino, uint64_t b
 		     !strcmp(names + sh[i].sh_name, ".zdebug_frame")))
 			s = &sh[i];
 	}
-	if (!s || s->sh_size < 16 || s->sh_size > MAX_SECTION || s->sh_offset > (uint64_t)st.st_size ||
+	if (!s || s->sh_size < 16 || s->sh_size > MAX_SECTION ||
+	    s->sh_offset > (uint64_t)st.st_size ||
 	    s->sh_size > (uint64_t)st.st_size - s->sh_offset || !(data = malloc(s->sh_size)) ||
 	    pread_all(fd, data, s->sh_size, s->sh_offset) < 0)
 		goto out;

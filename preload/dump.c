@@ -157,8 +157,7 @@ static int long_enough(int level, int snapshot)
 		     "profile, none written (WALLPROF_HZ=%u)",
 		     snapshot ? "snapshot: " : "", (unsigned long long)g->smp.ctr.nr_samples,
 		     g->smp.ctr.nr_samples == 1 ? "" : "s",
-		     (double)(wp_mono_ns() - g->smp.start_ns) / 1e6,
-		     g->fix.cfg.hz);
+		     (double)(wp_mono_ns() - g->smp.start_ns) / 1e6, g->fix.cfg.hz);
 	return 0;
 }
 
@@ -243,9 +242,10 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 
 		json = sp->n.json_fb;
 		k = wp_put_str(sp->line, k, kc, sp->n.raw);
-		k = wp_put_str(sp->line, k, kc, " holds another dump (another process's with a "
-				   "WALLPROF_OUTPUT without %p, or one left to convert); this profile "
-				   "goes to ");
+		k = wp_put_str(sp->line, k, kc,
+			       " holds another dump (another process's with a "
+			       "WALLPROF_OUTPUT without %p, or one left to convert); this profile "
+			       "goes to ");
 		k = wp_put_str(sp->line, k, kc, json);
 		wp_log_raw(WP_LOG_ERROR, "error", NULL, 0, sp->line, k);
 	}
@@ -301,9 +301,12 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 		wp_syscall(SYS_close, fd);
 		n = wp_put_str(sp->line, n, cap, "wrote raw profile ");
 		n = wp_put_str(sp->line, n, cap, path);
-		n = wp_put_str(sp->line, n, cap, wp_convert_program() ? "; could not start " :
-				    "; no converter found (WALLPROF_CONVERTER, or wallprof "
-				    "beside libwallprof.so): convert it with wallprof convert");
+		n = wp_put_str(
+			sp->line, n, cap,
+			wp_convert_program()
+				? "; could not start "
+				: "; no converter found (WALLPROF_CONVERTER, or wallprof "
+				  "beside libwallprof.so): convert it with wallprof convert");
 		if (wp_convert_program())
 			n = wp_put_str(sp->line, n, cap, wp_convert_program());
 		wp_log_raw(WP_LOG_ERROR, "error", path, 0, sp->line, n);
@@ -343,10 +346,12 @@ void wp_dump_snapshot(void)
 	}
 	wp_sample_collect();
 	n = ++snapshot_seq;
-	if (wp_out_expand_path(g->fix.cfg.output, (unsigned)g->fix.pid, n, json,
-			       sizeof(json)) < 0) {
-		wp_log(WP_LOG_ERROR, "WALLPROF_OUTPUT expands to a path that is too long; "
-		       "snapshot %d not written", n);
+	if (wp_out_expand_path(g->fix.cfg.output, (unsigned)g->fix.pid, n, json, sizeof(json)) <
+	    0) {
+		wp_log(WP_LOG_ERROR,
+		       "WALLPROF_OUTPUT expands to a path that is too long; "
+		       "snapshot %d not written",
+		       n);
 		return;
 	}
 	wp_threads_refresh_names();
@@ -393,8 +398,10 @@ WP_AS_SAFE __attribute__((noinline)) static int exec_paths(struct dump_space *sp
 	if (!out_base[0])
 		return -1;
 	for (k = 0; k < 1000; k++) {
-		wp_put_uint(tag, wp_put_str(tag, 0, sizeof(tag), ".exec"), sizeof(tag), (unsigned)k);
-		n = wp_put_str(json, wp_put_str(json, 0, sizeof(sp->n.json), out_base), sizeof(sp->n.json), tag);
+		wp_put_uint(tag, wp_put_str(tag, 0, sizeof(tag), ".exec"), sizeof(tag),
+			    (unsigned)k);
+		n = wp_put_str(json, wp_put_str(json, 0, sizeof(sp->n.json), out_base),
+			       sizeof(sp->n.json), tag);
 		if (n + 6 >= sizeof(sp->n.raw))
 			return -1;
 		memcpy(raw, json, n + 1);
@@ -460,9 +467,11 @@ void wp_dump_exit(int exec)
 	wp_threads_refresh_names();
 	exit_space.n = exit_names;
 	if (exec && (k = exec_paths(&exit_space)) < 0)
-		wp_log(WP_LOG_ERROR, k == -1 ? "WALLPROF_OUTPUT expands to a path that is too long; "
-		       "no profile before exec" : "the profiles of 1000 images before exec are there "
-		       "already (.exec0 to .exec999); no profile before this exec");
+		wp_log(WP_LOG_ERROR,
+		       k == -1 ? "WALLPROF_OUTPUT expands to a path that is too long; "
+				 "no profile before exec"
+			       : "the profiles of 1000 images before exec are there "
+				 "already (.exec0 to .exec999); no profile before this exec");
 	else if (long_enough(exec ? WP_LOG_DEBUG : WP_LOG_INFO, 0) &&
 		 dump(&exit_space, 0, 0, detached()) == 0)
 		wp_convert_wait(&exit_space.conv, convert_deadline(), 1);
@@ -478,8 +487,8 @@ void wp_dump_exit(int exec)
 /* Terminating signals whose default action we wrap: on death, a raw dump of
  * the ring first (async-signal-safe), then the same death. */
 static const int fatal_signals[] = {
-	SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS, SIGQUIT, SIGXCPU,
-	SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGALRM, SIGUSR1,
+	SIGSEGV, SIGBUS,  SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS,  SIGQUIT,
+	SIGXCPU, SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGALRM, SIGUSR1,
 };
 
 /* Stack the fatal path uses below the kernel's signal frame (3.3 KiB with

@@ -295,7 +295,8 @@ WP_AS_SAFE static void test_delay(unsigned us)
 				return;
 		clock_gettime(CLOCK_MONOTONIC, &t);
 	} while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t.tv_nsec -
-			 (uint64_t)t0.tv_nsec < (uint64_t)us * 1000u);
+			 (uint64_t)t0.tv_nsec <
+		 (uint64_t)us * 1000u);
 }
 #endif
 
@@ -399,7 +400,7 @@ WP_AS_SAFE static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 		s->buf[0] = (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
 		s->hdl.nr = 1;
 		s->hdl.uflags = WP_UNW_FAILED | WP_UNW_DL_GUARD |
-			    (wp_unwind_in_syscall(uc) ? WP_UNW_BLOCKED : 0);
+				(wp_unwind_in_syscall(uc) ? WP_UNW_BLOCKED : 0);
 	} else {
 		s->hdl.nr = (uint32_t)wp_unwind_capture(uc, s->buf, (int)g->fix.cfg.max_depth, &fl);
 		s->hdl.uflags = fl;
@@ -484,7 +485,8 @@ int wp_handler_pick_signal(void)
 		wp_sigmask_set_signal(sig);
 		return 0;
 	}
-	wp_log(WP_LOG_ERROR, "no free signal for sampling (%s is taken; set WALLPROF_SIGNAL); profiling is off",
+	wp_log(WP_LOG_ERROR,
+	       "no free signal for sampling (%s is taken; set WALLPROF_SIGNAL); profiling is off",
 	       wp_signal_name(n == 1 ? g->fix.cfg.signal : SIGPROF, a, sizeof(a)));
 	return -1;
 }

@@ -198,7 +198,8 @@ static void unfollow_children(void)
 			tok[len] = 0;
 			b = strrchr(tok, '/') ? strrchr(tok, '/') + 1 : tok;
 			if (strcmp(b, me) && n + len + 2 < sizeof(out))
-				n += (size_t)snprintf(out + n, sizeof(out) - n, "%s%s", n ? " " : "", tok);
+				n += (size_t)snprintf(out + n, sizeof(out) - n, "%s%s",
+						      n ? " " : "", tok);
 		}
 		lp += len;
 		lp += strspn(lp, " :");

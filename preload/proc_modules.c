@@ -101,8 +101,8 @@ static int add_module(const struct mapping *base, const struct mapping *maps, si
 
 	if (wp_pm_read(base->start, &eh, sizeof(eh)) < 0 || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
 	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64 ||
-	    (eh.e_type != ET_EXEC && eh.e_type != ET_DYN) ||
-	    eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > MAX_PHDRS ||
+	    (eh.e_type != ET_EXEC && eh.e_type != ET_DYN) || eh.e_phentsize != sizeof(Elf64_Phdr) ||
+	    eh.e_phnum == 0 || eh.e_phnum > MAX_PHDRS ||
 	    eh.e_phoff + eh.e_phnum * sizeof(Elf64_Phdr) > base->end - base->start ||
 	    wp_pm_read(base->start + eh.e_phoff, ph, eh.e_phnum * sizeof(Elf64_Phdr)) < 0)
 		return 0;
@@ -286,8 +286,10 @@ const struct wp_debug_frame *wp_pmod_debug_frame(struct wp_pmod *m)
 		m->df_tried = 1;
 		/* Read directly by the walk's accessors: ours for the epoch. */
 		if (m->path &&
-		    wp_debug_frame_load(m->path, m->dev, m->ino, m->bias, m->lo, m->hi, &m->df) == 0 &&
-		    wp_pm_add_own(m->df.data, m->df.len, m->df.tab, 2 * m->df.nr * sizeof(*m->df.tab)) < 0)
+		    wp_debug_frame_load(m->path, m->dev, m->ino, m->bias, m->lo, m->hi, &m->df) ==
+			    0 &&
+		    wp_pm_add_own(m->df.data, m->df.len, m->df.tab,
+				  2 * m->df.nr * sizeof(*m->df.tab)) < 0)
 			wp_debug_frame_free(&m->df);
 	}
 	return m->df.data ? &m->df : NULL;

@@ -54,8 +54,8 @@
  * separate libraries, call it) but declared in no public header of 1.6;
  * from 1.7 on, unw_get_proc_info_in_range wraps it. */
 extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as, unw_word_t ip,
-					       unw_dyn_info_t *di, unw_proc_info_t *pi,
-					       int need_unwind_info, void *arg);
+					      unw_dyn_info_t *di, unw_proc_info_t *pi,
+					      int need_unwind_info, void *arg);
 #define search_table UNW_OBJ(dwarf_search_unwind_table)
 
 static struct {

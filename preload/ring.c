@@ -95,7 +95,11 @@ WP_AS_SAFE static void plan(const struct wp_ring_config *cfg, struct layout *l)
 {
 	size_t off = 0;
 
-#define TAKE(field, bytes) do { l->field = off; off += ((bytes) + 63) & ~(size_t)63; } while (0)
+#define TAKE(field, bytes)                           \
+	do {                                         \
+		l->field = off;                      \
+		off += ((bytes) + 63) & ~(size_t)63; \
+	} while (0)
 	TAKE(samples, cfg->nr_samples * sizeof(struct rsample));
 	TAKE(pcs, cfg->nr_pcs * sizeof(struct wp_pc));
 	TAKE(pc_hash, pow2_at_least(cfg->nr_pcs * 2) * sizeof(uint32_t));
@@ -139,8 +143,8 @@ struct wp_ring *wp_ring_create(const struct wp_ring_config *cfg)
 	}
 	plan(cfg, &l);
 	/* One anonymous mapping: pages cost memory only once touched. */
-	base = mmap(NULL, l.total + sizeof(*r), PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	base = mmap(NULL, l.total + sizeof(*r), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		    -1, 0);
 	if (base == MAP_FAILED)
 		return NULL;
 	r = (struct wp_ring *)(base + l.total);
@@ -331,8 +335,8 @@ static void make_room(struct wp_ring *r, uint64_t t_ns)
 	}
 }
 
-static void append(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t stack,
-		   uint32_t flags, uint32_t syscall)
+static void append(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t stack, uint32_t flags,
+		   uint32_t syscall)
 {
 	struct rsample *x = sample_at(r, r->count);
 
@@ -355,8 +359,8 @@ int wp_ring_add_ref(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t fla
 	return 0;
 }
 
-int wp_ring_add(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
-		uint32_t syscall, const uint64_t *pcs, unsigned n, int exact_leaf)
+int wp_ring_add(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags, uint32_t syscall,
+		const uint64_t *pcs, unsigned n, int exact_leaf)
 {
 	return wp_ring_add_get_ref(r, t_ns, tid, flags, syscall, pcs, n, exact_leaf, NULL);
 }

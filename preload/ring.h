@@ -47,8 +47,8 @@ void wp_ring_destroy(struct wp_ring *r);
  * the rest are return addresses; n >= 1. Samples must come in time order.
  * When the tables are full, unreferenced frames and stacks are collected; if
  * that is not enough the sample is dropped and counted. Returns 0 or -1. */
-int wp_ring_add(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
-		uint32_t syscall, const uint64_t *pcs, unsigned n, int exact_leaf);
+int wp_ring_add(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags, uint32_t syscall,
+		const uint64_t *pcs, unsigned n, int exact_leaf);
 
 /* A stack already in the ring, valid until the next compaction: lets a
  * thread whose stack did not change add a sample without hashing it again.

@@ -155,7 +155,8 @@ WP_AS_SAFE static inline void wp_futex_wake(_Atomic uint32_t *w)
 WP_AS_SAFE static inline void wp_futex_wait_until(_Atomic uint32_t *w, uint32_t val,
 						  uint64_t deadline)
 {
-	struct timespec ts = { (time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull) };
+	struct timespec ts = { (time_t)(deadline / 1000000000ull),
+			       (long)(deadline % 1000000000ull) };
 
 	/* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline. */
 	wp_syscall(SYS_futex, w, FUTEX_WAIT_BITSET_PRIVATE, val, &ts, NULL, FUTEX_BITSET_MATCH_ANY);

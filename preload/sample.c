@@ -99,12 +99,12 @@ void wp_sample_collect(void)
 			uint32_t k;
 
 			wp_ring_add(g->smp.ring, s->smp.t_ns, atomic_load(&s->tid), flags,
-			            s->smp.sig_sysno, s->buf, n, 1);
+				    s->smp.sig_sysno, s->buf, n, 1);
 			/* The thread had not run since the signal was sent, so
 			 * this stack is also where it was at those ticks. */
 			for (k = 0; k < s->smp.nr_pend; k++)
 				wp_ring_add(g->smp.ring, s->smp.pend_ns[k], atomic_load(&s->tid),
-				            flags, s->smp.sig_sysno, s->buf, n, 1);
+					    flags, s->smp.sig_sysno, s->buf, n, 1);
 			g->smp.ctr.nr_samples += s->smp.nr_pend;
 			if (t)
 				t->nr_samples += s->smp.nr_pend;
@@ -138,7 +138,7 @@ static void record_cached(struct wp_slot *s, uint64_t now)
 	if (wp_ring_add_ref(g->smp.ring, now, tid, s->smp.cached_flags, s->smp.cached_sysno,
 			    &s->smp.stk_ref) < 0)
 		wp_ring_add_get_ref(g->smp.ring, now, tid, s->smp.cached_flags, s->smp.cached_sysno,
-		                    s->stk, s->smp.cached_nr, 1, &s->smp.stk_ref);
+				    s->stk, s->smp.cached_nr, 1, &s->smp.stk_ref);
 	g->smp.ctr.nr_samples++;
 	if (t) {
 		t->nr_samples++;
@@ -194,7 +194,7 @@ static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, i
 		hi = g->smp.main_stk_hi;
 		g->smp.want_stacks |= !hi;
 	} else if (!g->fix.exit_key_ok ||
-	           atomic_load_explicit(&s->thr.exiting, memory_order_seq_cst)) {
+		   atomic_load_explicit(&s->thr.exiting, memory_order_seq_cst)) {
 		/* A thread that left a wrapped call by longjmp is not held by
 		 * the pin, and may exit: only a thread that will tell us before
 		 * it goes (thread_exit; every thread in a wrapper has set
@@ -323,7 +323,8 @@ static int restarts_unseen(uint64_t nr, const unsigned long long *a)
 	switch (nr) {
 	case SYS_futex:
 		return ((a[1] & FUTEX_CMD_MASK) == FUTEX_WAIT ||
-			(a[1] & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET) && a[3] == 0;
+			(a[1] & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET) &&
+		       a[3] == 0;
 	case SYS_wait4:
 	case SYS_waitid:
 	case SYS_flock:
@@ -358,7 +359,7 @@ static void record_blocked_proc(struct wp_slot *s, uint64_t now, uint64_t nr, ui
 	}
 	s->smp.cached_nr = (uint32_t)n;
 	s->smp.cached_flags = WP_SAMPLE_SYSCALL | (partial ? WP_SAMPLE_PARTIAL : 0) |
-			  (truncated ? WP_SAMPLE_TRUNCATED : 0);
+			      (truncated ? WP_SAMPLE_TRUNCATED : 0);
 	s->smp.cached_sysno = (uint32_t)nr;
 	s->smp.nr_cached_ok = 1;
 	s->smp.sampled_seq = 0;
@@ -396,8 +397,10 @@ static void send_signal(struct wp_slot *s, uint64_t now, uint32_t sysno)
 	si.si_code = SI_QUEUE;
 	si.si_pid = g->fix.pid;
 	si.si_uid = g->fix.uid;
-	si.si_value.sival_ptr = (void *)(uintptr_t)((COOKIE_MAGIC << 48) | ((uint64_t)gen << 24) | idx);
-	if (wp_syscall(SYS_rt_tgsigqueueinfo, g->fix.pid, atomic_load(&s->tid), g->sig.signal, &si) == 0) {
+	si.si_value.sival_ptr =
+		(void *)(uintptr_t)((COOKIE_MAGIC << 48) | ((uint64_t)gen << 24) | idx);
+	if (wp_syscall(SYS_rt_tgsigqueueinfo, g->fix.pid, atomic_load(&s->tid), g->sig.signal,
+		       &si) == 0) {
 		g->smp.ctr.nr_signals++;
 		if (t)
 			t->nr_signals++;
@@ -545,7 +548,7 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 static int cmp_slot_tp(const void *a, const void *b)
 {
 	uint64_t x = (*(struct wp_slot *const *)a)->smp.stk_tp,
-	         y = (*(struct wp_slot *const *)b)->smp.stk_tp;
+		 y = (*(struct wp_slot *const *)b)->smp.stk_tp;
 
 	return x < y ? -1 : x > y;
 }

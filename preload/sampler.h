@@ -78,8 +78,8 @@ void wp_sampler_thread_begins(void);
 /* tick.c: pthread_create itself, past our interposer: for our own threads
  * (never counted), and for the interposer to create the program's. Not
  * async-signal-safe. */
-int wp_sampler_create_thread_real(pthread_t *t, const pthread_attr_t *attr,
-				  void *(*fn)(void *), void *arg);
+int wp_sampler_create_thread_real(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+				  void *arg);
 
 /* threads.c: a thread was renamed; names are re-read at the next tick.
  * async-signal-safe */

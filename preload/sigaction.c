@@ -52,8 +52,7 @@ WP_AS_SAFE static void trampoline(int sig, siginfo_t *si, void *uc)
 }
 
 /* async-signal-safe */
-WP_AS_SAFE static int program_sigaction(int sig, const struct sigaction *act,
-					struct sigaction *old)
+WP_AS_SAFE static int program_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	struct sigaction k, prev, saved = prog_handlers[sig];
 	int rc;

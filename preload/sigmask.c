@@ -140,7 +140,7 @@ WP_AS_SAFE static void raise_deferred(void)
 /* Shared by both calls: `call` is the real one; returns its result (the
  * error convention is the caller's). async-signal-safe */
 WP_AS_SAFE static int mask_call(int (*call)(int, const sigset_t *, sigset_t *), int how,
-                                const sigset_t *set, sigset_t *old)
+				const sigset_t *set, sigset_t *old)
 {
 	int sig = wp_sigmask_bypass ? 0 : the_signal, was = tls_blocked, now = was, rc;
 	sigset_t k;
@@ -191,8 +191,7 @@ WP_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 
 WP_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
-	if (!real_sigprocmask &&
-	    !(*(void **)&real_sigprocmask = dlsym(RTLD_NEXT, "sigprocmask"))) {
+	if (!real_sigprocmask && !(*(void **)&real_sigprocmask = dlsym(RTLD_NEXT, "sigprocmask"))) {
 		errno = ENOSYS;
 		return -1;
 	}

@@ -312,8 +312,7 @@ WP_AS_SAFE const stack_t *wp_slot_alt_stack(stack_t *ss)
 }
 
 /* async-signal-safe */
-WP_AS_SAFE int wp_slot_record_holds(pid_t tid, uint64_t addr, const struct wp_slot *s,
-				    uint32_t seq)
+WP_AS_SAFE int wp_slot_record_holds(pid_t tid, uint64_t addr, const struct wp_slot *s, uint32_t seq)
 {
 	struct wp_blk rec;
 	struct iovec l = { &rec, sizeof(rec) }, r = { (void *)(uintptr_t)addr, sizeof(rec) };
@@ -370,7 +369,8 @@ WP_AS_SAFE void wp_test_enter_raise(void)
 {
 	int saved = errno;
 
-	wp_syscall(SYS_tgkill, wp_syscall(SYS_getpid), wp_syscall(SYS_gettid), wp_test_enter_signal);
+	wp_syscall(SYS_tgkill, wp_syscall(SYS_getpid), wp_syscall(SYS_gettid),
+		   wp_test_enter_signal);
 	errno = saved;
 }
 #endif

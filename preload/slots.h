@@ -57,14 +57,14 @@ struct wp_slot {
 	 * READY->IDLE, SENT->IDLE when it gives up, ->FREE at release); the
 	 * handler (SENT->READY, by compare-and-swap). */
 	_Atomic uint32_t state;
-	_Atomic uint32_t gen;      /* bumped when the slot changes owner or a signal is given up */
-	_Atomic uint32_t tid;      /* owner thread; the claimer, cleared by the sampler */
+	_Atomic uint32_t gen; /* bumped when the slot changes owner or a signal is given up */
+	_Atomic uint32_t tid; /* owner thread; the claimer, cleared by the sampler */
 	/* The sampler while it reads the pinned thread's stack (1, then 0); the
 	 * thread, to wait on the futex (2). */
 	_Atomic uint32_t blk_pin;
 	/* The claimer: this slot's buffers in the table's arrays. */
-	uint64_t *buf;             /* max_depth + WP_UNW_SCRATCH entries: the handler's capture */
-	uint64_t *stk;             /* max_depth entries: the last stack of this thread (sampler) */
+	uint64_t *buf; /* max_depth + WP_UNW_SCRATCH entries: the handler's capture */
+	uint64_t *stk; /* max_depth entries: the last stack of this thread (sampler) */
 
 	/* The thread itself. */
 	struct wp_slot_thread {
@@ -73,11 +73,11 @@ struct wp_slot {
 		 * thread left, and the claimer) */
 		_Atomic uint32_t blk_seq;
 		/* written in wp_block_enter while blk_seq is still even */
-		uint32_t blk_foreign;      /* nr_foreign when the wrapped call began */
-		uint32_t blk_sysno;        /* system call the wrapper issues */
-		uint64_t blk_fn;           /* the real libc function: the leaf frame */
-		struct wp_regs blk_regs;   /* the wrapper's registers at entry */
-		uint64_t blk_frame;        /* the wrapper's struct wp_blk, in its frame */
+		uint32_t blk_foreign; /* nr_foreign when the wrapped call began */
+		uint32_t blk_sysno; /* system call the wrapper issues */
+		uint64_t blk_fn; /* the real libc function: the leaf frame */
+		struct wp_regs blk_regs; /* the wrapper's registers at entry */
+		uint64_t blk_frame; /* the wrapper's struct wp_blk, in its frame */
 		/* in our trampoline or forward_foreign, around each program
 		 * handler */
 		_Atomic uint32_t nr_foreign; /* signals the program handled on this thread */
@@ -86,14 +86,14 @@ struct wp_slot {
 		 * the thread then (wp_sample_thread) */
 		_Atomic uint32_t hdl_seq, hdl_depth;
 		_Atomic uint32_t in_loader; /* inside dl_iterate_phdr/dlclose: never unwound */
-		uint64_t tp;               /* its pthread_self(), stored when it takes the slot */
-		_Atomic uint32_t exiting;  /* it runs its exit destructors: its stack may go */
+		uint64_t tp; /* its pthread_self(), stored when it takes the slot */
+		_Atomic uint32_t exiting; /* it runs its exit destructors: its stack may go */
 	} thr;
 
 	/* Our handlers on the thread. */
 	struct wp_slot_handler {
-		uint32_t nr;               /* frames in buf, between SENT and READY */
-		uint32_t uflags;           /* WP_UNW_* of that capture */
+		uint32_t nr; /* frames in buf, between SENT and READY */
+		uint32_t uflags; /* WP_UNW_* of that capture */
 		/* blk_seq during which our signal landed (also the snapshot
 		 * handler, and forward_foreign deferring a program signal):
 		 * consumed by the wrapper (wp_block_ours) */
@@ -114,25 +114,25 @@ struct wp_slot {
 	/* The sampler only (and, once it has stopped, the exit path's
 	 * collect). */
 	struct wp_slot_sampler {
-		uint64_t t_ns;             /* tick of the signal in flight */
-		uint32_t sig_sysno;        /* syscall the probe saw before a last-resort signal */
-		uint32_t sampled_seq;      /* blk_seq of the cached stack, 0 if none */
-		uint32_t cached_nr;        /* frames in stk */
-		uint32_t cached_flags;     /* WP_SAMPLE_* of the cached stack */
+		uint64_t t_ns; /* tick of the signal in flight */
+		uint32_t sig_sysno; /* syscall the probe saw before a last-resort signal */
+		uint32_t sampled_seq; /* blk_seq of the cached stack, 0 if none */
+		uint32_t cached_nr; /* frames in stk */
+		uint32_t cached_flags; /* WP_SAMPLE_* of the cached stack */
 		uint32_t cached_sysno;
-		uint32_t nr_cached_ok;     /* stk holds a valid stack */
-		uint32_t site_next;        /* next entry of the slot's walk cache to replace */
-		uint32_t site_last;        /* the entry hit or filled last */
-		uint32_t stk_gen;          /* gen (+1) the stack bounds were found for, 0: none */
-		uint64_t stk_tp;           /* ... and the tp they were found for */
-		uint64_t stk_lo, stk_hi;   /* memory from the thread's stack pointer up that
+		uint32_t nr_cached_ok; /* stk holds a valid stack */
+		uint32_t site_next; /* next entry of the slot's walk cache to replace */
+		uint32_t site_last; /* the entry hit or filled last */
+		uint32_t stk_gen; /* gen (+1) the stack bounds were found for, 0: none */
+		uint64_t stk_tp; /* ... and the tp they were found for */
+		uint64_t stk_lo, stk_hi; /* memory from the thread's stack pointer up that
 					    * stays mapped while it lives: [start of the mapping
 					    * holding its thread control block, the TCB) */
 		uint64_t fp_sp, fp_pc, fp_nr; /* /proc fingerprint of the cached blocked stack */
-		uint64_t cpu_ns;           /* thread CPU time at the last tick */
+		uint64_t cpu_ns; /* thread CPU time at the last tick */
 		uint64_t pend_ns[WP_SLOT_PEND]; /* ticks that came while our signal was pending */
 		uint32_t nr_pend;
-		uint64_t scan;             /* last /proc scan that listed the thread, or under
+		uint64_t scan; /* last /proc scan that listed the thread, or under
 					    * way when the slot was claimed */
 		/* Serial number of its thread-table entry (threads.c), 0 until
 		 * made; never renumbered. Not a tid. Written by the sampler and
@@ -180,7 +180,7 @@ WP_AS_SAFE struct wp_slot *wp_slot_claim(uint32_t tid);
 
 /* What wp_slot_reset puts back. */
 enum wp_slot_scope {
-	WP_SLOT_WHOLE,   /* everything: the slot changes hands (a claim, a forked child) */
+	WP_SLOT_WHOLE, /* everything: the slot changes hands (a claim, a forked child) */
 	WP_SLOT_SAMPLER, /* `smp` only (t_ns and pend_ns kept): the sampler starts over,
 			  * the thread keeps its slot and its publication (a failed exec) */
 };
@@ -247,8 +247,7 @@ WP_AS_SAFE void wp_test_enter_raise(void);
 /* Captures the caller's registers. Must be inlined into the frame that will
  * block, so that the published context describes a live frame.
  * async-signal-safe */
-WP_AS_SAFE static inline __attribute__((always_inline)) void
-wp_regs_capture(struct wp_regs *r)
+WP_AS_SAFE static inline __attribute__((always_inline)) void wp_regs_capture(struct wp_regs *r)
 {
 	__asm__ volatile("lea 0(%%rip), %%rax\n\t"
 			 "mov %%rax, 0(%0)\n\t"
@@ -326,7 +325,8 @@ wp_block_enter(struct wp_blk *b, unsigned sysno, void *fn)
 		b->s = s;
 		b->seq = q + 1;
 #if WP_TESTING
-		if (__builtin_expect(wp_test_enter_signal != 0, 0) && sysno == SYS_read && !raised++)
+		if (__builtin_expect(wp_test_enter_signal != 0, 0) && sysno == SYS_read &&
+		    !raised++)
 			wp_test_enter_raise();
 #endif
 		/* Release: the fields are visible before the odd sequence. */
@@ -343,13 +343,13 @@ wp_block_enter(struct wp_blk *b, unsigned sysno, void *fn)
  * Only the call's own publication is retracted: a slot reset since (given
  * to another thread, wp_slot_reset) has moved on to another sequence.
  * async-signal-safe */
-WP_AS_SAFE static inline __attribute__((always_inline)) void
-wp_block_leave(struct wp_slot *s, uint32_t seq)
+WP_AS_SAFE static inline __attribute__((always_inline)) void wp_block_leave(struct wp_slot *s,
+									    uint32_t seq)
 {
 	if (!s)
 		return;
 	atomic_compare_exchange_strong_explicit(&s->thr.blk_seq, &seq, seq + 1,
-	                                        memory_order_seq_cst, memory_order_seq_cst);
+						memory_order_seq_cst, memory_order_seq_cst);
 	if (atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
 		wp_slot_wait_unpinned(s);
 }

@@ -49,9 +49,11 @@ static struct start *start_get(void)
 
 /* Built with sibling calls on whatever the build's -O: the tail call is
  * what keeps our frame out of the thread's stack. */
-__attribute__((optimize("optimize-sibling-calls"))) /* A start record for a thread about to be counted, or NULL: then the
+__attribute__((optimize(
+	"optimize-sibling-calls"))) /* A start record for a thread about to be counted, or NULL: then the
  * thread is created as without us (not sampling, or the pool is empty). */
-static struct start *start_take(void)
+static struct start *
+start_take(void)
 {
 	struct start *st;
 

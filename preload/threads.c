@@ -387,7 +387,8 @@ int wp_threads_others_gone(uint32_t self)
 	for (tries = 0; tries < 50; tries++) {
 		char buf[1024];
 		int fd = (int)wp_syscall(SYS_openat, AT_FDCWD, "/proc/self/task",
-					 O_RDONLY | O_DIRECTORY | O_CLOEXEC), other = 0;
+					 O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+		    other = 0;
 		long n;
 		struct timespec ms = { 0, 1000000 };
 
@@ -396,9 +397,11 @@ int wp_threads_others_gone(uint32_t self)
 		while (!other && (n = wp_syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
 			long off;
 
-			for (off = 0; off < n && !other; off += ((struct dirent64 *)(buf + off))->d_reclen) {
-				uint32_t tid = (uint32_t)strtoul(((struct dirent64 *)(buf + off))->d_name,
-								 NULL, 10);
+			for (off = 0; off < n && !other;
+			     off += ((struct dirent64 *)(buf + off))->d_reclen) {
+				uint32_t tid =
+					(uint32_t)strtoul(((struct dirent64 *)(buf + off))->d_name,
+							  NULL, 10);
 
 				other = tid && tid != self && tid != (uint32_t)g->fix.pid &&
 					(pid_t)tid != g->smp.sampler_tid;

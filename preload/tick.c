@@ -52,7 +52,8 @@ int wp_tick_alloc_ring(void)
 			break;
 	}
 	if (rc.nr_samples < samples)
-		wp_log(WP_LOG_INFO, "WALLPROF_RING_MB=%u holds %zu samples, less than %u s x %u Hz x 64 threads",
+		wp_log(WP_LOG_INFO,
+		       "WALLPROF_RING_MB=%u holds %zu samples, less than %u s x %u Hz x 64 threads",
 		       g->fix.cfg.ring_mb, rc.nr_samples, g->fix.cfg.ring_seconds, g->fix.cfg.hz);
 	g->fix.ring_cfg = rc;
 	g->smp.ring = wp_ring_create(&rc);
@@ -120,9 +121,11 @@ static void reset_after_fork(void)
 static void go_notice(void)
 {
 	g->smp.go_checked = 1;
-	if (!dlsym(RTLD_DEFAULT, "_cgo_topofstack") && !dlsym(RTLD_DEFAULT, "_cgo_sys_thread_start"))
+	if (!dlsym(RTLD_DEFAULT, "_cgo_topofstack") &&
+	    !dlsym(RTLD_DEFAULT, "_cgo_sys_thread_start"))
 		return;
-	wp_log(WP_LOG_INFO, "this is a Go program: Go's runtime ends the process with a raw "
+	wp_log(WP_LOG_INFO,
+	       "this is a Go program: Go's runtime ends the process with a raw "
 	       "exit_group system call that no library sees, so no profile is written at its "
 	       "exit unless it exits through C (exit())");
 }
@@ -238,8 +241,8 @@ static void *sampler_main(void *arg)
 	}
 }
 
-int wp_sampler_create_thread_real(pthread_t *t, const pthread_attr_t *attr,
-				  void *(*fn)(void *), void *arg)
+int wp_sampler_create_thread_real(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+				  void *arg)
 {
 	typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 	static create_fn real_create;

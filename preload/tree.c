@@ -113,10 +113,10 @@ WP_AS_SAFE void wp_tree_forked(void)
 
 /* async-signal-safe */
 WP_AS_SAFE int wp_tree_record(const char *kind, const char *path, unsigned long long lost,
-                              const char *msg, size_t len, int create)
+			      const char *msg, size_t len, int create)
 {
 	return wp_event_append(index_path, (unsigned)wp_syscall(SYS_getpid), kind, path, lost, msg,
-			      len, create || !is_root);
+			       len, create || !is_root);
 }
 
 /* async-signal-safe */
@@ -232,7 +232,8 @@ void wp_tree_report(uint64_t deadline_ns)
 		if (pid == me || pid == 0 || pid > 0x7fffffff)
 			continue;
 		if (nr_pids == cap_pids) {
-			unsigned *np = realloc(pids, (cap_pids ? cap_pids * 2 : 64) * sizeof(*pids));
+			unsigned *np =
+				realloc(pids, (cap_pids ? cap_pids * 2 : 64) * sizeof(*pids));
 
 			if (np) {
 				pids = np;
@@ -263,16 +264,17 @@ void wp_tree_report(uint64_t deadline_ns)
 		for (i = 0; i < nr_pids; i++)
 			distinct += i == 0 || pids[i] != pids[i - 1];
 		if (shorts)
-			m += (size_t)snprintf(more + m, sizeof(more) - m, ", %lu too short for a profile",
-					      shorts);
-		if (left && m < sizeof(more))
 			m += (size_t)snprintf(more + m, sizeof(more) - m,
-					      busy ? ", %lu raw dump%s still converting in the background"
-						   : ", %lu raw dump%s not converted",
-					      left, left == 1 ? "" : "s");
+					      ", %lu too short for a profile", shorts);
+		if (left && m < sizeof(more))
+			m += (size_t)snprintf(
+				more + m, sizeof(more) - m,
+				busy ? ", %lu raw dump%s still converting in the background"
+				     : ", %lu raw dump%s not converted",
+				left, left == 1 ? "" : "s");
 		if (lost && m < sizeof(more))
-			m += (size_t)snprintf(more + m, sizeof(more) - m, ", %llu sample%s lost", lost,
-					      lost == 1 ? "" : "s");
+			m += (size_t)snprintf(more + m, sizeof(more) - m, ", %llu sample%s lost",
+					      lost, lost == 1 ? "" : "s");
 		if (msgs > shown && m < sizeof(more))
 			snprintf(more + m, sizeof(more) - m, ", %lu %smessage%s", msgs - shown,
 				 shown ? "more " : "", msgs - shown == 1 ? "" : "s");

@@ -51,7 +51,7 @@ WP_AS_SAFE void wp_tree_forked(void);
  * note saying so. Returns 0, or -1 when no line was written.
  * async-signal-safe */
 WP_AS_SAFE int wp_tree_record(const char *kind, const char *path, unsigned long long lost,
-                              const char *msg, size_t len, int create);
+			      const char *msg, size_t len, int create);
 
 /* The index's path, or NULL when this process has none (a root that does
  * not follow its children). async-signal-safe */

@@ -90,7 +90,8 @@ WP_EXPORT wp_sighandler signal(int sig, wp_sighandler handler)
 	rc = wp_sampler_sigaction(sig, &act, &old);
 	if (rc == -2) {
 		if (!real_signal)
-			real_signal = (wp_sighandler(*)(int, wp_sighandler))dlsym(RTLD_NEXT, "signal");
+			real_signal =
+				(wp_sighandler(*)(int, wp_sighandler))dlsym(RTLD_NEXT, "signal");
 		return real_signal ? real_signal(sig, handler) : SIG_ERR;
 	}
 	return rc < 0 ? SIG_ERR : old.sa_handler;
@@ -100,15 +101,15 @@ WP_EXPORT wp_sighandler signal(int sig, wp_sighandler handler)
 
 /* Before our constructor (another library's initializer jumping), the
  * real one is looked up on the spot. */
-#define LONGJMP_VIA(real, name, env, val)                               \
-	do {                                                            \
-		wp_longjmp_fn r_ = (real);                              \
-		wp_sampler_longjmp(env);                                \
-		if (!r_)                                                \
-			r_ = (wp_longjmp_fn)dlsym(RTLD_NEXT, name);     \
-		if (r_)                                                 \
-			r_(env, val);                                   \
-		abort(); /* no libc longjmp: cannot happen */           \
+#define LONGJMP_VIA(real, name, env, val)                           \
+	do {                                                        \
+		wp_longjmp_fn r_ = (real);                          \
+		wp_sampler_longjmp(env);                            \
+		if (!r_)                                            \
+			r_ = (wp_longjmp_fn)dlsym(RTLD_NEXT, name); \
+		if (r_)                                             \
+			r_(env, val);                               \
+		abort(); /* no libc longjmp: cannot happen */       \
 	} while (0)
 
 WP_EXPORT __attribute__((noreturn)) void longjmp(struct __jmp_buf_tag env[1], int val)
@@ -142,8 +143,7 @@ static void *next_symbol(const char *name)
  * A vfork child (another pid on our memory) leaves everything alone. The
  * real functions were looked up in the constructor: dlsym takes the
  * loader's lock, which a signal handler calling _exit must not. */
-static __attribute__((noreturn)) void exit_after_dump(wp_exit_fn real, const char *name,
-						       int status)
+static __attribute__((noreturn)) void exit_after_dump(wp_exit_fn real, const char *name, int status)
 {
 	wp_sampler_stop_and_dump();
 	if (!real)
@@ -168,8 +168,8 @@ WP_EXPORT __attribute__((noreturn)) void _Exit(int status)
  * other thread, which our own threads must not prevent. */
 WP_EXPORT __attribute__((noreturn)) void pthread_exit(void *ret)
 {
-	wp_pexit_fn real = real_pthread_exit ? real_pthread_exit :
-						(wp_pexit_fn)next_symbol("pthread_exit");
+	wp_pexit_fn real =
+		real_pthread_exit ? real_pthread_exit : (wp_pexit_fn)next_symbol("pthread_exit");
 
 	wp_sampler_main_exiting();
 	if (real)
@@ -190,15 +190,15 @@ WP_EXPORT int pthread_setname_np(pthread_t t, const char *name)
 
 /* ---- exec: the image being replaced writes its profile first --------------- */
 
-#define EXEC_AROUND(call)                       \
-	do {                                    \
-		int rc_, e_;                    \
-		wp_sampler_before_exec();       \
-		rc_ = (call);                   \
-		e_ = errno;                     \
-		wp_sampler_exec_failed();       \
-		errno = e_;                     \
-		return rc_;                     \
+#define EXEC_AROUND(call)                 \
+	do {                              \
+		int rc_, e_;              \
+		wp_sampler_before_exec(); \
+		rc_ = (call);             \
+		e_ = errno;               \
+		wp_sampler_exec_failed(); \
+		errno = e_;               \
+		return rc_;               \
 	} while (0)
 
 /* The real one, looked up now if our constructor has not run yet. */
@@ -250,18 +250,18 @@ WP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 }
 
 /* The execl family: gather the variadic arguments into an argv. */
-#define GATHER_ARGV(arg0, ap, argv)                                      \
-	do {                                                            \
-		va_list cp_;                                            \
-		size_t n_ = 1, i_;                                      \
-		va_copy(cp_, ap);                                       \
-		while (va_arg(cp_, char *))                             \
-			n_++;                                           \
-		va_end(cp_);                                            \
-		argv = alloca((n_ + 1) * sizeof(char *));               \
-		argv[0] = (char *)(arg0);                               \
-		for (i_ = 1; i_ <= n_; i_++)                            \
-			argv[i_] = va_arg(ap, char *);                  \
+#define GATHER_ARGV(arg0, ap, argv)                       \
+	do {                                              \
+		va_list cp_;                              \
+		size_t n_ = 1, i_;                        \
+		va_copy(cp_, ap);                         \
+		while (va_arg(cp_, char *))               \
+			n_++;                             \
+		va_end(cp_);                              \
+		argv = alloca((n_ + 1) * sizeof(char *)); \
+		argv[0] = (char *)(arg0);                 \
+		for (i_ = 1; i_ <= n_; i_++)              \
+			argv[i_] = va_arg(ap, char *);    \
 	} while (0)
 
 WP_EXPORT int execl(const char *path, const char *arg0, ...)

@@ -26,19 +26,19 @@ struct wp_config {
 	int snapshot_signal;     /* WALLPROF_SNAPSHOT_SIGNAL: 0 = off */
 	int log_level;           /* WALLPROF_LOG */
 	char platform[32];       /* WALLPROF_SENTRY_PLATFORM */
-	char formats[64];        /* WALLPROF_FORMAT: the converter's -f list, "sentry" by default */
-	int enabled;             /* WALLPROF_ENABLE=0 turns the library into a no-op */
+	char formats[64]; /* WALLPROF_FORMAT: the converter's -f list, "sentry" by default */
+	int enabled; /* WALLPROF_ENABLE=0 turns the library into a no-op */
 	int test_signal_blocked; /* WALLPROF_TEST_SIGNAL_BLOCKED=1: tests only, see README */
-	int test_site_check;     /* WALLPROF_TEST_SITE_CHECK=1: tests only, see README */
+	int test_site_check; /* WALLPROF_TEST_SITE_CHECK=1: tests only, see README */
 	unsigned test_handler_delay_us; /* WALLPROF_TEST_HANDLER_DELAY_US: tests only, see README */
 	unsigned test_scan_hold_us; /* WALLPROF_TEST_SCAN_HOLD_US: tests only, see README */
 	unsigned test_enter_signal; /* WALLPROF_TEST_ENTER_SIGNAL: tests only, see README */
-	int follow_children;     /* WALLPROF_FOLLOW_CHILDREN: exec'd children inherit the preload */
-	int log_explicit;        /* WALLPROF_LOG was set: it applies to every process of the tree */
-	int debuginfod;          /* WALLPROF_DEBUGINFOD=1 */
-	char tmpdir[256];        /* $TMPDIR if absolute and short enough, else "/tmp" */
+	int follow_children; /* WALLPROF_FOLLOW_CHILDREN: exec'd children inherit the preload */
+	int log_explicit; /* WALLPROF_LOG was set: it applies to every process of the tree */
+	int debuginfod; /* WALLPROF_DEBUGINFOD=1 */
+	char tmpdir[256]; /* $TMPDIR if absolute and short enough, else "/tmp" */
 	char converter[WP_PATH_MAX]; /* WALLPROF_CONVERTER: the converter program, "" = look */
-	unsigned convert_timeout;/* WALLPROF_CONVERT_TIMEOUT: seconds an exit waits for it */
+	unsigned convert_timeout; /* WALLPROF_CONVERT_TIMEOUT: seconds an exit waits for it */
 };
 
 #define WP_DEFAULT_HZ 101
@@ -90,7 +90,7 @@ void wp_log_event(int level, const char *kind, const char *path, unsigned long l
  * system call, or recorded in the tree's index as wp_log_event would.
  * async-signal-safe (on a thread of the program's) */
 WP_AS_SAFE void wp_log_raw(int level, const char *kind, const char *path, unsigned long long lost,
-                           const char *msg, size_t len);
+			   const char *msg, size_t len);
 
 /* In a fork()ed child: a descendant from now on (quiet unless WALLPROF_LOG
  * was set). async-signal-safe */

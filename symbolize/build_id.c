@@ -28,4 +28,3 @@ int wp_sym_build_id_note(const void *notes, size_t size, uint8_t *out, uint32_t 
 	}
 	return 0;
 }
-

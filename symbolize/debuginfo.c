@@ -77,7 +77,7 @@ static int file_crc(int fd, uint32_t *out)
 /* Opens `path` if it is a debug file for `mod`: same build-id, or when the
  * module has none, the debuglink CRC. Never the main file itself. */
 static int try_debug_file(Dwfl_Module *mod, const struct stat *main_st, const char *path,
-                          uint32_t crc)
+			  uint32_t crc)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -113,7 +113,7 @@ static int try_debug_file(Dwfl_Module *mod, const struct stat *main_st, const ch
  * (":.debug:/usr/lib/debug"): next to the file, in .debug/ next to it, and
  * under /usr/lib/debug/<its dir>, for the path and its realpath. */
 static int find_by_debuglink(Dwfl_Module *mod, const char *file_name, const char *link,
-                             uint32_t crc, char **found)
+			     uint32_t crc, char **found)
 {
 	if (!link || !link[0])
 		return -1;
@@ -132,7 +132,7 @@ static int find_by_debuglink(Dwfl_Module *mod, const char *file_name, const char
 	if (!file_name)
 		return -1;
 	char *real = realpath(file_name, NULL);
-	const char *names[2] = {file_name, real && strcmp(real, file_name) ? real : NULL};
+	const char *names[2] = { file_name, real && strcmp(real, file_name) ? real : NULL };
 	int fd = -1;
 	for (int k = 0; k < 2 && fd < 0; k++) {
 		if (!names[k])
@@ -141,7 +141,7 @@ static int find_by_debuglink(Dwfl_Module *mod, const char *file_name, const char
 		if (!copy)
 			break;
 		const char *dir = dirname(copy);
-		const char *fmts[3] = {"%s/%s", "%s/.debug/%s", DEBUG_ROOT "%s/%s"};
+		const char *fmts[3] = { "%s/%s", "%s/.debug/%s", DEBUG_ROOT "%s/%s" };
 		for (int i = 0; i < 3 && fd < 0; i++) {
 			/* A relative dir under /usr/lib/debug means nothing. */
 			if (i == 2 && dir[0] != '/')
@@ -162,21 +162,21 @@ static int find_by_debuglink(Dwfl_Module *mod, const char *file_name, const char
 }
 
 static int local_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
-                                Dwarf_Addr base, const char *file_name, const char *debuglink_file,
-                                GElf_Word debuglink_crc, char **debuginfo_file_name)
+				Dwarf_Addr base, const char *file_name, const char *debuglink_file,
+				GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
 	int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name,
-	                                      debuglink_file, debuglink_crc, debuginfo_file_name);
+					      debuglink_file, debuglink_crc, debuginfo_file_name);
 	if (fd >= 0)
 		return fd;
 	return find_by_debuglink(mod, file_name, debuglink_file, debuglink_crc,
-	                         debuginfo_file_name);
+				 debuginfo_file_name);
 }
 
 /* Never used for modules reported with dwfl_report_elf; present so that no
  * path can reach dwfl_build_id_find_elf and its debuginfod fallback. */
 static int no_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
-                       char **file_name, Elf **elfp)
+		       char **file_name, Elf **elfp)
 {
 	(void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
 	*elfp = NULL;
@@ -184,13 +184,13 @@ static int no_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, D
 }
 
 static const Dwfl_Callbacks local_callbacks = {
-    .find_elf = no_find_elf,
-    .find_debuginfo = local_find_debuginfo,
+	.find_elf = no_find_elf,
+	.find_debuginfo = local_find_debuginfo,
 };
 
 static const Dwfl_Callbacks debuginfod_callbacks = {
-    .find_elf = no_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+	.find_elf = no_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
 };
 
 static int use_debuginfod = -1; /* -1: WALLPROF_DEBUGINFOD decides */
@@ -271,7 +271,7 @@ int wp_sym_vdso_fd(const struct wp_module *m)
 	for (int i = 0; i < eh->e_phnum; i++)
 		if (ph[i].p_type == PT_NOTE && ph[i].p_offset + ph[i].p_filesz <= size)
 			id_ok |= note_has_build_id((const unsigned char *)base + ph[i].p_offset,
-			                           ph[i].p_filesz, m);
+						   ph[i].p_filesz, m);
 	if (!id_ok)
 		return -1;
 	int fd = memfd_create("wallprof-vdso", MFD_CLOEXEC);

@@ -63,13 +63,13 @@ static void build_syms(struct session *ss)
 		GElf_Addr addr;
 		GElf_Word shndx;
 		const char *name =
-		    dwfl_module_getsym_info(ss->dm, i, &sym, &addr, &shndx, NULL, NULL);
+			dwfl_module_getsym_info(ss->dm, i, &sym, &addr, &shndx, NULL, NULL);
 		if (!name || !name[0] || shndx == SHN_UNDEF || shndx == (GElf_Word)-1)
 			continue;
 		int type = GELF_ST_TYPE(sym.st_info);
 		if (type != STT_FUNC && type != STT_GNU_IFUNC)
 			continue;
-		v[nr++] = (struct fsym){addr, sym.st_size, name, sym_rank(&sym, name)};
+		v[nr++] = (struct fsym){ addr, sym.st_size, name, sym_rank(&sym, name) };
 	}
 	qsort(v, nr, sizeof(*v), fsym_cmp);
 	size_t out = 0;
@@ -173,7 +173,7 @@ static void add_ranges(struct range_vec *rv, Dwarf_Die *die)
 			rv->v = v;
 			rv->cap = cap;
 		}
-		rv->v[rv->nr++] = (struct range){lo, hi, *die};
+		rv->v[rv->nr++] = (struct range){ lo, hi, *die };
 	}
 }
 
@@ -223,7 +223,7 @@ static void collect_subs(struct collect *c, Dwarf_Die *parent, const char *prefi
 		case DW_TAG_module: {
 			const char *name = dwarf_diename(&child);
 			char *p =
-			    join_scope(c->ss, prefix, name ? name : "(anonymous namespace)", 1);
+				join_scope(c->ss, prefix, name ? name : "(anonymous namespace)", 1);
 			if (!p)
 				c->rv.oom = 1;
 			else
@@ -239,7 +239,7 @@ static void collect_subs(struct collect *c, Dwarf_Die *parent, const char *prefi
 static void build_cus(struct session *ss)
 {
 	ss->cus_tried = 1;
-	struct range_vec rv = {0};
+	struct range_vec rv = { 0 };
 	Dwarf_CU *cu = NULL;
 	uint8_t type;
 	Dwarf_Die cudie;
@@ -285,7 +285,7 @@ static int get_cu(struct session *ss, uint64_t addr, struct cu **out)
 		return -1;
 	memset(cu, 0, sizeof(*cu));
 	cu->cudie = *cudie;
-	struct collect c = {ss, cu, {0}};
+	struct collect c = { ss, cu, { 0 } };
 	collect_subs(&c, &cu->cudie, NULL);
 	if (c.rv.oom || map_put(&ss->cu_map, key, cu) < 0) {
 		free(c.rv.v);

@@ -62,7 +62,8 @@ static inline int map_put(struct map *m, uint64_t key, void *val)
 {
 	if ((m->nr + 1) * 2 > m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 64;
-		struct map n = {calloc(cap, sizeof(*n.keys)), calloc(cap, sizeof(*n.vals)), cap, 0};
+		struct map n = { calloc(cap, sizeof(*n.keys)), calloc(cap, sizeof(*n.vals)), cap,
+				 0 };
 		if (!n.keys || !n.vals) {
 			free(n.keys);
 			free(n.vals);
@@ -173,7 +174,7 @@ struct cu {
 	int lines_counted;
 	const char *comp_dir; /* NULL when absent */
 	int comp_dir_tried;
-	struct map paths;  /* file name pointer -> name joined with comp_dir (arena) */
+	struct map paths; /* file name pointer -> name joined with comp_dir (arena) */
 	struct map scoped; /* DIE offset -> "ns::name" for namespace members lacking a
 	                      linkage name (GCC: static functions) (arena) */
 };
@@ -230,26 +231,26 @@ struct session {
 	struct range *cus; /* own CU table, only when dwfl_module_addrdie misses */
 	size_t nr_cus;
 	int cus_tried;
-	struct map cu_map;  /* CU DIE offset -> struct cu (arena) */
-	struct map names;   /* mangled string pointer -> demangled string (malloc'd) or &no_name */
+	struct map cu_map; /* CU DIE offset -> struct cu (arena) */
+	struct map names; /* mangled string pointer -> demangled string (malloc'd) or &no_name */
 	struct arena arena; /* struct cu, joined paths and scoped names, the pool key's path */
 	size_t names_bytes; /* the demangled strings' */
 	size_t dwarf_bytes; /* the .debug_* sections libdw holds, once loaded */
 	/* Where libdwfl reported the file. */
-	Dwarf_Addr lo, hi;  /* extent */
-	uint64_t elf_bias;  /* load bias it applied (0 for ET_EXEC) */
-	int exec;           /* ET_EXEC: at its own addresses whatever the recorded bias */
-	int relocatable;    /* ET_EXEC or ET_DYN: at another bias by a plain shift */
-	int src;            /* SRC_* */
+	Dwarf_Addr lo, hi; /* extent */
+	uint64_t elf_bias; /* load bias it applied (0 for ET_EXEC) */
+	int exec; /* ET_EXEC: at its own addresses whatever the recorded bias */
+	int relocatable; /* ET_EXEC or ET_DYN: at another bias by a plain shift */
+	int src; /* SRC_* */
 	struct file_id file; /* the file opened, for SRC_PATH */
-	struct share share;  /* identity inside a wp_sym, when share_hash */
+	struct share share; /* identity inside a wp_sym, when share_hash */
 	uint64_t share_hash; /* 0: not to be shared */
 	/* Pool bookkeeping. */
 	struct wp_sym_pool *pool; /* NULL: owned by the wp_sym holding it */
 	struct pool_key key;
-	int users;             /* wp_syms holding it */
-	int idle;              /* on the pool's idle list (users == 0) */
-	size_t bytes;          /* estimate counted in the pool's total */
+	int users; /* wp_syms holding it */
+	int idle; /* on the pool's idle list (users == 0) */
+	size_t bytes; /* estimate counted in the pool's total */
 	struct session *hnext; /* the pool's hash chain */
 	struct session *prev, *next; /* the pool's idle list */
 };
@@ -257,11 +258,11 @@ struct session {
 /* Per-module state, filled on first use, so a dump that touches 5 of 200
  * modules opens 5 files. */
 struct mod {
-	struct wp_module m;  /* copy; path is ours */
-	int state;           /* MOD_* */
-	struct session *ss;  /* READY: the session it resolves through (maybe opened
+	struct wp_module m; /* copy; path is ours */
+	int state; /* MOD_* */
+	struct session *ss; /* READY: the session it resolves through (maybe opened
 	                        for another module of the same file), */
-	uint64_t delta;      /* at addresses shifted by this */
+	uint64_t delta; /* at addresses shifted by this */
 };
 
 /* A cached lookup. */
@@ -282,8 +283,8 @@ struct wp_sym {
 	uint64_t *seg_start;
 	int *seg_mod;
 	size_t nr_segs;
-	struct map cache;  /* address -> struct res (arena) */
-	struct map held;   /* session pointer -> session: those this wp_sym holds */
+	struct map cache; /* address -> struct res (arena) */
+	struct map held; /* session pointer -> session: those this wp_sym holds */
 	struct map shared; /* hash of a struct share -> the held session with that identity */
 	struct arena arena;
 	Dwarf_Die *chain; /* scratch: subprogram then inlined subroutines, outer first */

@@ -16,32 +16,33 @@ struct wp_module {
 	char *path;                  /* file path (absolute for the main executable); malloc'd */
 	uint64_t bias;               /* load bias: runtime address - ELF p_vaddr (dlpi_addr) */
 	uint64_t start;              /* lowest runtime address of its PT_LOAD segments */
-	uint64_t end;                /* one past the highest runtime address of its PT_LOAD segments */
+	uint64_t end; /* one past the highest runtime address of its PT_LOAD segments */
 	uint8_t build_id[WP_BUILD_ID_MAX]; /* GNU build-id note descriptor */
-	uint32_t build_id_len;       /* 0 when the object has none */
-	uint32_t flags;              /* WP_MOD_* */
+	uint32_t build_id_len; /* 0 when the object has none */
+	uint32_t flags; /* WP_MOD_* */
 };
 
-#define WP_MOD_MAIN 0x1     /* the main executable: its frames are in_app */
-#define WP_MOD_VDSO 0x2     /* the kernel's vDSO: no file on disk */
+#define WP_MOD_MAIN 0x1 /* the main executable: its frames are in_app */
+#define WP_MOD_VDSO 0x2 /* the kernel's vDSO: no file on disk */
 #define WP_MOD_UNLOADED 0x4 /* dlclose'd before the dump */
 
 /* One source-level frame. Strings are owned by the symbolizer and stay valid
  * until wp_sym_close(). Any string may be NULL when unknown. */
 struct wp_sym_frame {
 	const char *function; /* demangled name, "foo" or "ns::Cls::method(int)" */
-	const char *file;     /* source path as recorded in DWARF (absolute when known) */
-	int line;             /* 0 when unknown */
-	int column;           /* 0 when unknown */
-	int inlined;          /* 1: this frame was inlined into the next (outer) one */
+	const char *file; /* source path as recorded in DWARF (absolute when known) */
+	int line; /* 0 when unknown */
+	int column; /* 0 when unknown */
+	int inlined; /* 1: this frame was inlined into the next (outer) one */
 };
 
 /* What one address resolves to. */
 struct wp_sym_result {
-	int module;               /* index into the module array, -1 if outside every module */
-	uint64_t module_offset;   /* address - module start (file offset view for unknowns) */
-	int nr_frames;            /* >= 1 when the function is known, 0 otherwise */
-	const struct wp_sym_frame *frames; /* innermost (inlined callee) first, the real function last */
+	int module; /* index into the module array, -1 if outside every module */
+	uint64_t module_offset; /* address - module start (file offset view for unknowns) */
+	int nr_frames; /* >= 1 when the function is known, 0 otherwise */
+	const struct wp_sym_frame
+		*frames; /* innermost (inlined callee) first, the real function last */
 };
 
 struct wp_sym;
@@ -71,12 +72,12 @@ struct wp_sym_pool;
 /* What a pool did and holds. */
 struct wp_sym_pool_stats {
 	size_t sessions; /* sessions it holds, in use or idle */
-	size_t idle;     /* of which no open symbolizer holds */
-	size_t bytes;    /* their approximate size (see wp_sym_pool_new) */
-	uint64_t opened;   /* sessions pooled symbolizers opened */
+	size_t idle; /* of which no open symbolizer holds */
+	size_t bytes; /* their approximate size (see wp_sym_pool_new) */
+	uint64_t opened; /* sessions pooled symbolizers opened */
 	uint64_t unpooled; /* of which the pool could not keep: no identity to trust */
-	uint64_t reused;   /* sessions a symbolizer took from the pool instead of opening */
-	uint64_t evicted;  /* idle sessions closed to stay within the bound */
+	uint64_t reused; /* sessions a symbolizer took from the pool instead of opening */
+	uint64_t evicted; /* idle sessions closed to stay within the bound */
 };
 
 /* A new, empty pool, or NULL on out of memory. Its bound: whenever a session

@@ -102,8 +102,9 @@ int wp_unwind_regs(const void *ucontext, uint64_t *buf, int cap, int *truncated,
 			 * word the frame pointer was restored from is checked too
 			 * (the published one is part of the key). */
 			cfa = 0;
-			if (n > WP_SITE_MAX || unw_get_reg(&c, UNW_REG_SP, &cfa) < 0 || cfa <= prev_sp ||
-			    cfa - prev_sp > (1u << 20) || unw_get_save_loc(&c, UNW_REG_IP, &loc) < 0 ||
+			if (n > WP_SITE_MAX || unw_get_reg(&c, UNW_REG_SP, &cfa) < 0 ||
+			    cfa <= prev_sp || cfa - prev_sp > (1u << 20) ||
+			    unw_get_save_loc(&c, UNW_REG_IP, &loc) < 0 ||
 			    loc.type != UNW_SLT_MEMORY || loc.u.addr < rsp0 ||
 			    site->nr_chk + 2 > 2 * WP_SITE_MAX) {
 				ok = 0;
@@ -143,8 +144,7 @@ int wp_unwind_regs(const void *ucontext, uint64_t *buf, int cap, int *truncated,
 	return n;
 }
 
-int wp_unwind_site_check(const struct wp_unw_site *site, int pid, uint64_t stk_lo,
-			 uint64_t stk_hi)
+int wp_unwind_site_check(const struct wp_unw_site *site, int pid, uint64_t stk_lo, uint64_t stk_hi)
 {
 	uint64_t span[2048]; /* 16 KiB: the stretch of stack one walk read */
 	struct iovec local, remote;

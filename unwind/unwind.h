@@ -54,8 +54,7 @@ int wp_unwind_regs(const void *ucontext, uint64_t *buf, int cap, int *truncated,
  * every word lie in it, the words are read directly; otherwise with one
  * process_vm_readv on `pid` (an unmapped address is a mismatch, not a fault;
  * words spread over more than 16 KiB are not checked and the answer is no). */
-int wp_unwind_site_check(const struct wp_unw_site *site, int pid, uint64_t stk_lo,
-			 uint64_t stk_hi);
+int wp_unwind_site_check(const struct wp_unw_site *site, int pid, uint64_t stk_lo, uint64_t stk_hi);
 
 /* The two descriptor numbers our pipe2 gives libunwind for its
  * memory-validation pipe (see unwind.c): above any limit a descriptor table

@@ -191,8 +191,9 @@ int main(int argc, char **argv)
 		printf("sampler_cpu_s=na ");
 	printf("total_proc_cpu_s=%.6f total_wall_s=%.6f running=%ld blocked=%ld iters=%llu "
 	       "spin_s=%.3f sampler_tid=%d checksum=%016llx\n",
-	       clock_s(CLOCK_PROCESS_CPUTIME_ID), clock_s(CLOCK_MONOTONIC) - t_start, running, blocked,
-	       (unsigned long long)iters, spin_seconds, (int)sampler, (unsigned long long)sum);
+	       clock_s(CLOCK_PROCESS_CPUTIME_ID), clock_s(CLOCK_MONOTONIC) - t_start, running,
+	       blocked, (unsigned long long)iters, spin_seconds, (int)sampler,
+	       (unsigned long long)sum);
 	fflush(stdout);
 	free(waiters);
 	free(busy);

@@ -39,10 +39,6 @@ struct worker {
 static uint64_t iters;
 
 
-
-
-
-
 /* Two levels so that stacks have a few frames. */
 __attribute__((noinline)) static uint64_t burn(uint64_t n, uint64_t x)
 {
@@ -88,7 +84,8 @@ int main(int argc, char **argv)
 	 * it up to 50 ms (outside the measured window). */
 	sampler = find_sampler();
 	for (i = 0; !sampler && i < 25 && getenv("LD_PRELOAD") &&
-		    strstr(getenv("LD_PRELOAD"), "libwallprof"); i++) {
+		    strstr(getenv("LD_PRELOAD"), "libwallprof");
+	     i++) {
 		struct timespec ts = { 0, 2000000 };
 
 		nanosleep(&ts, NULL);

@@ -139,7 +139,8 @@ static int for_each_func(const char *path, int want_dynsym,
 		Elf_Data *d;
 		size_t i, n;
 
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != (want_dynsym ? SHT_DYNSYM : SHT_SYMTAB))
+		if (!gelf_getshdr(scn, &sh) ||
+		    sh.sh_type != (want_dynsym ? SHT_DYNSYM : SHT_SYMTAB))
 			continue;
 		d = elf_getdata(scn, NULL);
 		n = sh.sh_entsize ? sh.sh_size / sh.sh_entsize : 0;
@@ -178,7 +179,8 @@ static int find_obj(struct dl_phdr_info *info, size_t size, void *arg)
 		     : (info->dlpi_name && strstr(info->dlpi_name, o->want) != NULL)) {
 		o->found = 1;
 		o->bias = info->dlpi_addr;
-		snprintf(o->path, sizeof(o->path), "%s", o->want ? info->dlpi_name : "/proc/self/exe");
+		snprintf(o->path, sizeof(o->path), "%s",
+			 o->want ? info->dlpi_name : "/proc/self/exe");
 	}
 	return 0;
 }
@@ -281,10 +283,10 @@ static int ring_mode(const char *out, double secs, unsigned threads, unsigned hz
 	uint64_t ticks = (uint64_t)(secs * hz), samples = (uint64_t)hz * (uint64_t)secs * 64, k;
 	uint64_t period = 1000000000ull / hz, t_base = 1000000000ull;
 	uint32_t tid0 = 100000;
-	uint64_t (*base)[16];
+	uint64_t(*base)[16];
 	unsigned *base_len;
-	uint64_t (*tails)[TAILS_PER_THREAD][32];
-	unsigned (*tail_len)[TAILS_PER_THREAD];
+	uint64_t(*tails)[TAILS_PER_THREAD][32];
+	unsigned(*tail_len)[TAILS_PER_THREAD];
 	uint64_t pcs[64];
 	long rss0, hwm0, hwm1, rss1;
 	int reset = 0, fd, mfd;
@@ -336,8 +338,8 @@ static int ring_mode(const char *out, double secs, unsigned threads, unsigned hz
 			if (on_cpu) /* an exact PC: a few distinct leaves per tail */
 				pcs[0] += rnd() % 4;
 			wp_ring_add(r, t_base + k * period + t * 1000, tid0 + t,
-				    on_cpu ? WP_SAMPLE_ON_CPU : WP_SAMPLE_SYSCALL, on_cpu ? 0 : 202, pcs, n,
-				    on_cpu);
+				    on_cpu ? WP_SAMPLE_ON_CPU : WP_SAMPLE_SYSCALL, on_cpu ? 0 : 202,
+				    pcs, n, on_cpu);
 		}
 	}
 	wp_modmap_refresh(&mm);
@@ -406,9 +408,9 @@ static int ring_mode(const char *out, double secs, unsigned threads, unsigned hz
 	       "hwm_before_kb=%ld hwm_after_kb=%ld rss_after_kb=%ld hwm_reset=%d samples=%zu stacks=%zu "
 	       "frames=%zu pool=%zu modules=%zu out_samples=%zu out_frames=%zu bytes=%lld ring_bytes=%zu "
 	       "overwritten=%llu dropped=%llu\n",
-	       t4 - t0, t1 - t0, t2 - t1, t3 - t2, t4 - t3, hwm1 - (reset ? rss0 : hwm0), rss0, hwm0, hwm1,
-	       rss1, reset, p.nr_samples, p.nr_stacks, p.nr_pcs, pool.nr, p.nr_modules, st.nr_samples,
-	       st.nr_frames, (long long)sb.st_size, wp_ring_bytes(&rc),
+	       t4 - t0, t1 - t0, t2 - t1, t3 - t2, t4 - t3, hwm1 - (reset ? rss0 : hwm0), rss0,
+	       hwm0, hwm1, rss1, reset, p.nr_samples, p.nr_stacks, p.nr_pcs, pool.nr, p.nr_modules,
+	       st.nr_samples, st.nr_frames, (long long)sb.st_size, wp_ring_bytes(&rc),
 	       (unsigned long long)wp_ring_stats(r)->nr_overwritten,
 	       (unsigned long long)wp_ring_stats(r)->nr_dropped_full);
 	wp_profile_free(&p);
@@ -482,7 +484,8 @@ static int sym_mode(const char *file, size_t want)
 		GElf_Shdr sh;
 		Elf_Data *d;
 
-		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_NOTE && (d = elf_getdata(scn, NULL)) &&
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_NOTE &&
+		    (d = elf_getdata(scn, NULL)) &&
 		    wp_sym_build_id_note(d->d_buf, d->d_size, mod.build_id, &mod.build_id_len))
 			break;
 	}

@@ -211,9 +211,10 @@ static void *worker_main(void *arg)
 		else if (!strcmp(w->name, "fid-cond"))
 			w->fn_ns[f] += f == 0 ? spin_cond_cpu(d) : wait_on_cond();
 		else
-			w->fn_ns[f] += f == 0 ? spin_mix_cpu(d) :
-				       f == 1 ? sleep_mix_clock(d) :
-				       f == 2 ? poll_mix_idle(d) : spin_mix_nested(d);
+			w->fn_ns[f] += f == 0   ? spin_mix_cpu(d)
+				       : f == 1 ? sleep_mix_clock(d)
+				       : f == 2 ? poll_mix_idle(d)
+						: spin_mix_nested(d);
 	}
 	w->loop_ns = now_ns() - start;
 	return NULL;
@@ -260,11 +261,23 @@ static void *signaller_main(void *arg)
 int main(int argc, char **argv)
 {
 	struct worker w[4] = {
-		{ .name = "fid-sleep", .nr_fn = 2, .fn_name = { "spin_sleep_cpu", "sleep_in_nanosleep" }, .seed = 1 },
-		{ .name = "fid-pipe", .nr_fn = 2, .fn_name = { "spin_pipe_cpu", "read_from_pipe" }, .seed = 2 },
-		{ .name = "fid-cond", .nr_fn = 2, .fn_name = { "spin_cond_cpu", "wait_on_cond" }, .seed = 3 },
-		{ .name = "fid-mix", .nr_fn = 4,
-		  .fn_name = { "spin_mix_cpu", "sleep_mix_clock", "poll_mix_idle", "spin_mix_nested" }, .seed = 4 },
+		{ .name = "fid-sleep",
+		  .nr_fn = 2,
+		  .fn_name = { "spin_sleep_cpu", "sleep_in_nanosleep" },
+		  .seed = 1 },
+		{ .name = "fid-pipe",
+		  .nr_fn = 2,
+		  .fn_name = { "spin_pipe_cpu", "read_from_pipe" },
+		  .seed = 2 },
+		{ .name = "fid-cond",
+		  .nr_fn = 2,
+		  .fn_name = { "spin_cond_cpu", "wait_on_cond" },
+		  .seed = 3 },
+		{ .name = "fid-mix",
+		  .nr_fn = 4,
+		  .fn_name = { "spin_mix_cpu", "sleep_mix_clock", "poll_mix_idle",
+			       "spin_mix_nested" },
+		  .seed = 4 },
 	};
 	pthread_t feeder, signaller;
 	int i, j;
@@ -294,9 +307,11 @@ int main(int argc, char **argv)
 	pthread_join(feeder, NULL);
 	pthread_join(signaller, NULL);
 	for (i = 0; i < 4; i++) {
-		printf("thread tid=%d name=%s total_s=%.6f", w[i].tid, w[i].name, w[i].loop_ns / 1e9);
+		printf("thread tid=%d name=%s total_s=%.6f", w[i].tid, w[i].name,
+		       w[i].loop_ns / 1e9);
 		for (j = 0; j < w[i].nr_fn; j++)
-			printf(" fn=%s:%.6f", w[i].fn_name[j], (double)w[i].fn_ns[j] / (double)w[i].loop_ns);
+			printf(" fn=%s:%.6f", w[i].fn_name[j],
+			       (double)w[i].fn_ns[j] / (double)w[i].loop_ns);
 		printf("\n");
 	}
 	printf("helper tid=%d name=fid-feeder\nhelper tid=%d name=fid-signal\n", helper_tid[0],

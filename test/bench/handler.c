@@ -66,9 +66,9 @@ long syscall(long nr, ...)
 	va_end(ap);
 	if (nr == SYS_write && a[0] == WP_UNW_FAKE_WFD)
 		return wp_unwind_fake_write((const void *)a[1], (size_t)a[2]);
-	return (long)((long (*)(long, long, long, long, long, long, long))dlsym(RTLD_NEXT,
-										 "syscall"))(
-		nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+	return (long)((long (*)(long, long, long, long, long, long,
+				long))dlsym(RTLD_NEXT, "syscall"))(nr, a[0], a[1], a[2], a[3], a[4],
+								   a[5]);
 }
 
 #define MAX_DEPTH 256
@@ -202,8 +202,8 @@ static void report(const char *kind, int k)
 	qsort(v, m, sizeof(*v), cmp_u32);
 	printf("kind=%s n=%u median_us=%.3f p99_us=%.3f max_us=%.3f min_depth=%u max_depth=%u "
 	       "flags_slow=%u flags_failed=%u\n",
-	       kind, m, v[m / 2] / 1e3, v[(size_t)(m * 0.99)] / 1e3, v[m - 1] / 1e3, mind, maxd, slow,
-	       failed);
+	       kind, m, v[m / 2] / 1e3, v[(size_t)(m * 0.99)] / 1e3, v[m - 1] / 1e3, mind, maxd,
+	       slow, failed);
 	free(v);
 }
 
@@ -240,7 +240,8 @@ int main(int argc, char **argv)
 	next = now_ns();
 	end = next + (uint64_t)(secs * 1e9);
 	while (next < end) {
-		struct timespec ts = { (time_t)(next / 1000000000ull), (long)(next % 1000000000ull) };
+		struct timespec ts = { (time_t)(next / 1000000000ull),
+				       (long)(next % 1000000000ull) };
 
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 			;

@@ -76,8 +76,6 @@ static double cpu_s(clockid_t id)
 }
 
 
-
-
 __attribute__((noinline)) static uint64_t burn(uint64_t n, uint64_t x)
 {
 	for (uint64_t i = 0; i < n; i++)
@@ -241,8 +239,8 @@ int main(int argc, char **argv)
 			printf("sampler_cpu_s=%.6f ", s1 - s0);
 		else
 			printf("sampler_cpu_s=na ");
-		printf("threads=%ld iters=%llu checksum=%016llx\n",
-		       threads, (unsigned long long)iters, (unsigned long long)sum);
+		printf("threads=%ld iters=%llu checksum=%016llx\n", threads,
+		       (unsigned long long)iters, (unsigned long long)sum);
 	}
 	free(w);
 	return 0;

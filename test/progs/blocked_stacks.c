@@ -35,7 +35,7 @@
 #include <unistd.h>
 
 #define WARM_BURN_NS 200000000LL /* busy time before "ready" */
-#define NAP_S 10                 /* t_nanosleep: one nanosleep */
+#define NAP_S 10   /* t_nanosleep: one nanosleep */
 #define SIGWAIT_S 60             /* t_sigwait: one sigtimedwait */
 #define NOIPA __attribute__((noipa))
 
@@ -45,7 +45,7 @@ static int epoll_fd;
 static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER; /* main holds it for t_mutex */
 static pthread_mutex_t cond_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
-static int cond_go;                                      /* under cond_lock */
+static int cond_go;          /* under cond_lock */
 static sem_t sem;
 static atomic_int stop_nap, nap_done, stop_busy;
 static volatile uint64_t sink;
@@ -294,13 +294,13 @@ NOIPA static long wpt_sigwait_outer(void)
 
 /* ---- thread bodies ---- */
 
-#define THREAD_MAIN(call)                                        \
-	static void *call##_main(void *arg)                      \
-	{                                                        \
-		(void)arg;                                       \
+#define THREAD_MAIN(call)                                       \
+	static void *call##_main(void *arg)                     \
+	{                                                       \
+		(void)arg;                                      \
 		pthread_setname_np(pthread_self(), "t_" #call); \
-		keep(wpt_##call##_outer());                      \
-		return NULL;                                     \
+		keep(wpt_##call##_outer());                     \
+		return NULL;                                    \
 	}
 
 THREAD_MAIN(poll)

@@ -370,7 +370,8 @@ static int unix_listener(struct sockaddr_un *addr, socklen_t *len, int backlog)
 	memset(addr, 0, sizeof *addr);
 	addr->sun_family = AF_UNIX;
 	/* abstract namespace: sun_path[0] == 0 */
-	int n = snprintf(addr->sun_path + 1, sizeof addr->sun_path - 1, "wpt-blocking-%d", (int)getpid());
+	int n = snprintf(addr->sun_path + 1, sizeof addr->sun_path - 1, "wpt-blocking-%d",
+			 (int)getpid());
 	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 	if (bind(fd, (struct sockaddr *)addr, *len) != 0)
 		die("bind");
@@ -1840,8 +1841,9 @@ static void run_churn(void)
 		    took >= c->min_us * 1000LL - 5000)
 			continue;
 		if (bad++ < 5)
-			fprintf(stderr, "blocking: churn: %s rc=%ld errno=%s after %lld us\n", c->name,
-				rc, rc == -1 ? strerrorname_np(err) : "0", (long long)(took / 1000));
+			fprintf(stderr, "blocking: churn: %s rc=%ld errno=%s after %lld us\n",
+				c->name, rc, rc == -1 ? strerrorname_np(err) : "0",
+				(long long)(took / 1000));
 	}
 	printf("churn calls=%ld bad=%ld elapsed_ms=%lld\n", calls, bad,
 	       (long long)((now_ns() - t0 + 500000) / 1000000));
@@ -1881,7 +1883,10 @@ static int rs_pipe[2], rs_sock[2], rs_listen, rs_epoll;
 static sem_t rs_sem;
 static pid_t rs_child;
 
-static long r_pause(void) { return pause(); }
+static long r_pause(void)
+{
+	return pause();
+}
 
 static long r_sigsuspend(void)
 {
@@ -2499,7 +2504,8 @@ static void run_transfer(long mb)
 	pthread_t reader = start_thread(slow_reader, &x);
 	int64_t t0 = now_ns();
 	while (done < total) {
-		size_t want = total - done < TRANSFER_WRITE ? (size_t)(total - done) : TRANSFER_WRITE;
+		size_t want =
+			total - done < TRANSFER_WRITE ? (size_t)(total - done) : TRANSFER_WRITE;
 		ssize_t n = write(fds[1], buf, want);
 
 		writes++;

@@ -150,6 +150,7 @@ int main(void)
 	pthread_join(reader, NULL);
 	pthread_join(sleeper, NULL);
 	pthread_join(compute, NULL);
-	printf("demo: %ld primes below %d, %ld messages read\n", nr_primes, PRIME_LIMIT, nr_received);
+	printf("demo: %ld primes below %d, %ld messages read\n", nr_primes, PRIME_LIMIT,
+	       nr_received);
 	return 0;
 }

@@ -144,6 +144,6 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	fprintf(stderr, "usage: exit_paths pthread_exit_atexit|handler_exit|handler_exec PROG|"
-		"handler_exec_fails\n");
+			"handler_exec_fails\n");
 	return 2;
 }

@@ -43,7 +43,7 @@ __attribute__((noinline)) static void wpt_short_wait(long ns)
 int main(int argc, char **argv)
 {
 	int use_return = argc > 1 && strcmp(argv[1], "return") == 0;
-	long limits[] = {200000, 600000, 1200000};
+	long limits[] = { 200000, 600000, 1200000 };
 
 	if (argc > 1 && !use_return) {
 		fprintf(stderr, "usage: exitcode [return]\n");

@@ -87,7 +87,7 @@ int main(int argc, char **argv)
 		_Exit(6);
 	}
 	if (strcmp(mode, "exec") == 0 && argc == 3) {
-		char *args[] = {argv[2], NULL};
+		char *args[] = { argv[2], NULL };
 
 		say("main: exec");
 		execv(argv[2], args);

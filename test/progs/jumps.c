@@ -180,8 +180,8 @@ static int mode_spin(void)
 	if (main_jumped)
 		wpt_main_spin(1.0);
 	pthread_join(t, &r);
-	printf("spin: main %s read by siglongjmp, jumper %s\n", main_jumped ? "left" : "did not leave",
-	       r ? "too" : "did not");
+	printf("spin: main %s read by siglongjmp, jumper %s\n",
+	       main_jumped ? "left" : "did not leave", r ? "too" : "did not");
 	return 0;
 }
 

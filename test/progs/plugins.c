@@ -42,7 +42,8 @@ int main(int argc, char **argv)
 		return 1;
 	printf("plugin: work %lu\n", work(0.5));
 	dlclose(h);
-	printf("plugin: %s\n", dlopen(argv[1], RTLD_NOW | RTLD_NOLOAD) ? "still loaded" : "unloaded");
+	printf("plugin: %s\n",
+	       dlopen(argv[1], RTLD_NOW | RTLD_NOLOAD) ? "still loaded" : "unloaded");
 	printf("plugin: after %lu\n", wpt_after_unload(0.3));
 	return 0;
 }

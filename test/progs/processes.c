@@ -275,7 +275,8 @@ static void *forker(void *arg)
 		pid_t got = waitpid(pid, &status, WNOHANG);
 
 		if (got == pid) {
-			printf("forkthread: child %s %d\n", WIFEXITED(status) ? "exited" : "killed by",
+			printf("forkthread: child %s %d\n",
+			       WIFEXITED(status) ? "exited" : "killed by",
 			       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 			return NULL;
 		}

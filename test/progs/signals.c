@@ -70,7 +70,7 @@ static void fail(const char *what)
 static int mode_prof(void)
 {
 	struct sigaction sa;
-	struct itimerval it = {{0, 10000}, {0, 10000}}, off = {{0, 0}, {0, 0}};
+	struct itimerval it = { { 0, 10000 }, { 0, 10000 } }, off = { { 0, 0 }, { 0, 0 } };
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = count_handler;
@@ -90,7 +90,7 @@ static int mode_timer(void)
 {
 	struct sigaction sa;
 	struct sigevent sev;
-	struct itimerspec its = {{0, 5000000}, {0, 5000000}};
+	struct itimerspec its = { { 0, 5000000 }, { 0, 5000000 } };
 	timer_t t;
 	int overruns;
 
@@ -222,8 +222,11 @@ static int mode_query(void)
 	static const struct {
 		int sig;
 		const char *name;
-	} sigs[] = {{SIGPROF, "SIGPROF"}, {SIGUSR2, "SIGUSR2"}, {SIGVTALRM, "SIGVTALRM"},
-		    {SIGALRM, "SIGALRM"}, {SIGUSR1, "SIGUSR1"}};
+	} sigs[] = { { SIGPROF, "SIGPROF" },
+		     { SIGUSR2, "SIGUSR2" },
+		     { SIGVTALRM, "SIGVTALRM" },
+		     { SIGALRM, "SIGALRM" },
+		     { SIGUSR1, "SIGUSR1" } };
 	const size_t n = sizeof(sigs) / sizeof(sigs[0]);
 	struct sigaction sa;
 	sigset_t cur;
@@ -240,8 +243,9 @@ static int mode_query(void)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGPROF, &sa, NULL);
 	show("installed", SIGPROF, "SIGPROF");
-	printf("signal() returned %s\n",
-	       signal(SIGPROF, other_handler) == count_handler ? "count_handler" : "something else");
+	printf("signal() returned %s\n", signal(SIGPROF, other_handler) == count_handler
+						 ? "count_handler"
+						 : "something else");
 	show("signal()", SIGPROF, "SIGPROF");
 	printf("signal() returned %s\n",
 	       signal(SIGPROF, SIG_IGN) == other_handler ? "other_handler" : "something else");

@@ -107,7 +107,8 @@ static void *pinger_main(void *arg)
 		}
 		ssize_t n = read(fds[0], &c, 1);
 		if (n != 1) {
-			anomaly("pinger: read returned %zd: %s", n, n < 0 ? strerror(errno) : "EOF");
+			anomaly("pinger: read returned %zd: %s", n,
+				n < 0 ? strerror(errno) : "EOF");
 			break;
 		}
 		wpt_soak_nap(1000000L);
@@ -257,7 +258,8 @@ __attribute__((noinline)) static int wpt_soak_fork(void)
 		return 1;
 	}
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		anomaly("child %d %s %d", (int)pid, WIFSIGNALED(status) ? "died by signal" : "exited with",
+		anomaly("child %d %s %d", (int)pid,
+			WIFSIGNALED(status) ? "died by signal" : "exited with",
 			WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 	return 1;
 }
@@ -292,7 +294,8 @@ __attribute__((noinline)) static void wpt_soak_poll(int fd)
 	int64_t took = now_ns() - t0;
 
 	if (rc != 0)
-		anomaly("poll returned %d (%s), want a timeout", rc, rc < 0 ? strerror(errno) : "ready");
+		anomaly("poll returned %d (%s), want a timeout", rc,
+			rc < 0 ? strerror(errno) : "ready");
 	else if (took < (POLL_MS - 1) * 1000000LL)
 		anomaly("poll timed out early, after %ld us", (long)(took / 1000));
 }
@@ -342,7 +345,8 @@ int main(int argc, char **argv)
 		if (now_ns() >= next_progress) {
 			printf("progress %.0f iterations %ld threads %ld forks %ld dlopens %ld anomalies %ld\n",
 			       (double)(now_ns() - start) / 1e9, iterations,
-			       atomic_load(&threads_created), forks, dlopens, atomic_load(&anomalies));
+			       atomic_load(&threads_created), forks, dlopens,
+			       atomic_load(&anomalies));
 			fflush(stdout);
 			next_progress += 1000000000LL;
 		}

@@ -102,7 +102,7 @@ WPT_WORK(wpt_blocked_spin)
 
 __attribute__((noipa)) static int wpt_blocked_sleep(double s)
 {
-	struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)}, rem;
+	struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) }, rem;
 	int intr = 0;
 
 	while (nanosleep(&ts, &rem) < 0) {

@@ -33,11 +33,11 @@ __attribute__((unused)) static uint64_t spin(double seconds)
 }
 
 /* Defines `static void name(double seconds)` that spins under that name. */
-#define WPT_WORK(name)                                      \
-	__attribute__((noipa)) static void name(double s)   \
-	{                                                   \
-		sink += spin(s);                            \
-		__asm__ volatile("" ::: "memory");          \
+#define WPT_WORK(name)                                    \
+	__attribute__((noipa)) static void name(double s) \
+	{                                                 \
+		sink += spin(s);                          \
+		__asm__ volatile("" ::: "memory");        \
 	}
 
 #endif

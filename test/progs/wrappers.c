@@ -48,7 +48,10 @@ static double now_s(void)
 
 static struct iovec *volatile no_iov; /* NULL, hidden from the compiler */
 
-static long bad_writev_null(void) { return writev(1, no_iov, 1); }
+static long bad_writev_null(void)
+{
+	return writev(1, no_iov, 1);
+}
 static long bad_writev_count(void)
 {
 	static struct iovec v = { "x", 1 };
@@ -64,14 +67,20 @@ static long bad_sendmsg_null(void)
 		return -2;
 	return sendmsg(sv[0], NULL, 0);
 }
-static long bad_sys_nanosleep(void) { return syscall(SYS_nanosleep, (void *)8, NULL); }
+static long bad_sys_nanosleep(void)
+{
+	return syscall(SYS_nanosleep, (void *)8, NULL);
+}
 static long bad_sys_futex(void)
 {
 	int w = 0;
 
 	return syscall(SYS_futex, &w, 0 /* FUTEX_WAIT */, 0, (void *)8, NULL, 0);
 }
-static long bad_nanosleep_req(void) { return nanosleep((void *)8, NULL); }
+static long bad_nanosleep_req(void)
+{
+	return nanosleep((void *)8, NULL);
+}
 
 static void one_bad(const char *what, long (*f)(void))
 {
@@ -289,6 +298,6 @@ int main(int argc, char **argv)
 	if (!strcmp(m, "longconnect"))
 		return mode_longconnect();
 	fprintf(stderr, "usage: wrappers badargs|hugetimeout|busyblock|udpwaitall|sndtimeo|"
-		"longconnect\n");
+			"longconnect\n");
 	return 2;
 }

@@ -36,7 +36,7 @@
 /* The module map the library itself records (preload/modules.c). */
 static struct wp_modmap load_modules(void)
 {
-	struct wp_modmap mm = {0};
+	struct wp_modmap mm = { 0 };
 	wp_modmap_refresh(&mm);
 	return mm;
 }
@@ -59,7 +59,7 @@ static double cpu_us(void)
  * libdwfl session so the symbolizer under test starts cold. */
 static uint64_t *function_middles(const struct wp_module *m, size_t *nr)
 {
-	static const Dwfl_Callbacks cb = {.find_debuginfo = dwfl_build_id_find_debuginfo};
+	static const Dwfl_Callbacks cb = { .find_debuginfo = dwfl_build_id_find_debuginfo };
 	*nr = 0;
 	Dwfl *d = dwfl_begin(&cb);
 	dwfl_report_begin(d);
@@ -151,7 +151,7 @@ int main(int argc, char **argv)
 	struct {
 		struct wp_module *v;
 		size_t nr;
-	} mv = {mm.mods, mm.nr};
+	} mv = { mm.mods, mm.nr };
 
 	if (rounds > 0) {
 		uint64_t **addrs = calloc(mv.nr, sizeof(*addrs));

@@ -9,9 +9,9 @@
 static int nr_passed, nr_failed;
 
 static char why[512];
-#define REQ(c)                                                                  \
-	do {                                                                    \
-		if (!(c) && !why[0])                                            \
+#define REQ(c)                                                                   \
+	do {                                                                     \
+		if (!(c) && !why[0])                                             \
 			snprintf(why, sizeof(why), "line %d: %s", __LINE__, #c); \
 	} while (0)
 

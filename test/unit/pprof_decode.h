@@ -311,7 +311,8 @@ static int pd_decode(const void *gz, size_t gzlen, struct pd_profile *pd)
 			break;
 		case 6:
 			if (pd->nr_str < PD_MAX) {
-				pd->str[pd->nr_str] = strndup((const char *)s.p, (size_t)(s.end - s.p));
+				pd->str[pd->nr_str] =
+					strndup((const char *)s.p, (size_t)(s.end - s.p));
 				pd->nr_str++;
 			} else {
 				pd->bad = 1;

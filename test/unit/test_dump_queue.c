@@ -51,7 +51,8 @@ static void test_append_dump(void)
 	struct wp_dump_queue q;
 
 	unlink(index_path);
-	REQ(wp_event_append_dump(index_path, 7, "/t/a.raw", "/t/a.json", "/tmp/wallprof.7.json") == 0);
+	REQ(wp_event_append_dump(index_path, 7, "/t/a.raw", "/t/a.json", "/tmp/wallprof.7.json") ==
+	    0);
 	REQ(wp_event_append_dump(index_path, 8, "t/rel.raw", "/t/b.json", "/tmp/b.json") < 0);
 	REQ(wp_event_append_dump(index_path, 8, "/t/b.raw", "/t/b\tc.json", "/tmp/b.json") < 0);
 	REQ(wp_event_append(index_path, 7, "wrote", "/t/a.json", 0, "ok", 2, 1) == 0);

@@ -37,53 +37,53 @@ static char tmpdir[PATH_MAX];
 /* ---- the model ---------------------------------------------------------- */
 
 static struct wp_module mods[2] = {
-	{.path = "/lib/x86_64-linux-gnu/libc.so.6",
-	 .start = LIBC_START,
-	 .end = LIBC_START + 0x100000,
-	 .build_id = {1, 2},
-	 .build_id_len = 2},
-	{.path = "/usr/bin/app",
-	 .start = APP_START,
-	 .end = APP_START + 0x100000,
-	 .build_id = {0xde, 0xad, 0xbe, 0xef},
-	 .build_id_len = 4,
-	 .flags = WP_MOD_MAIN},
+	{ .path = "/lib/x86_64-linux-gnu/libc.so.6",
+	  .start = LIBC_START,
+	  .end = LIBC_START + 0x100000,
+	  .build_id = { 1, 2 },
+	  .build_id_len = 2 },
+	{ .path = "/usr/bin/app",
+	  .start = APP_START,
+	  .end = APP_START + 0x100000,
+	  .build_id = { 0xde, 0xad, 0xbe, 0xef },
+	  .build_id_len = 4,
+	  .flags = WP_MOD_MAIN },
 };
 
 static struct wp_pc pcs[7];
 static struct wp_model_loc locs[7] = {
-	{1, 0x100, 0, 1},       /* 0 main */
-	{1, 0x200, 1, 2},       /* 1 helper inlined into work */
-	{0, 0x1000, 3, 1},      /* 2 __read */
-	{0, 0x500, 4, 1},       /* 3 unknown in libc */
-	{-1, 0xdead000, 5, 1},  /* 4 unknown outside every module */
-	{1, 0x300, 6, 1},       /* 5 a name to escape */
-	{1, 0x210, 7, 1},       /* 6 work again, another address, the same line */
+	{ 1, 0x100, 0, 1 },       /* 0 main */
+	{ 1, 0x200, 1, 2 },       /* 1 helper inlined into work */
+	{ 0, 0x1000, 3, 1 },      /* 2 __read */
+	{ 0, 0x500, 4, 1 },       /* 3 unknown in libc */
+	{ -1, 0xdead000, 5, 1 },  /* 4 unknown outside every module */
+	{ 1, 0x300, 6, 1 },       /* 5 a name to escape */
+	{ 1, 0x210, 7, 1 },       /* 6 work again, another address, the same line */
 };
 static struct wp_sym_frame frames[8] = {
-	{"main", "/src/app.c", 10, 0, 0},
-	{"helper", "/src/h.c", 5, 3, 1},
-	{"work", "/src/app.c", 20, 0, 0},
-	{"__read", "read.c", 25, 0, 0},
-	{NULL, NULL, 0, 0, 0},
-	{NULL, NULL, 0, 0, 0},
-	{"odd;name\nx\xff", NULL, 0, 0, 0},
-	{"work", "/src/app.c", 20, 0, 0},
+	{ "main", "/src/app.c", 10, 0, 0 },
+	{ "helper", "/src/h.c", 5, 3, 1 },
+	{ "work", "/src/app.c", 20, 0, 0 },
+	{ "__read", "read.c", 25, 0, 0 },
+	{ NULL, NULL, 0, 0, 0 },
+	{ NULL, NULL, 0, 0, 0 },
+	{ "odd;name\nx\xff", NULL, 0, 0, 0 },
+	{ "work", "/src/app.c", 20, 0, 0 },
 };
 /* Stacks, leaf first: S0 main;work;helper  S1 ...;__read  S2 main;libc+0x500
  * S3 main;odd;0xdead000  S4 main;work */
-static uint32_t stack_frames_[] = {1, 0, 2, 1, 0, 3, 0, 4, 5, 0, 6, 0};
-static uint32_t stack_off_[] = {0, 2, 5, 7, 10, 12};
-static struct wp_thread threads[3] = {{.tid = 100, .name = "main"},
-				      {.tid = 101, .name = "worker"},
-				      {.tid = 102, .name = ""}};
+static uint32_t stack_frames_[] = { 1, 0, 2, 1, 0, 3, 0, 4, 5, 0, 6, 0 };
+static uint32_t stack_off_[] = { 0, 2, 5, 7, 10, 12 };
+static struct wp_thread threads[3] = { { .tid = 100, .name = "main" },
+				       { .tid = 101, .name = "worker" },
+				       { .tid = 102, .name = "" } };
 #define ON WP_SAMPLE_ON_CPU
 #define SC WP_SAMPLE_SYSCALL
 static struct wp_sample samples[] = {
-	{1000, 100, 0, ON, 0},   {1000, 101, 1, SC, 0},     {1000, 102, 2, 0, 0},
-	{2000, 100, 0, ON, 0},   {2000, 101, 1, SC, 0},     {2000, 102, 3, SC, 999},
-	{3000, 100, 4, ON, 0},   {3000, 101, 1, SC, 202},   {3000, 102, 2, ON, 0},
-	{4000, 100, 0, ON | SC, 7}, {4000, 101, 99, ON, 0}, /* stack 99: not written */
+	{ 1000, 100, 0, ON, 0 },      { 1000, 101, 1, SC, 0 },   { 1000, 102, 2, 0, 0 },
+	{ 2000, 100, 0, ON, 0 },      { 2000, 101, 1, SC, 0 },   { 2000, 102, 3, SC, 999 },
+	{ 3000, 100, 4, ON, 0 },      { 3000, 101, 1, SC, 202 }, { 3000, 102, 2, ON, 0 },
+	{ 4000, 100, 0, ON | SC, 7 }, { 4000, 101, 99, ON, 0 }, /* stack 99: not written */
 };
 #define NR_VALID 10
 
@@ -179,8 +179,8 @@ static const char *pd_fn_name(const struct pd_profile *pd, uint64_t id)
 }
 
 /* The label `key` of sample `s`: its string, or NULL. */
-static const char *pd_label(const struct pd_profile *pd, const struct pd_sample *s,
-			    const char *key, uint64_t *num)
+static const char *pd_label(const struct pd_profile *pd, const struct pd_sample *s, const char *key,
+			    uint64_t *num)
 {
 	for (int i = 0; i < s->nr_lab; i++)
 		if (strcmp(pd_s(pd, s->lab[i].key), key) == 0) {
@@ -217,7 +217,8 @@ static void test_pprof(void)
 	REQ(gz && pd_decode(gz, len, &pd) == 0);
 	REQ(pd.nr_str > 0 && strcmp(pd.str[0], "") == 0);
 	REQ(pd.nr_st == 2);
-	REQ(!strcmp(pd_s(&pd, pd.st[0].type), "samples") && !strcmp(pd_s(&pd, pd.st[0].unit), "count"));
+	REQ(!strcmp(pd_s(&pd, pd.st[0].type), "samples") &&
+	    !strcmp(pd_s(&pd, pd.st[0].unit), "count"));
 	REQ(!strcmp(pd_s(&pd, pd.st[1].type), "wall") &&
 	    !strcmp(pd_s(&pd, pd.st[1].unit), "nanoseconds"));
 	REQ(!strcmp(pd_s(&pd, pd.period_type.type), "wall") &&
@@ -291,7 +292,8 @@ static void test_pprof(void)
 	REQ(pd.map[0].start == APP_START && pd.map[0].limit == APP_START + 0x100000);
 	REQ(pd.map[1].id == 2 && !strcmp(pd_s(&pd, pd.map[1].build_id), "0102"));
 	REQ(pd.map[0].has[0] && pd.map[0].has[3]);
-	REQ(st.nr_samples == NR_VALID && st.nr_threads == 3 && st.nr_frames == 7 && st.bytes == len);
+	REQ(st.nr_samples == NR_VALID && st.nr_threads == 3 && st.nr_frames == 7 &&
+	    st.bytes == len);
 	pd_free(&pd);
 	free(gz);
 	report("pprof: types, period, labels, aggregation, inlined lines, mappings");
@@ -323,7 +325,7 @@ static void test_folded(void)
 				   "main;main;work;helper 3\n"
 				   "worker;main;work;helper;__read;[off-cpu: futex] 1\n"
 				   "worker;main;work;helper;__read;[off-cpu: read] 2\n";
-	struct wp_format_opts o = {0};
+	struct wp_format_opts o = { 0 };
 	struct wp_model m;
 	struct wp_out_stats st;
 	size_t len;
@@ -375,8 +377,8 @@ static void joined(json_t *frames, json_t *prof, size_t i, char *out, size_t len
 
 static void test_speedscope(void)
 {
-	static const char *names[3] = {"main (tid 100)", "worker (tid 101)", "tid 102"};
-	static const size_t counts[3] = {4, 3, 3};
+	static const char *names[3] = { "main (tid 100)", "worker (tid 101)", "tid 102" };
+	static const size_t counts[3] = { 4, 3, 3 };
 	struct wp_model m;
 	struct wp_out_stats st;
 	json_error_t jerr;
@@ -412,14 +414,16 @@ static void test_speedscope(void)
 		if (name && !strcmp(name, "odd;name\nx\xef\xbf\xbd"))
 			odd_ok = json_object_get(f, "file") == NULL &&
 				 json_object_get(f, "line") == NULL;
-		REQ(!name || strcmp(name, "work") || json_integer_value(json_object_get(f, "line")) == 20);
+		REQ(!name || strcmp(name, "work") ||
+		    json_integer_value(json_object_get(f, "line")) == 20);
 	}
 	REQ(helper_ok && odd_ok);
 	/* work at two addresses, the same (name, file, line): one frame */
 	REQ(json_array_size(frames) == 11); /* 7 functions + 4 off-CPU leaves */
 	json_array_foreach(profs, i, prof)
 	{
-		json_t *smps = json_object_get(prof, "samples"), *w = json_object_get(prof, "weights"), *x;
+		json_t *smps = json_object_get(prof, "samples"),
+		       *w = json_object_get(prof, "weights"), *x;
 		size_t k;
 		json_int_t sum = 0;
 
@@ -444,8 +448,10 @@ static void test_speedscope(void)
 	REQ(!strcmp(buf, "main;work;helper"));
 	joined(frames, prof, 2, buf, sizeof(buf));
 	REQ(!strcmp(buf, "main;work"));
-	REQ(json_integer_value(json_array_get(json_array_get(json_object_get(prof, "samples"), 2), 1)) ==
-	    json_integer_value(json_array_get(json_array_get(json_object_get(prof, "samples"), 0), 1)));
+	REQ(json_integer_value(
+		    json_array_get(json_array_get(json_object_get(prof, "samples"), 2), 1)) ==
+	    json_integer_value(
+		    json_array_get(json_array_get(json_object_get(prof, "samples"), 0), 1)));
 	prof = json_array_get(profs, 1);
 	joined(frames, prof, 0, buf, sizeof(buf));
 	REQ(!strcmp(buf, "main;work;helper;__read;[off-cpu: read]"));
@@ -468,7 +474,7 @@ static void test_speedscope(void)
 
 static void test_sink_failed(void)
 {
-	writer_fn w[3] = {wp_out_pprof, wp_out_folded, wp_out_speedscope};
+	writer_fn w[3] = { wp_out_pprof, wp_out_folded, wp_out_speedscope };
 	struct wp_model m;
 
 	make_model(&m);

@@ -180,7 +180,8 @@ static void test_registry(void)
 	size_t i;
 
 	for (i = 0; all[i]; i++) {
-		REQ(i < 5 && !strcmp(all[i]->name, names[i]) && !strcmp(all[i]->suffix, suffixes[i]));
+		REQ(i < 5 && !strcmp(all[i]->name, names[i]) &&
+		    !strcmp(all[i]->suffix, suffixes[i]));
 		REQ(wp_format_find(names[i]) == all[i]);
 	}
 	REQ(i == 5);
@@ -302,7 +303,10 @@ static void test_malformed(void)
 	struct wp_model m;
 
 	REFUSE("empty", "", "empty");
-	REFUSE("garbage", "\x7f" "ELF\x02\x01garbage", NULL);
+	REFUSE("garbage",
+	       "\x7f"
+	       "ELF\x02\x01garbage",
+	       NULL);
 	REFUSE("notjson", "{ this is not JSON", "not JSON");
 	REFUSE("truncated", "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x1", "truncated");
 	REFUSE("foreign", "{\"name\":\"package.json\",\"version\":\"1.0\"}", "not a libwallprof");
@@ -310,52 +314,87 @@ static void test_malformed(void)
 	       "v1");
 	REFUSE("frame_type", "{\"profile\":{\"frames\":[\"x\"],\"stacks\":[],\"samples\":[]}}",
 	       "frames[0]");
-	REFUSE("addr_type", "{\"profile\":{\"frames\":[{\"instruction_addr\":12}],\"stacks\":[],"
-	       "\"samples\":[]}}", "instruction_addr");
-	REFUSE("addr_long", "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x11112222333344445\"}],"
-	       "\"stacks\":[],\"samples\":[]}}", "instruction_addr");
-	REFUSE("fn_type", "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x1\",\"function\":[]}],"
-	       "\"stacks\":[],\"samples\":[]}}", "function");
-	REFUSE("line_huge", "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x1\",\"lineno\":"
-	       "99999999999}],\"stacks\":[],\"samples\":[]}}", "lineno");
-	REFUSE("stack_index", "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x1\"}],"
-	       "\"stacks\":[[0,1]],\"samples\":[]}}", "stacks[0][1]");
-	REFUSE("stack_neg", "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x1\"}],"
-	       "\"stacks\":[[-1]],\"samples\":[]}}", "stacks[0][0]");
+	REFUSE("addr_type",
+	       "{\"profile\":{\"frames\":[{\"instruction_addr\":12}],\"stacks\":[],"
+	       "\"samples\":[]}}",
+	       "instruction_addr");
+	REFUSE("addr_long",
+	       "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x11112222333344445\"}],"
+	       "\"stacks\":[],\"samples\":[]}}",
+	       "instruction_addr");
+	REFUSE("fn_type",
+	       "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x1\",\"function\":[]}],"
+	       "\"stacks\":[],\"samples\":[]}}",
+	       "function");
+	REFUSE("line_huge",
+	       "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x1\",\"lineno\":"
+	       "99999999999}],\"stacks\":[],\"samples\":[]}}",
+	       "lineno");
+	REFUSE("stack_index",
+	       "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x1\"}],"
+	       "\"stacks\":[[0,1]],\"samples\":[]}}",
+	       "stacks[0][1]");
+	REFUSE("stack_neg",
+	       "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x1\"}],"
+	       "\"stacks\":[[-1]],\"samples\":[]}}",
+	       "stacks[0][0]");
 	REFUSE("stack_nofr", "{\"profile\":{\"frames\":[],\"stacks\":[[0]],\"samples\":[]}}",
 	       "stacks[0][0]");
-	REFUSE("sample_stack", "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x1\"}],"
+	REFUSE("sample_stack",
+	       "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x1\"}],"
 	       "\"stacks\":[[0]],\"samples\":[{\"stack_id\":18446744073709551616,"
-	       "\"thread_id\":\"1\",\"elapsed_since_start_ns\":\"0\"}]}}", NULL);
-	REFUSE("sample_time", "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x1\"}],"
+	       "\"thread_id\":\"1\",\"elapsed_since_start_ns\":\"0\"}]}}",
+	       NULL);
+	REFUSE("sample_time",
+	       "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x1\"}],"
 	       "\"stacks\":[[0]],\"samples\":[{\"stack_id\":0,\"thread_id\":\"1\","
-	       "\"elapsed_since_start_ns\":\"999999999999999999999999\"}]}}", "elapsed");
-	REFUSE("sample_tid", "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x1\"}],"
+	       "\"elapsed_since_start_ns\":\"999999999999999999999999\"}]}}",
+	       "elapsed");
+	REFUSE("sample_tid",
+	       "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x1\"}],"
 	       "\"stacks\":[[0]],\"samples\":[{\"stack_id\":0,\"thread_id\":\"4294967296\","
-	       "\"elapsed_since_start_ns\":\"1\"}]}}", "thread_id");
-	REFUSE("sample_oncpu", "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x1\"}],"
+	       "\"elapsed_since_start_ns\":\"1\"}]}}",
+	       "thread_id");
+	REFUSE("sample_oncpu",
+	       "{\"profile\":{\"frames\":[{\"instruction_addr\":\"0x1\"}],"
 	       "\"stacks\":[[0]],\"samples\":[{\"stack_id\":0,\"thread_id\":1,"
-	       "\"elapsed_since_start_ns\":1,\"on_cpu\":\"yes\"}]}}", "on_cpu");
-	REFUSE("hz_real", "{\"profile\":{\"frames\":[],\"stacks\":[],\"samples\":[]},"
-	       "\"wallprof\":{\"hz\":1e300}}", "wallprof.hz");
-	REFUSE("hz_huge", "{\"profile\":{\"frames\":[],\"stacks\":[],\"samples\":[]},"
-	       "\"wallprof\":{\"hz\":4294967296}}", "wallprof.hz");
-	REFUSE("threads_key", "{\"profile\":{\"frames\":[],\"stacks\":[],\"samples\":[],"
-	       "\"thread_metadata\":{\"main\":{}}}}", "thread id");
-	REFUSE("images", "{\"profile\":{\"frames\":[],\"stacks\":[],\"samples\":[]},"
-	       "\"debug_meta\":{\"images\":[{\"image_addr\":7}]}}", "image_addr");
-	REFUSE("time", "{\"timestamp\":\"yesterday\",\"profile\":{\"frames\":[],\"stacks\":[],"
-	       "\"samples\":[]}}", "timestamp");
+	       "\"elapsed_since_start_ns\":1,\"on_cpu\":\"yes\"}]}}",
+	       "on_cpu");
+	REFUSE("hz_real",
+	       "{\"profile\":{\"frames\":[],\"stacks\":[],\"samples\":[]},"
+	       "\"wallprof\":{\"hz\":1e300}}",
+	       "wallprof.hz");
+	REFUSE("hz_huge",
+	       "{\"profile\":{\"frames\":[],\"stacks\":[],\"samples\":[]},"
+	       "\"wallprof\":{\"hz\":4294967296}}",
+	       "wallprof.hz");
+	REFUSE("threads_key",
+	       "{\"profile\":{\"frames\":[],\"stacks\":[],\"samples\":[],"
+	       "\"thread_metadata\":{\"main\":{}}}}",
+	       "thread id");
+	REFUSE("images",
+	       "{\"profile\":{\"frames\":[],\"stacks\":[],\"samples\":[]},"
+	       "\"debug_meta\":{\"images\":[{\"image_addr\":7}]}}",
+	       "image_addr");
+	REFUSE("time",
+	       "{\"timestamp\":\"yesterday\",\"profile\":{\"frames\":[],\"stacks\":[],"
+	       "\"samples\":[]}}",
+	       "timestamp");
 	/* past what nanoseconds in an int64 hold (UBSan: an overflow before) */
-	REFUSE("time_far", "{\"timestamp\":\"9999-12-31T23:59:59Z\",\"profile\":{\"frames\":[],"
-	       "\"stacks\":[],\"samples\":[]}}", "timestamp");
+	REFUSE("time_far",
+	       "{\"timestamp\":\"9999-12-31T23:59:59Z\",\"profile\":{\"frames\":[],"
+	       "\"stacks\":[],\"samples\":[]}}",
+	       "timestamp");
 	/* a key with a newline and an escape sequence: one line all the same */
-	REFUSE("threads_key_ctl", "{\"profile\":{\"frames\":[],\"stacks\":[],\"samples\":[],"
+	REFUSE("threads_key_ctl",
+	       "{\"profile\":{\"frames\":[],\"stacks\":[],\"samples\":[],"
 	       "\"thread_metadata\":{\"1\\nwallprof: wrote /etc/passwd\\u001b[2J\":{}}}}",
 	       "thread id");
 	REFUSE("array", "[1,2]", "JSON array");
-	REFUSE("hz_fast", "{\"profile\":{\"frames\":[],\"stacks\":[],\"samples\":[]},"
-	       "\"wallprof\":{\"hz\":1000000}}", "wallprof.hz");
+	REFUSE("hz_fast",
+	       "{\"profile\":{\"frames\":[],\"stacks\":[],\"samples\":[]},"
+	       "\"wallprof\":{\"hz\":1000000}}",
+	       "wallprof.hz");
 	/* nesting deeper than jansson takes */
 	deep = malloc(200002);
 	if (deep) {

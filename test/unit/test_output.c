@@ -250,18 +250,30 @@ static const uint64_t pc_addr[] = {
 
 static void build_profile(struct wp_profile *p)
 {
-	static const uint32_t frames[] = {0, 1, 2, 3, /**/ 4, 1, 2, 3, /**/ /* idle */
-					  5, 6, 2, /**/ 7, 2};
-	static const uint32_t off[] = {0, 4, 8, 8, 11, 13};
+	static const uint32_t frames[] = { 0,
+					   1,
+					   2,
+					   3,
+					   /**/ 4,
+					   1,
+					   2,
+					   3,
+					   /**/ /* idle */
+					   5,
+					   6,
+					   2,
+					   /**/ 7,
+					   2 };
+	static const uint32_t off[] = { 0, 4, 8, 8, 11, 13 };
 	static const struct {
 		uint32_t tid, stack, flags, sc;
 	} s[] = {
-		{100, 0, WP_SAMPLE_ON_CPU, 0},
-		{101, 1, WP_SAMPLE_SYSCALL, 202},        /* futex */
-		{100, 1, WP_SAMPLE_SYSCALL, 7},          /* poll */
-		{101, 2, WP_SAMPLE_SYSCALL, UINT32_MAX}, /* no such system call */
-		{100, 0, WP_SAMPLE_ON_CPU | WP_SAMPLE_TRUNCATED, 0},
-		{101, 3, WP_SAMPLE_ON_CPU, 0},
+		{ 100, 0, WP_SAMPLE_ON_CPU, 0 },
+		{ 101, 1, WP_SAMPLE_SYSCALL, 202 },        /* futex */
+		{ 100, 1, WP_SAMPLE_SYSCALL, 7 },          /* poll */
+		{ 101, 2, WP_SAMPLE_SYSCALL, UINT32_MAX }, /* no such system call */
+		{ 100, 0, WP_SAMPLE_ON_CPU | WP_SAMPLE_TRUNCATED, 0 },
+		{ 101, 3, WP_SAMPLE_ON_CPU, 0 },
 	};
 	uint8_t bid[WP_BUILD_ID_MAX];
 	size_t n;
@@ -355,10 +367,10 @@ static void build_profile(struct wp_profile *p)
 
 /* Inline frames for pc 0 and a relative DWARF path for pc 1. */
 static const struct wp_sym_frame fake_pc0[] = {
-	{"helper", "/src/spin.c", 10, 5, 1},
-	{"spin", "/src/spin.c", 20, 0, 0},
+	{ "helper", "/src/spin.c", 10, 5, 1 },
+	{ "spin", "/src/spin.c", 20, 0, 0 },
 };
-static const struct wp_sym_frame fake_pc1[] = {{"ns::caller(int)", "src/b.cc", 7, 0, 0}};
+static const struct wp_sym_frame fake_pc1[] = { { "ns::caller(int)", "src/b.cc", 7, 0, 0 } };
 
 static int fake_lookup(void *ctx, uint64_t addr, struct wp_sym_result *out)
 {
@@ -411,8 +423,8 @@ static json_t *load(const char *path)
 static void test_sentry_nosym(const char *path)
 {
 	struct wp_profile p;
-	struct wp_out_stats st = {0};
-	struct wp_out_opts opts = {0};
+	struct wp_out_stats st = { 0 };
+	struct wp_out_opts opts = { 0 };
 	char err[256] = "";
 	json_t *j, *prof, *samples, *stacks, *frames, *tm, *txn, *imgs, *v;
 	struct stat sb;
@@ -600,8 +612,8 @@ static void test_sentry_nosym(const char *path)
 static void test_sentry_inline(const char *path)
 {
 	struct wp_profile p;
-	struct wp_out_stats st = {0};
-	struct wp_out_opts opts = {.platform = "rust"};
+	struct wp_out_stats st = { 0 };
+	struct wp_out_opts opts = { .platform = "rust" };
 	char err[256] = "";
 	json_t *j, *stacks, *frames, *f0, *f1, *fc;
 
@@ -644,7 +656,7 @@ static void test_sentry_inline(const char *path)
 static void test_sentry_edges(const char *path)
 {
 	struct wp_profile p;
-	struct wp_out_stats st = {0};
+	struct wp_out_stats st = { 0 };
 	char err[256] = "";
 	json_t *j, *samples;
 	struct wp_sample tmp;

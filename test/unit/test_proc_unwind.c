@@ -90,8 +90,10 @@ static int blocked_at(pid_t tid, uint64_t *sp, uint64_t *pc)
 			n = fgets(buf, sizeof(buf), f) != NULL;
 			fclose(f);
 		}
-		if (n && sscanf(buf, "%lld %llx %llx %llx %llx %llx %llx %llx %llx", &nr, &v[0], &v[1],
-				&v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 9 && nr == SYS_futex) {
+		if (n &&
+		    sscanf(buf, "%lld %llx %llx %llx %llx %llx %llx %llx %llx", &nr, &v[0], &v[1],
+			   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 9 &&
+		    nr == SYS_futex) {
 			*sp = v[6];
 			*pc = v[7];
 			return 0;
@@ -236,7 +238,8 @@ static void test_fork(void)
 	child = fork();
 	if (child == 0) {
 		pthread_t t = start_waiter(NULL, &sp, &pc);
-		int n = wp_proc_unwind(waiter_tid, sp, pc, 100 + 2999, out, 64, &partial, &truncated);
+		int n = wp_proc_unwind(waiter_tid, sp, pc, 100 + 2999, out, 64, &partial,
+				       &truncated);
 		int ok = chain_ok(out, n) && partial == 0 && u.proc == getpid();
 
 		stop_waiter(t);
@@ -271,14 +274,14 @@ static size_t fde(uint8_t *buf, size_t at, uint32_t cie, uint64_t start, uint64_
 static size_t sample_debug_frame(uint8_t *buf)
 {
 	/* id, version 3, "", code 1, data -8, ra 16, def_cfa rsp+8, rip at cfa-8 */
-	static const uint8_t cie3[] = { 0xff, 0xff, 0xff, 0xff, 3, 0, 1, 0x78, 16,
-					0x0c, 7, 8, 0x90, 1, 0, 0 };
+	static const uint8_t cie3[] = { 0xff, 0xff, 0xff, 0xff, 3,    0, 1, 0x78,
+					16,   0x0c, 7,    8,    0x90, 1, 0, 0 };
 	/* version 4: address size 8, segment size 0 */
-	static const uint8_t cie4[] = { 0xff, 0xff, 0xff, 0xff, 4, 0, 8, 0, 1, 0x78, 16,
-					0x0c, 7, 8, 0x90, 1, 0, 0 };
+	static const uint8_t cie4[] = { 0xff, 0xff, 0xff, 0xff, 4, 0,    8, 0, 1,
+					0x78, 16,   0x0c, 7,    8, 0x90, 1, 0, 0 };
 	/* an augmentation: not taken */
-	static const uint8_t ciez[] = { 0xff, 0xff, 0xff, 0xff, 1, 'z', 'R', 0, 1, 0x78, 16,
-					1, 0x1b, 0, 0, 0 };
+	static const uint8_t ciez[] = { 0xff, 0xff, 0xff, 0xff, 1,    'z', 'R', 0,
+					1,    0x78, 16,   1,    0x1b, 0,   0,   0 };
 	size_t at = 0, c3, c4, cz;
 
 	c3 = at;

@@ -34,8 +34,11 @@
 static struct wp_ring *mk_ring(size_t samples, uint64_t window)
 {
 	struct wp_ring_config c = {
-		.nr_samples = samples, .nr_pcs = 256, .nr_stacks = 64,
-		.nr_words = 8192, .window_ns = window,
+		.nr_samples = samples,
+		.nr_pcs = 256,
+		.nr_stacks = 64,
+		.nr_words = 8192,
+		.window_ns = window,
 	};
 	return wp_ring_create(&c);
 }
@@ -110,7 +113,8 @@ static void fill_window(uint64_t t0, size_t keep, struct wp_profile *p)
 						    j == 0 && i % 2 ? WP_PC_EXACT : 0 };
 
 				for (k = 0; k < p->nr_pcs; k++)
-					if (p->pcs[k].addr == pc.addr && p->pcs[k].flags == pc.flags)
+					if (p->pcs[k].addr == pc.addr &&
+					    p->pcs[k].flags == pc.flags)
 						break;
 				if (k == p->nr_pcs)
 					p->pcs[p->nr_pcs++] = pc;
@@ -139,25 +143,43 @@ static void fixtures(void)
 
 	memset(long_path, 'x', sizeof(long_path) - 1);
 	long_path[0] = '/';
-	mods[0] = (struct wp_module){ .path = "/usr/bin/app", .bias = 0x400000, .start = 0x400000,
-				      .end = 0x410000, .build_id_len = 20, .flags = WP_MOD_MAIN };
+	mods[0] = (struct wp_module){ .path = "/usr/bin/app",
+				      .bias = 0x400000,
+				      .start = 0x400000,
+				      .end = 0x410000,
+				      .build_id_len = 20,
+				      .flags = WP_MOD_MAIN };
 	for (i = 0; i < 20; i++)
 		mods[0].build_id[i] = (uint8_t)(0xa0 + i);
-	mods[1] = (struct wp_module){ .path = long_path, .bias = 0x7f0000000000,
-				      .start = 0x7f0000000000, .end = 0x7f0000100000 };
+	mods[1] = (struct wp_module){ .path = long_path,
+				      .bias = 0x7f0000000000,
+				      .start = 0x7f0000000000,
+				      .end = 0x7f0000100000 };
 	/* dlclose'd, and its range reused by mods[1]: left out by the reader */
-	mods[2] = (struct wp_module){ .path = "/tmp/plugin.so", .bias = 0x7f0000080000,
-				      .start = 0x7f0000080000, .end = 0x7f0000090000,
+	mods[2] = (struct wp_module){ .path = "/tmp/plugin.so",
+				      .bias = 0x7f0000080000,
+				      .start = 0x7f0000080000,
+				      .end = 0x7f0000090000,
 				      .flags = WP_MOD_UNLOADED };
-	mods[3] = (struct wp_module){ .path = "[vdso]", .start = 0x7ffff7fc1000,
-				      .end = 0x7ffff7fc3000, .flags = WP_MOD_VDSO,
+	mods[3] = (struct wp_module){ .path = "[vdso]",
+				      .start = 0x7ffff7fc1000,
+				      .end = 0x7ffff7fc3000,
+				      .flags = WP_MOD_VDSO,
 				      .build_id_len = 70 /* bogus: capped to 64 */ };
 	/* 101 appears twice (a reused tid): the newest entry wins; 200 has no samples */
-	threads[0] = (struct wp_thread){ .tid = 100, .name = "main", .nr_signals = 5, .nr_samples = 10 };
-	threads[1] = (struct wp_thread){ .tid = 101, .name = "old-101", .nr_signals = 1, .nr_samples = 2 };
-	threads[2] = (struct wp_thread){ .tid = 102, .name = "worker-2", .nr_signals = 7, .nr_samples = 10 };
-	threads[3] = (struct wp_thread){ .tid = 200, .name = "idle", .nr_signals = 0, .nr_samples = 0 };
-	threads[4] = (struct wp_thread){ .tid = 101, .name = "new-101", .nr_signals = 3, .nr_samples = 8 };
+	threads[0] =
+		(struct wp_thread){ .tid = 100, .name = "main", .nr_signals = 5, .nr_samples = 10 };
+	threads[1] = (struct wp_thread){
+		.tid = 101, .name = "old-101", .nr_signals = 1, .nr_samples = 2
+	};
+	threads[2] = (struct wp_thread){
+		.tid = 102, .name = "worker-2", .nr_signals = 7, .nr_samples = 10
+	};
+	threads[3] =
+		(struct wp_thread){ .tid = 200, .name = "idle", .nr_signals = 0, .nr_samples = 0 };
+	threads[4] = (struct wp_thread){
+		.tid = 101, .name = "new-101", .nr_signals = 3, .nr_samples = 8
+	};
 	threads[5] = (struct wp_thread){ .tid = 103, .nr_signals = 9, .nr_samples = 10 };
 	memcpy(threads[5].name, "sixteen-chars-na", 16); /* no NUL: cut to 15 */
 	for (i = 0; i < sizeof(ctr) / 8; i++)
@@ -272,8 +294,8 @@ static void test_roundtrip(void)
 		REQ(!strcmp(p.modules[0].path, "/usr/bin/app"));
 		REQ(p.modules[0].bias == 0x400000 && p.modules[0].start == 0x400000 &&
 		    p.modules[0].end == 0x410000 && p.modules[0].flags == WP_MOD_MAIN);
-		REQ(p.modules[0].build_id_len == 20 && !memcmp(p.modules[0].build_id,
-							       mods[0].build_id, 20));
+		REQ(p.modules[0].build_id_len == 20 &&
+		    !memcmp(p.modules[0].build_id, mods[0].build_id, 20));
 		REQ(strlen(p.modules[1].path) == WP_RAW_PATH_MAX - 1 &&
 		    !strncmp(p.modules[1].path, long_path, WP_RAW_PATH_MAX - 1));
 		REQ(!strcmp(p.modules[2].path, "[vdso]") && p.modules[2].flags == WP_MOD_VDSO &&
@@ -302,7 +324,8 @@ static void test_roundtrip(void)
 		REQ(write_dump(p2, r, &meta) == 0);
 		threads[3].flags = 0;
 		REQ(wp_raw_read(p2, &q, NULL, err, sizeof(err)) == 0);
-		REQ(q.nr_threads == 5 && thread_of(&q, 200) && !strcmp(thread_of(&q, 200)->name, "idle") &&
+		REQ(q.nr_threads == 5 && thread_of(&q, 200) &&
+		    !strcmp(thread_of(&q, 200)->name, "idle") &&
 		    thread_of(&q, 200)->flags == WP_THREAD_LIVE);
 		wp_profile_free(&q);
 		report("read: a live thread without samples is listed");
@@ -322,8 +345,7 @@ static void test_roundtrip(void)
 	report("read: counters round-trip, overwritten/dropped_full from the ring");
 
 	REQ(p.pid == 4242 && p.main_tid == 100 && p.hz == 101 && p.ring_seconds == 30 &&
-	    p.max_depth == 128 && p.realtime_offset_ns == -123456789012345ll &&
-	    p.snapshot == 0);
+	    p.max_depth == 128 && p.realtime_offset_ns == -123456789012345ll && p.snapshot == 0);
 	REQ(p.cmdline && !strcmp(p.cmdline, "./app --flag value"));
 	report("read: settings and command line into the profile fields");
 
@@ -659,7 +681,8 @@ static void test_scrambled(void)
 		 * return address (fill's i = 0), 0x401100 as an exact PC (i = 1). */
 		for (k = 0; k < snap.nr_samples; k++) {
 			const struct wp_pc *leaf =
-				&snap.pcs[snap.stack_frames[snap.stack_off[snap.samples[k].stack_id]]];
+				&snap.pcs[snap.stack_frames
+						  [snap.stack_off[snap.samples[k].stack_id]]];
 
 			on0 += leaf->addr == 0x401000 && leaf->flags == 0;
 			on1 += leaf->addr == 0x401100 && leaf->flags == WP_PC_EXACT;
@@ -727,8 +750,8 @@ static void test_race(void)
 	struct wp_ring_config c = {
 		/* 256 live samples use at most 256 of the 300 stacks, 400 distinct
 		 * addresses fit in 600 frames: adds succeed, compaction is frequent */
-		.nr_samples = 256, .nr_pcs = 600, .nr_stacks = 300, .nr_words = 4096,
-		.window_ns = 1000000,
+		.nr_samples = 256, .nr_pcs = 600,        .nr_stacks = 300,
+		.nr_words = 4096,  .window_ns = 1000000,
 	};
 	char path[PATH_MAX], err[256];
 	pthread_t th;
@@ -762,7 +785,8 @@ static void test_race(void)
 		pthread_join(th, NULL);
 	REQ(ok == 200);
 	printf("     (200 dumps during %llu adds, %llu compactions: %zu samples, %zu stacks "
-	       "dropped in all)\n", (unsigned long long)wp_ring_stats(race_ring)->nr_added,
+	       "dropped in all)\n",
+	       (unsigned long long)wp_ring_stats(race_ring)->nr_added,
 	       (unsigned long long)wp_ring_stats(race_ring)->nr_compactions, bad_samples,
 	       bad_stacks);
 	report("ring written while another thread adds and compacts: every dump reads back");
@@ -854,7 +878,8 @@ static int has_function(json_t *root, const char *fn)
 	json_t *frames = json_object_get(json_object_get(root, "profile"), "frames"), *f;
 	size_t i;
 
-	json_array_foreach(frames, i, f) {
+	json_array_foreach(frames, i, f)
+	{
 		const char *s = json_string_value(json_object_get(f, "function"));
 
 		if (s && !strcmp(s, fn))
@@ -881,7 +906,7 @@ static void test_convert(void)
 	}
 	raw_test_caller();
 	pcs[0] = (uint64_t)(uintptr_t)&raw_test_leaf + 1; /* exact leaf PC */
-	pcs[1] = ret_addr;                               /* return address in the caller */
+	pcs[1] = ret_addr;          /* return address in the caller */
 	wp_modmap_refresh(&mm);
 	REQ(mm.nr > 0);
 	for (i = 0; i < 100; i++)
@@ -895,8 +920,9 @@ static void test_convert(void)
 	REQ(wp_raw_write(fd, &m, r, mm.mods, mm.nr, threads, 6, &ctr) == 0);
 	close(fd);
 
-	rc = run_convert((char *[]){ "wallprof", "convert", raw, "-o", json, "--platform",
-				     "native", NULL }, out, sizeof(out));
+	rc = run_convert((char *[]){ "wallprof", "convert", raw, "-o", json, "--platform", "native",
+				     NULL },
+			 out, sizeof(out));
 	REQ(rc == 0);
 	REQ(strstr(out, "wallprof: wrote ") && strstr(out, "(100 samples, 2 threads, 1.0 s)"));
 	REQ(strstr(out, "died of signal 11"));
@@ -905,7 +931,8 @@ static void test_convert(void)
 	if (root) {
 		REQ(has_function(root, "raw_test_leaf"));
 		REQ(has_function(root, "raw_test_caller"));
-		REQ(json_array_size(json_object_get(json_object_get(root, "profile"), "samples")) == 100);
+		REQ(json_array_size(json_object_get(json_object_get(root, "profile"), "samples")) ==
+		    100);
 		json_decref(root);
 	}
 	if (why[0])
@@ -947,8 +974,8 @@ static void on_fatal(int sig)
 
 	crash_meta.signal = sig;
 	if (fd >= 0) {
-		wp_raw_write(fd, &crash_meta, crash_ring, crash_mods.mods, crash_mods.nr, threads, 6,
-			     &ctr);
+		wp_raw_write(fd, &crash_meta, crash_ring, crash_mods.mods, crash_mods.nr, threads,
+			     6, &ctr);
 		close(fd);
 	}
 	/* SA_RESETHAND: returning re-runs the faulting store, which now kills */
@@ -974,7 +1001,8 @@ static void test_fatal_signal(void)
 		pcs[0] = (uint64_t)(uintptr_t)&raw_test_leaf + 1;
 		pcs[1] = ret_addr;
 		for (i = 0; i < 50; i++)
-			wp_ring_add(crash_ring, 1000 + (uint64_t)i * 10000000ull, 100, 0, 0, pcs, 2, 1);
+			wp_ring_add(crash_ring, 1000 + (uint64_t)i * 10000000ull, 100, 0, 0, pcs, 2,
+				    1);
 		crash_meta = meta;
 		memset(&sa, 0, sizeof(sa));
 		sa.sa_handler = on_fatal;
@@ -997,9 +1025,9 @@ static void test_fatal_signal(void)
 static void cleanup(void)
 {
 	static const char *const names[] = {
-		"round.raw", "window.raw", "empty.raw", "ring.section", "small.raw", "cut.raw",
-		"fuzz.raw", "scrambled.raw", "race.raw", "fail.raw", "real.raw", "real-out.json",
-		"real.json", "crash.raw",
+		"round.raw", "window.raw",    "empty.raw",     "ring.section", "small.raw",
+		"cut.raw",   "fuzz.raw",      "scrambled.raw", "race.raw",     "fail.raw",
+		"real.raw",  "real-out.json", "real.json",     "crash.raw",
 	};
 	char path[PATH_MAX];
 	size_t i;

@@ -54,8 +54,8 @@ static struct wp_counters ctr;
 /* A whole dump of `r` with this file's settings and counters
  * (raw_files.h, craft_dump). */
 static unsigned char *build(const struct wp_module *mods, size_t nr_mods,
-			    const struct wp_thread *threads, size_t nr_threads, const struct spec *r,
-			    size_t *len)
+			    const struct wp_thread *threads, size_t nr_threads,
+			    const struct spec *r, size_t *len)
 {
 	return craft_dump(&meta, &ctr, mods, nr_mods, threads, nr_threads, r, len);
 }
@@ -72,7 +72,9 @@ static size_t ring_payload(const unsigned char *d, size_t len)
 }
 
 static const struct wp_module app = {
-	.path = "/usr/lib/wallprof-test/app", .start = 0x400000, .end = 0x800000,
+	.path = "/usr/lib/wallprof-test/app",
+	.start = 0x400000,
+	.end = 0x800000,
 	.flags = WP_MOD_MAIN,
 };
 
@@ -254,7 +256,8 @@ static int paths_in_64(size_t every, int short_path, size_t *len)
 		memset(paths[j], 'a' + (int)(j % 26), sizeof(paths[j]) - 1);
 		paths[j][0] = '/';
 		paths[j][sizeof(paths[j]) - 1] = 0;
-		mods[j] = (struct wp_module){ .path = paths[j], .start = 0x100000 * (j + 1),
+		mods[j] = (struct wp_module){ .path = paths[j],
+					      .start = 0x100000 * (j + 1),
 					      .end = 0x100000 * (j + 2) };
 	}
 	mods[64] = (struct wp_module){ .path = "/s", .start = 1ull << 40, .end = 2ull << 40 };
@@ -385,12 +388,15 @@ static double json_ratio(enum shape shape, size_t n, int threads, size_t nmods, 
 		memset(paths[i], 0x02, ctl);
 		paths[i][0] = '/';
 		paths[i][ctl] = 0;
-		mods[i] = (struct wp_module){ .path = paths[i], .start = (i + 1) << 40,
-					      .end = (i + 2) << 40, .build_id_len = 64 };
+		mods[i] = (struct wp_module){ .path = paths[i],
+					      .start = (i + 1) << 40,
+					      .end = (i + 2) << 40,
+					      .build_id_len = 64 };
 		memset(mods[i].build_id, 0xab, 64);
 	}
 	for (i = 0; i < r.np; i++)
-		r.p[i] = (struct rpc){ ((i % (nmods ? nmods : 1)) + 1) << 40 | (0xfffff00000ull + i * 64),
+		r.p[i] = (struct rpc){ ((i % (nmods ? nmods : 1)) + 1) << 40 |
+					       (0xfffff00000ull + i * 64),
 				       WP_PC_EXACT, 0 };
 	for (i = 0; i < r.nw; i++)
 		r.w[i] = (uint32_t)(shape == DEEP ? r.np - 1 - i % r.np : i);
@@ -399,8 +405,8 @@ static double json_ratio(enum shape shape, size_t n, int threads, size_t nmods, 
 	for (i = 0; i < r.ns; i++)
 		r.s[i] = (struct rsample){ 1ull << 62 | i, th ? th[i].tid : 4000000000u,
 					   (uint32_t)(i % r.nst),
-					   WP_SAMPLE_ON_CPU | WP_SAMPLE_SYSCALL | WP_SAMPLE_TRUNCATED |
-						   WP_SAMPLE_PARTIAL,
+					   WP_SAMPLE_ON_CPU | WP_SAMPLE_SYSCALL |
+						   WP_SAMPLE_TRUNCATED | WP_SAMPLE_PARTIAL,
 					   4000000000u };
 	r.window_ns = UINT64_MAX;
 	d = build(mods, nmods ? nmods : 1, th, nth, &r, &len);
@@ -441,7 +447,8 @@ static void test_json_bound(void)
 	size_t i, ctl;
 
 	for (i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
-		r = json_ratio(cases[i].shape, cases[i].n, cases[i].threads, 0, 0, err, sizeof(err));
+		r = json_ratio(cases[i].shape, cases[i].n, cases[i].threads, 0, 0, err,
+			       sizeof(err));
 		printf("     (%s: %.1f bytes of JSON per byte)\n", cases[i].name, r);
 		REQ(r > 0);
 		worst = r > worst ? r : worst;
@@ -459,7 +466,8 @@ static void test_json_bound(void)
 		REQ(strstr(err, "module paths"));
 	}
 	printf("     (everything, with %zu-byte module paths, the longest let through: %.1f "
-	       "per byte)\n", ctl, r);
+	       "per byte)\n",
+	       ctl, r);
 	REQ(r > 0 && ctl > 100);
 	worst = r > worst ? r : worst;
 	printf("     (most JSON per byte: %.1f)\n", worst);
@@ -601,7 +609,8 @@ static void test_module_shadowing(void)
 			uint64_t a = rnd() % 64, b = rnd() % 64;
 
 			snprintf(paths[i], sizeof(paths[i]), "/m%d", i);
-			mods[i] = (struct wp_module){ .path = paths[i], .start = a * 0x1000,
+			mods[i] = (struct wp_module){ .path = paths[i],
+						      .start = a * 0x1000,
 						      .end = b * 0x1000 + (rnd() % 3) * 0x800,
 						      .flags = rnd() % 3 ? WP_MOD_UNLOADED : 0 };
 		}
@@ -647,7 +656,8 @@ static void test_sym_module(void)
 			uint64_t a = rnd() % 64, b = rnd() % 64;
 
 			snprintf(paths[i], sizeof(paths[i]), "/nonexistent/wallprof/m%d", i);
-			mods[i] = (struct wp_module){ .path = paths[i], .start = a * 0x1000,
+			mods[i] = (struct wp_module){ .path = paths[i],
+						      .start = a * 0x1000,
 						      .end = b * 0x1000 + (rnd() % 3) * 0x800,
 						      .flags = rnd() % 3 ? WP_MOD_UNLOADED : 0 };
 		}
@@ -689,8 +699,10 @@ static int many_modules(const char *unused)
 	(void)unused;
 	if (!m)
 		return 3;
-	m[0] = (struct wp_module){ .path = "/nonexistent/wallprof/big", .start = 0,
-				   .end = 1ull << 62, .flags = WP_MOD_UNLOADED };
+	m[0] = (struct wp_module){ .path = "/nonexistent/wallprof/big",
+				   .start = 0,
+				   .end = 1ull << 62,
+				   .flags = WP_MOD_UNLOADED };
 	for (i = 1; i <= n; i++)
 		m[i] = (struct wp_module){ .path = "/nonexistent/wallprof/small",
 					   .start = 0x100000000ull + i * 0x10000,
@@ -705,8 +717,9 @@ static int many_modules(const char *unused)
 		if (wp_sym_lookup(sym, 0x100000000ull + (n + 1 + i) * 0x10000, &r) < 0 ||
 		    r.module != 0)
 			return 4;
-		if (i % 1000 == 0 && (wp_sym_lookup(sym, 0x100000000ull + (i + 1) * 0x10000 + 8,
-						    &r) < 0 || r.module != (int)i + 1))
+		if (i % 1000 == 0 &&
+		    (wp_sym_lookup(sym, 0x100000000ull + (i + 1) * 0x10000 + 8, &r) < 0 ||
+		     r.module != (int)i + 1))
 			return 5;
 	}
 	wp_sym_close(sym);
@@ -759,7 +772,8 @@ static int same_file_many(const char *unused)
 
 		if (wp_sym_lookup(sym, a, &r) < 0)
 			rc = 4;
-		else if (r.module != (int)i || r.nr_frames < 1 || !r.frames[r.nr_frames - 1].function ||
+		else if (r.module != (int)i || r.nr_frames < 1 ||
+			 !r.frames[r.nr_frames - 1].function ||
 			 !strstr(r.frames[r.nr_frames - 1].function, "raw_untrusted_marker"))
 			rc = 5;
 	}

@@ -11,15 +11,26 @@
 
 static int nr_pass, nr_fail;
 
-#define CHECK(cond, ...) do { \
-	if (cond) { nr_pass++; } else { nr_fail++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-		printf(__VA_ARGS__); printf("\n"); } } while (0)
+#define CHECK(cond, ...)                                            \
+	do {                                                        \
+		if (cond) {                                         \
+			nr_pass++;                                  \
+		} else {                                            \
+			nr_fail++;                                  \
+			printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+			printf(__VA_ARGS__);                        \
+			printf("\n");                               \
+		}                                                   \
+	} while (0)
 
 static struct wp_ring *mk(size_t samples, size_t stacks, uint64_t window)
 {
 	struct wp_ring_config c = {
-		.nr_samples = samples, .nr_pcs = stacks * 4, .nr_stacks = stacks,
-		.nr_words = 8192, .window_ns = window,
+		.nr_samples = samples,
+		.nr_pcs = stacks * 4,
+		.nr_stacks = stacks,
+		.nr_words = 8192,
+		.window_ns = window,
 	};
 	return wp_ring_create(&c);
 }
@@ -129,7 +140,8 @@ static void test_full_drops(void)
 	CHECK(wp_ring_stats(r)->nr_dropped_full == 4, "drops counted");
 	CHECK(wp_ring_nr_samples(r) == 4, "4 kept");
 	CHECK(ring_window(r, &p, NULL) == 0 && p.nr_samples == 4 && p.nr_stacks == 4 &&
-	      p.counters.nr_dropped_full == 4, "the dump has the 4 kept and counts 4 dropped");
+		      p.counters.nr_dropped_full == 4,
+	      "the dump has the 4 kept and counts 4 dropped");
 	wp_profile_free(&p);
 	wp_ring_destroy(r);
 }
@@ -177,7 +189,8 @@ static void test_refs(void)
 	CHECK(wp_ring_add_get_ref(r, 1, 1, 0, 0, a, 2, 1, &ref) == 0, "add with ref");
 	CHECK(wp_ring_add_ref(r, 2, 1, 0, 0, &ref) == 0, "same stack again by ref");
 	CHECK(ring_window(r, &p, NULL) == 0 && p.nr_samples == 2 && p.nr_stacks == 1 &&
-	      p.samples[1].stack_id == p.samples[0].stack_id, "the ref'd sample has the same stack");
+		      p.samples[1].stack_id == p.samples[0].stack_id,
+	      "the ref'd sample has the same stack");
 	wp_profile_free(&p);
 	/* Force compactions: the ref must go stale, not point at another stack. */
 	for (i = 0; i < 20; i++) {
@@ -187,7 +200,8 @@ static void test_refs(void)
 		wp_ring_add(r, 3 + (uint64_t)i, 2, 0, 0, b, 3, 1);
 	}
 	CHECK(wp_ring_stats(r)->nr_compactions > 0, "compacted");
-	CHECK(wp_ring_add_ref(r, 100, 1, 0, 0, &ref) < 0, "a ref from before a compaction is stale");
+	CHECK(wp_ring_add_ref(r, 100, 1, 0, 0, &ref) < 0,
+	      "a ref from before a compaction is stale");
 	/* A ref from another ring never matches, even at the same epoch. */
 	r2 = mk(16, 16, 1000000000);
 	CHECK(wp_ring_add_get_ref(r2, 1, 1, 0, 0, a, 2, 1, &ref) == 0, "add in a second ring");

@@ -70,8 +70,8 @@ static void test_alloc(void)
 		fclose(f);
 	}
 	setup(8);
-	REQ(g->tab.nr_slots == 8 && g->tab.slots && g->tab.tid_slot && g->tab.bufs &&
-	    g->tab.stks && g->tab.sites);
+	REQ(g->tab.nr_slots == 8 && g->tab.slots && g->tab.tid_slot && g->tab.bufs && g->tab.stks &&
+	    g->tab.sites);
 	REQ(pid_max == 0 || g->tab.nr_tids == pid_max + 1);
 	REQ(g->tab.buf_depth == DEPTH + WP_UNW_SCRATCH);
 	REQ(atomic_load(&g->tab.hiwater) == 0);
@@ -179,16 +179,54 @@ struct field {
 /* Every field of struct wp_slot, in order. test_field_table checks that
  * only the compiler's padding lies between them. */
 static const struct field fields[] = {
-	F(state), F(gen), F(tid), F(blk_pin), F(buf), F(stk),
-	F(thr.blk_seq), F(thr.blk_foreign), F(thr.blk_sysno), F(thr.blk_fn), F(thr.blk_regs),
-	F(thr.blk_frame), F(thr.nr_foreign), F(thr.hdl_seq), F(thr.hdl_depth), F(thr.in_loader),
-	F(thr.tp), F(thr.exiting),
-	F(hdl.nr), F(hdl.uflags), F(hdl.ours_seq), F(hdl.rst_seq), F(hdl.rst_pc), F(hdl.rst_nr),
-	F(hdl.rst_sp), F(hdl.cut_seq), F(hdl.cut_ret),
-	F(smp.t_ns), F(smp.sig_sysno), F(smp.sampled_seq), F(smp.cached_nr), F(smp.cached_flags),
-	F(smp.cached_sysno), F(smp.nr_cached_ok), F(smp.site_next), F(smp.site_last),
-	F(smp.stk_gen), F(smp.stk_tp), F(smp.stk_lo), F(smp.stk_hi), F(smp.fp_sp), F(smp.fp_pc),
-	F(smp.fp_nr), F(smp.cpu_ns), F(smp.pend_ns), F(smp.nr_pend), F(smp.scan), F(smp.entry_serial),
+	F(state),
+	F(gen),
+	F(tid),
+	F(blk_pin),
+	F(buf),
+	F(stk),
+	F(thr.blk_seq),
+	F(thr.blk_foreign),
+	F(thr.blk_sysno),
+	F(thr.blk_fn),
+	F(thr.blk_regs),
+	F(thr.blk_frame),
+	F(thr.nr_foreign),
+	F(thr.hdl_seq),
+	F(thr.hdl_depth),
+	F(thr.in_loader),
+	F(thr.tp),
+	F(thr.exiting),
+	F(hdl.nr),
+	F(hdl.uflags),
+	F(hdl.ours_seq),
+	F(hdl.rst_seq),
+	F(hdl.rst_pc),
+	F(hdl.rst_nr),
+	F(hdl.rst_sp),
+	F(hdl.cut_seq),
+	F(hdl.cut_ret),
+	F(smp.t_ns),
+	F(smp.sig_sysno),
+	F(smp.sampled_seq),
+	F(smp.cached_nr),
+	F(smp.cached_flags),
+	F(smp.cached_sysno),
+	F(smp.nr_cached_ok),
+	F(smp.site_next),
+	F(smp.site_last),
+	F(smp.stk_gen),
+	F(smp.stk_tp),
+	F(smp.stk_lo),
+	F(smp.stk_hi),
+	F(smp.fp_sp),
+	F(smp.fp_pc),
+	F(smp.fp_nr),
+	F(smp.cpu_ns),
+	F(smp.pend_ns),
+	F(smp.nr_pend),
+	F(smp.scan),
+	F(smp.entry_serial),
 	F(smp.stk_ref),
 };
 #define NR_FIELDS (sizeof(fields) / sizeof(*fields))
@@ -372,8 +410,8 @@ static void test_reset_sampler(void)
 			printf("     (%s %s)\n", f->name, same ? "kept" : "changed");
 		}
 	}
-	REQ(s->smp.fp_nr == UINT64_MAX && atomic_load(&s->smp.entry_serial) == 0 && s->smp.scan == 3 &&
-	    s->smp.nr_pend == 0 && s->smp.cached_nr == 0);
+	REQ(s->smp.fp_nr == UINT64_MAX && atomic_load(&s->smp.entry_serial) == 0 &&
+	    s->smp.scan == 3 && s->smp.nr_pend == 0 && s->smp.cached_nr == 0);
 	report("WP_SLOT_SAMPLER: smp forgotten but t_ns and pend_ns; thr, hdl, owner kept");
 }
 
@@ -589,7 +627,8 @@ REAL_STACK static void in_call(struct wp_slot *s)
 	holds = wp_slot_record_holds((pid_t)my_tid(), (uint64_t)(uintptr_t)&b, s, b.seq);
 	REQ(holds == 1 || holds == -1);
 	if (holds == 1) {
-		REQ(wp_slot_record_holds((pid_t)my_tid(), (uint64_t)(uintptr_t)&b, s, b.seq + 2) == 0);
+		REQ(wp_slot_record_holds((pid_t)my_tid(), (uint64_t)(uintptr_t)&b, s, b.seq + 2) ==
+		    0);
 		REQ(wp_slot_record_holds((pid_t)my_tid(), 8, s, b.seq) == 0);
 	} else {
 		printf("     (process_vm_readv refused: record checks skipped)\n");

@@ -29,7 +29,7 @@ static void check(int ok, const char *what)
 /* The module map the library itself records (preload/modules.c). */
 static struct wp_modmap load_modules(void)
 {
-	struct wp_modmap mm = {0};
+	struct wp_modmap mm = { 0 };
 	wp_modmap_refresh(&mm);
 	return mm;
 }
@@ -75,7 +75,7 @@ static int ends_with(const char *s, const char *suffix)
 }
 
 static void print_result(const char *what, const struct wp_sym_result *r,
-                         const struct wp_module *mods)
+			 const struct wp_module *mods)
 {
 	printf("  %s: module %d (%s) +0x%llx, %d frame(s)\n", what, r->module,
 	       r->module >= 0 ? mods[r->module].path : "-", (unsigned long long)r->module_offset,
@@ -97,7 +97,7 @@ int main(void)
 	struct {
 		struct wp_module *v;
 		size_t nr;
-	} mv = {mm.mods, mm.nr};
+	} mv = { mm.mods, mm.nr };
 	printf("  %zu modules\n", mv.nr);
 
 	struct wp_sym *s = wp_sym_open(mv.v, mv.nr);
@@ -111,10 +111,10 @@ int main(void)
 	int rc = wp_sym_lookup(s, (uintptr_t)&target_fn, &r);
 	print_result("target_fn", &r, mv.v);
 	check(rc == 0 && r.module >= 0 && (mv.v[r.module].flags & WP_MOD_MAIN) &&
-	          r.nr_frames == 1 && r.frames[0].function &&
-	          !strcmp(r.frames[0].function, "target_fn") &&
-	          ends_with(r.frames[0].file, "test_symbolize.c") &&
-	          r.frames[0].line == target_line && !r.frames[0].inlined,
+		      r.nr_frames == 1 && r.frames[0].function &&
+		      !strcmp(r.frames[0].function, "target_fn") &&
+		      ends_with(r.frames[0].file, "test_symbolize.c") &&
+		      r.frames[0].line == target_line && !r.frames[0].inlined,
 	      "noinline function resolves to name, file and exact line");
 
 	/* 2. inside an inlined function: the inline frame, then its caller. */
@@ -122,12 +122,12 @@ int main(void)
 	rc = wp_sym_lookup(s, ra, &r);
 	print_result("probe return address - 1", &r, mv.v);
 	check(rc == 0 && r.nr_frames >= 2 && r.frames[0].function &&
-	          !strcmp(r.frames[0].function, "inlined_fn") && r.frames[0].inlined == 1 &&
-	          ends_with(r.frames[0].file, "test_symbolize.c") &&
-	          r.frames[0].line == probe_line && r.frames[1].function &&
-	          !strcmp(r.frames[1].function, "outer_fn") &&
-	          ends_with(r.frames[1].file, "test_symbolize.c") &&
-	          r.frames[1].line == call_line && r.frames[r.nr_frames - 1].inlined == 0,
+		      !strcmp(r.frames[0].function, "inlined_fn") && r.frames[0].inlined == 1 &&
+		      ends_with(r.frames[0].file, "test_symbolize.c") &&
+		      r.frames[0].line == probe_line && r.frames[1].function &&
+		      !strcmp(r.frames[1].function, "outer_fn") &&
+		      ends_with(r.frames[1].file, "test_symbolize.c") &&
+		      r.frames[1].line == call_line && r.frames[r.nr_frames - 1].inlined == 0,
 	      "inlined frames: inline function at the probe call, caller at the inline call site");
 
 	/* 3. libc: no DWARF needed, any name will do. */
@@ -137,7 +137,7 @@ int main(void)
 	if (rc == 0)
 		print_result("getpid", &r, mv.v);
 	check(rc == 0 && r.module >= 0 && strstr(mv.v[r.module].path, "libc") && r.nr_frames >= 1 &&
-	          r.frames[r.nr_frames - 1].function && r.frames[r.nr_frames - 1].function[0],
+		      r.frames[r.nr_frames - 1].function && r.frames[r.nr_frames - 1].function[0],
 	      "libc address resolves to libc and a function name");
 	if (libc)
 		dlclose(libc);
@@ -159,8 +159,8 @@ int main(void)
 	/* 7. the cache hands out the same pointers. */
 	struct wp_sym_result a, b;
 	int ok = wp_sym_lookup(s, ra, &a) == 0 && wp_sym_lookup(s, ra, &b) == 0 &&
-	         a.frames == b.frames && a.nr_frames == b.nr_frames && a.nr_frames > 0 &&
-	         a.frames[0].function == b.frames[0].function;
+		 a.frames == b.frames && a.nr_frames == b.nr_frames && a.nr_frames > 0 &&
+		 a.frames[0].function == b.frames[0].function;
 	ok = ok && wp_sym_lookup(s, (uintptr_t)&target_fn, &b) == 0 &&
 	     wp_sym_lookup(s, (uintptr_t)&target_fn, &a) == 0 && a.frames == b.frames;
 	check(ok, "repeated lookups return the same cached pointers");

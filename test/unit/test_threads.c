@@ -314,8 +314,7 @@ static void test_live_one_load(void)
 	wp_slot_release(x[0]);
 	wp_threads_prune(now);
 	REQ(table(&nr) != v.e && nr == v.nr - 2);
-	REQ(v.nr > 4 && live(&v, 0) && !live(&v, 1) && live(&v, 2) && !live(&v, 3) &&
-	    live(&v, 4));
+	REQ(v.nr > 4 && live(&v, 0) && !live(&v, 1) && live(&v, 2) && !live(&v, 3) && live(&v, 4));
 	report("one load: a rebuild after the dump's load leaves its flags right");
 }
 

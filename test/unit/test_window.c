@@ -29,9 +29,9 @@ static struct wp_raw_meta meta;
 static struct wp_counters ctr;
 
 /* Reads a crafted dump; an empty profile (and a line) when refused. */
-static int read_spec(const struct wp_module *mods, size_t nr_mods,
-		     const struct wp_thread *threads, size_t nr_threads, const struct spec *r,
-		     struct wp_profile *p, struct wp_raw_info *info)
+static int read_spec(const struct wp_module *mods, size_t nr_mods, const struct wp_thread *threads,
+		     size_t nr_threads, const struct spec *r, struct wp_profile *p,
+		     struct wp_raw_info *info)
 {
 	char err[256] = "";
 	size_t len;
@@ -112,7 +112,10 @@ static void test_cut(void)
 static void test_ring_window(void)
 {
 	struct wp_ring_config c = {
-		.nr_samples = 4096, .nr_pcs = 256, .nr_stacks = 64, .nr_words = 8192,
+		.nr_samples = 4096,
+		.nr_pcs = 256,
+		.nr_stacks = 64,
+		.nr_words = 8192,
 		.window_ns = 2ull * 1000000000, /* ring_seconds = 2 */
 	};
 	struct wp_ring *r = wp_ring_create(&c);
@@ -198,7 +201,10 @@ static void test_threads(void)
 		{ .tid = 9, .name = "nine-old", .nr_signals = 4, .nr_samples = 4 },
 		{ .tid = 5, .name = "five-b", .nr_signals = 3, .nr_samples = 4 },
 		{ .tid = 7, .name = "seven", .flags = WP_THREAD_LIVE },
-		{ .tid = 5, .name = "five-c", .nr_signals = 5, .nr_samples = 6,
+		{ .tid = 5,
+		  .name = "five-c",
+		  .nr_signals = 5,
+		  .nr_samples = 6,
 		  .flags = WP_THREAD_LIVE },
 		{ .tid = 9, .name = "nine-new", .nr_signals = 1, .nr_samples = 0 },
 	};
@@ -237,14 +243,28 @@ static void test_modules(void)
 {
 	static const struct wp_module mods[] = {
 		{ .path = "/live-a", .start = 0x10000, .end = 0x30000 },
-		{ .path = "/gone-over-a", .start = 0x20000, .end = 0x40000, .flags = WP_MOD_UNLOADED },
-		{ .path = "/gone-alone", .start = 0x50000, .end = 0x60000, .flags = WP_MOD_UNLOADED },
-		{ .path = "/gone-same", .start = 0x70000, .end = 0x80000, .flags = WP_MOD_UNLOADED },
+		{ .path = "/gone-over-a",
+		  .start = 0x20000,
+		  .end = 0x40000,
+		  .flags = WP_MOD_UNLOADED },
+		{ .path = "/gone-alone",
+		  .start = 0x50000,
+		  .end = 0x60000,
+		  .flags = WP_MOD_UNLOADED },
+		{ .path = "/gone-same",
+		  .start = 0x70000,
+		  .end = 0x80000,
+		  .flags = WP_MOD_UNLOADED },
 		{ .path = "/live-same", .start = 0x70000, .end = 0x80000 },
 		{ .path = "/live-over-a", .start = 0x28000, .end = 0x38000 },
-		{ .path = "/gone-touching", .start = 0x38000, .end = 0x50000,
+		{ .path = "/gone-touching",
+		  .start = 0x38000,
+		  .end = 0x50000,
 		  .flags = WP_MOD_UNLOADED },
-		{ .path = "/gone-inside", .start = 0x12000, .end = 0x13000, .flags = WP_MOD_UNLOADED },
+		{ .path = "/gone-inside",
+		  .start = 0x12000,
+		  .end = 0x13000,
+		  .flags = WP_MOD_UNLOADED },
 	};
 	static const char *const want[] = { "/live-a", "/gone-alone", "/live-same", "/live-over-a",
 					    "/gone-touching" };
