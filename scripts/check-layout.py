@@ -56,6 +56,9 @@ MAX_LINES = 800
 
 # Files allowed over MAX_LINES, each with its reason.
 LONG = {
+    "output/model_json.c":
+        "12 lines over after the reformat: one reader of one document; its frames-to-"
+        "locations part is the piece to move out when it grows",
     "output/sentry.c":
         "41 lines over: one document's writer plus the sink entry point the model's writer "
         "uses; its streaming JSON writer (struct jw) is the part to move out next",
