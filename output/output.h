@@ -88,7 +88,9 @@ struct wp_out_atomic {
 };
 
 /* Creates the temporary ".<basename>.tmp.<pid>.<random>" in the target's
- * directory. Returns 0, or -1 with a reason in `err` and nothing to clean up. */
+ * directory; a target that is a device, FIFO or socket (/dev/null, a named
+ * pipe) is opened and written through instead, never replaced (tmp stays
+ * NULL). Returns 0, or -1 with a reason in `err` and nothing to clean up. */
 int wp_out_atomic_open(struct wp_out_atomic *a, const char *path, char *err, size_t errlen);
 
 /* Appends `len` bytes, retrying short writes and EINTR. Returns 0, or -1 with

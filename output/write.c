@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -78,6 +79,20 @@ int wp_out_atomic_open(struct wp_out_atomic *a, const char *path, char *err, siz
 	if (!*base) {
 		set_err(err, errlen, "cannot create", path, EISDIR);
 		return -1;
+	}
+	{
+		/* A device, FIFO or socket at the target (/dev/null, a named
+		 * pipe, /dev/stdout's link): written through, never replaced
+		 * (a rename over /dev/null, as root, would make it a file). */
+		struct stat st;
+
+		if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+			a->fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+			if (a->fd >= 0)
+				return 0;
+			set_err(err, errlen, "cannot open", path, errno);
+			return -1;
+		}
 	}
 	cap = dirlen + strlen(base) + 48;
 	a->tmp = malloc(cap);
@@ -175,7 +190,7 @@ int wp_out_atomic_commit(struct wp_out_atomic *a, char *err, size_t errlen)
 {
 	int fd = a->fd;
 
-	if (fsync(fd) < 0 && errno != EINVAL && errno != EROFS) {
+	if (a->tmp && fsync(fd) < 0 && errno != EINVAL && errno != EROFS) {
 		set_err(err, errlen, "cannot sync", a->path, errno);
 		goto fail;
 	}
@@ -185,6 +200,8 @@ int wp_out_atomic_commit(struct wp_out_atomic *a, char *err, size_t errlen)
 		set_err(err, errlen, "cannot write", a->path, errno);
 		goto fail;
 	}
+	if (!a->tmp)
+		return 0; /* written through (a device or a FIFO) */
 	/* rename() replaces a symlink at the target rather than following it. */
 	if (rename(a->tmp, a->path) < 0) {
 		set_err(err, errlen, "cannot rename to", a->path, errno);

@@ -187,6 +187,44 @@ static void test_syscall_names(void)
 
 /* ---- atomic writes ---- */
 
+/* A device or FIFO at the target is written through, never replaced: a
+ * rename over /dev/null (as root: `wallprof convert X -o /dev/null`) made
+ * it a regular file. */
+static void test_atomic_device(void)
+{
+	char link_path[PATH_MAX], fifo[PATH_MAX], err[256];
+	struct stat sb;
+	int fd, flags;
+
+	REQ(wp_out_write_atomic("/dev/null", "x", 1, err, sizeof(err)) == 0);
+	REQ(stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode));
+	pathf(link_path, "devnull-link");
+	unlink(link_path);
+	REQ(symlink("/dev/null", link_path) == 0);
+	REQ(wp_out_write_atomic(link_path, "x", 1, err, sizeof(err)) == 0);
+	REQ(lstat(link_path, &sb) == 0 && S_ISLNK(sb.st_mode));
+	REQ(stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode));
+	unlink(link_path);
+	/* a FIFO with a reader: the bytes go through it */
+	pathf(fifo, "fifo");
+	unlink(fifo);
+	REQ(mkfifo(fifo, 0600) == 0);
+	fd = open(fifo, O_RDONLY | O_NONBLOCK);
+	REQ(fd >= 0);
+	REQ(wp_out_write_atomic(fifo, "hello", 5, err, sizeof(err)) == 0);
+	if (fd >= 0) {
+		char buf[8] = "";
+
+		flags = fcntl(fd, F_GETFL);
+		fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+		REQ(read(fd, buf, sizeof(buf)) == 5 && !memcmp(buf, "hello", 5));
+		close(fd);
+	}
+	REQ(lstat(fifo, &sb) == 0 && S_ISFIFO(sb.st_mode));
+	unlink(fifo);
+	report("atomic: a device or FIFO is written through, never replaced");
+}
+
 static void test_atomic(void)
 {
 	char path[PATH_MAX], bad[PATH_MAX], victim[PATH_MAX], err[256];
@@ -786,6 +824,7 @@ int main(int argc, char **argv)
 	test_expand_path();
 	test_syscall_names();
 	test_atomic();
+	test_atomic_device();
 	if (keepdir) {
 		snprintf(p1, sizeof(p1), "%s/synthetic.json", keepdir);
 		snprintf(p2, sizeof(p2), "%s/synthetic-inline.json", keepdir);
