@@ -30,8 +30,10 @@ __attribute__((noipa)) static uint64_t wpt_level3(double seconds)
 
 	do {
 		for (int i = 0; i < 20000; i++) {
-			x = (x * 6364136223846793005ULL + 1442695040888963407ULL) ^
-			    (x >> 29); /* MARK:level3 */
+			const uint64_t a = 6364136223846793005ULL, c = 1442695040888963407ULL;
+			uint64_t y = x >> 29;
+
+			x = (x * a + c) ^ y; /* MARK:level3 */
 			__asm__ volatile("" : "+r"(x));
 		}
 	} while (now_s() < end);

@@ -33,8 +33,9 @@ static double now_s(void)
  * samples of the busy thread land on this line most of the time. */
 static inline __attribute__((always_inline)) uint64_t wpt_inline_step(uint64_t x)
 {
-	x = (x * 6364136223846793005ULL + 1442695040888963407ULL) ^
-	    (x >> 29); /* MARK:inline_step */
+	uint64_t y = x >> 29;
+
+	x = (x * 6364136223846793005ULL + 1442695040888963407ULL) ^ y; /* MARK:inline_step */
 	return x;
 }
 
