@@ -38,12 +38,17 @@ static double share(unsigned long long n, unsigned long long total)
 	return total ? 100.0 * (double)n / (double)total : 0.0;
 }
 
-static unsigned long long base_total, new_total;
+/* The two profiles' sample counts: cmp_change's context. */
+struct totals {
+	unsigned long long base_total, new_total;
+};
 
 /* By the size of the change in share, largest first, then by name. */
-static int cmp_change(const void *a, const void *b)
+static int cmp_change(const void *a, const void *b, void *ctx)
 {
 	const struct wp_tally_entry *x = a, *y = b;
+	unsigned long long base_total = ((const struct totals *)ctx)->base_total;
+	unsigned long long new_total = ((const struct totals *)ctx)->new_total;
 	double dx = fabs(share(x->n2, new_total) - share(x->n, base_total));
 	double dy = fabs(share(y->n2, new_total) - share(y->n, base_total));
 
@@ -87,14 +92,17 @@ static int text(struct wp_model *base, struct wp_model *cur, const char *bpath, 
 	struct wp_tally t = { 0 };
 	struct wp_table tb = { .ncols = 6, .align = "rrrrrl" };
 	int bad = 0;
+	unsigned long long base_total = base->p.nr_samples, new_total = cur->p.nr_samples;
 
-	base_total = base->p.nr_samples;
-	new_total = cur->p.nr_samples;
 	if (tally(&t, base, cur, 0) < 0 || tally(&t, cur, cur, 1) < 0) {
 		wp_tally_free(&t);
 		return -1;
 	}
-	qsort(t.e, t.n, sizeof(*t.e), cmp_change);
+	{
+		struct totals tt = { base_total, new_total };
+
+		qsort_r(t.e, t.n, sizeof(*t.e), cmp_change, &tt);
+	}
 	printf("base: %s (%llu samples)\nnew:  %s (%llu samples)\n\n", bpath, base_total, npath,
 	       new_total);
 	printf("functions by change in share of wall time (innermost in-app frame):\n");

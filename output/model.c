@@ -129,11 +129,9 @@ void wp_model_free(struct wp_model *m)
 	memset(m, 0, sizeof(*m));
 }
 
-static struct wp_model *cmp_model; /* qsort's context: one model at a time */
-
-static int cmp_thr(const void *a, const void *b)
+static int cmp_thr(const void *a, const void *b, void *ctx)
 {
-	const struct wp_thread *t = cmp_model->p.threads;
+	const struct wp_thread *t = ((const struct wp_model *)ctx)->p.threads;
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
 	if (t[x].tid != t[y].tid)
@@ -151,9 +149,7 @@ int wp_model_finish(struct wp_model *m)
 		return -1;
 	for (size_t i = 0; i < m->p.nr_threads; i++)
 		st->thr[i] = (uint32_t)i;
-	cmp_model = m;
-	qsort(st->thr, m->p.nr_threads, sizeof(uint32_t), cmp_thr);
-	cmp_model = NULL;
+	qsort_r(st->thr, m->p.nr_threads, sizeof(uint32_t), cmp_thr, m);
 	if (!m->platform)
 		m->platform = wp_model_intern(m, "native", 6);
 	return m->platform ? 0 : -1;

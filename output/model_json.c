@@ -152,11 +152,9 @@ static const char *intern(struct rd *r, const char *s)
 
 /* ---- images -> modules -------------------------------------------------- */
 
-static struct rd *sort_rd;
-
-static int cmp_mod(const void *a, const void *b)
+static int cmp_mod(const void *a, const void *b, void *ctx)
 {
-	const struct wp_module *m = sort_rd->m->p.modules;
+	const struct wp_module *m = ((const struct rd *)ctx)->m->p.modules;
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
 	if (m[x].start != m[y].start)
@@ -214,9 +212,7 @@ static int read_images(struct rd *r, const json_t *root)
 		r->mod_order[p->nr_modules] = (uint32_t)p->nr_modules;
 		p->nr_modules++;
 	}
-	sort_rd = r;
-	qsort(r->mod_order, p->nr_modules, sizeof(uint32_t), cmp_mod);
-	sort_rd = NULL;
+	qsort_r(r->mod_order, p->nr_modules, sizeof(uint32_t), cmp_mod, r);
 	return 0;
 }
 
