@@ -207,9 +207,7 @@ int wp_out_folded(const struct wp_model *m, const struct wp_format_opts *o, stru
 	rc = 0;
 	goto out;
 oom:
-	if (!s->failed && s->err && s->errlen)
-		snprintf(s->err, s->errlen, "folded: out of memory");
-	s->failed = 1;
+	wp_sink_oom(s, "folded");
 out:
 	for (size_t i = 0; i < nr_lines; i++)
 		free(lines[i].text);

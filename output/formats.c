@@ -148,3 +148,10 @@ char *wp_format_path(const struct wp_format *f, const char *json)
 	memcpy(out + n, f->suffix, k + 1);
 	return out;
 }
+
+void wp_sink_oom(struct wp_out_sink *s, const char *what)
+{
+	if (!s->failed && s->err && s->errlen)
+		snprintf(s->err, s->errlen, "%s: out of memory", what);
+	s->failed = 1;
+}

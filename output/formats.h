@@ -38,6 +38,10 @@ struct wp_out_sink {
 /* Appends `len` bytes; returns 0, or -1 once anything failed (err set). */
 int wp_sink_write(struct wp_out_sink *s, const void *data, size_t len);
 
+/* Marks the sink failed with "<what>: out of memory", unless an earlier
+ * error is already there. */
+void wp_sink_oom(struct wp_out_sink *s, const char *what);
+
 /* printf into the sink (formatted in a stack buffer of 4 KiB; longer
  * output is an error). */
 int wp_sink_printf(struct wp_out_sink *s, const char *fmt, ...)

@@ -436,9 +436,7 @@ int wp_out_pprof(const struct wp_model *m, const struct wp_format_opts *o, struc
 	rc = 0;
 	goto out;
 oom:
-	if (!s->failed && s->err && s->errlen)
-		snprintf(s->err, s->errlen, "pprof: out of memory");
-	s->failed = 1;
+	wp_sink_oom(s, "pprof");
 out:
 	free(keys);
 	free(pp.loc_id);

@@ -329,9 +329,7 @@ int wp_out_speedscope(const struct wp_model *m, const struct wp_format_opts *o,
 	rc = 0;
 	goto out;
 oom:
-	if (!s->failed && s->err && s->errlen)
-		snprintf(s->err, s->errlen, "speedscope: out of memory");
-	s->failed = 1;
+	wp_sink_oom(s, "speedscope");
 out:
 	for (size_t i = 0; ss.stack_idx && i < p->nr_stacks; i++)
 		free(ss.stack_idx[i]);
