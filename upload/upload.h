@@ -1,0 +1,74 @@
+/* upload: profiles sent where teams look (Sentry's envelope endpoint,
+ * Grafana Pyroscope's /ingest) through an on-disk spool. Runs in the
+ * converter's process only (convert/), never in the profiled one: libcurl
+ * and zlib live here.
+ *
+ * The spool (WALLPROF_SPOOL_DIR) holds one directory per profiled process
+ * ("run", named by the caller: "<pid>-<profiler id>"), each item an HTTP
+ * request waiting to be sent, written atomically (temporary + rename). A
+ * run's items are sent by its own converters; the runs of processes that
+ * are gone are sent by whichever converter flushes next (any later run).
+ * The whole spool is bounded in files and bytes: the oldest items are
+ * dropped first, and counted.
+ *
+ * Sending follows Sentry's transport rules (2xx sent; 413 and other 4xx
+ * dropped and counted; 429 and X-Sentry-Rate-Limits, read on every
+ * response, disable a category (or all) until the time given, the item
+ * kept and sent after it; network errors and 5xx kept, the endpoint backed
+ * off), with the state (limits, backoff) kept in the spool so that the next
+ * converter process honours it. Not async-signal-safe. */
+#ifndef WP_UPLOAD_H
+#define WP_UPLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One HTTP POST to make. */
+struct wp_upload_item {
+	const char *url;          /* the whole URL, query included */
+	const char *category;     /* Sentry's rate-limit data category ("profile",
+				     "profile_chunk"), NULL for a Pyroscope push */
+	const char *content_type; /* "application/x-sentry-envelope", ... */
+	const char *headers[4];   /* extra "Name: value" lines (X-Sentry-Auth), NULL-ended */
+	int gzip;                 /* 1: sent gzip-compressed (Content-Encoding: gzip) */
+	const void *body;
+	size_t len;
+	const char *what;         /* for messages: "chunk 3 of process 1234" */
+};
+
+struct wp_spool_config {
+	const char *dir;      /* the spool's root (created 0700 when missing) */
+	unsigned max_files;   /* items kept at most, all runs together */
+	uint64_t max_bytes;   /* bytes kept at most, all runs together */
+};
+
+/* What a flush did, for the one report line. */
+struct wp_flush_result {
+	unsigned sent;         /* accepted (2xx) */
+	unsigned dropped;      /* refused for good (413, other 4xx), or pruned */
+	unsigned left;         /* still spooled when the flush ended */
+	unsigned rate_limited; /* left because their category (or all) is limited */
+	char last_error[256];  /* the last failure, "" when none */
+};
+
+/* Where messages go: level 1 error, 2 info, 3 debug; one line each. */
+typedef void wp_upload_say_fn(void *ctx, int level, const char *msg);
+
+/* Stores `it` in run `run` of the spool, pruning the oldest items of the
+ * whole spool beyond its bounds. Returns 0, or -1 with a one-line reason in
+ * `err` (the spool cannot be written: the item is lost and the caller says
+ * so). */
+int wp_spool_put(const struct wp_spool_config *sc, const char *run,
+		 const struct wp_upload_item *it, char *err, size_t errlen);
+
+/* Sends what is spooled, oldest first: run `run`'s items, then those of
+ * runs whose process is gone; stops at `deadline_ms` (CLOCK_MONOTONIC, in
+ * ms; no request outlives it), at a network error or 5xx of an endpoint
+ * (backed off: its items wait for a later flush), and skips items whose
+ * category is rate-limited. Items written meanwhile by another converter
+ * of the same run are sent too. Returns 0, or -1 when the spool could not
+ * be read (err in r->last_error). */
+int wp_spool_flush(const struct wp_spool_config *sc, const char *run, double deadline_ms,
+		   struct wp_flush_result *r, wp_upload_say_fn *say, void *ctx);
+
+#endif
