@@ -97,6 +97,11 @@ struct wp_profile {
 	uint64_t ring_bytes; /* memory reserved for the ring (0 if unknown) */
 	uint64_t ring_samples; /* samples the ring holds at most */
 	int snapshot; /* 0 at exit, n >= 1 for the n-th snapshot */
+	int has_profiler_id; /* the dump said which profiler run it is */
+	uint8_t profiler_id[16]; /* random, one per profiled process */
+	uint32_t chunk; /* n >= 1: the n-th periodic chunk, its samples those of
+			   [chunk_from_ns, chunk_to_ns) (CLOCK_MONOTONIC); 0: not a chunk */
+	uint64_t chunk_from_ns, chunk_to_ns;
 	struct wp_counters counters;
 };
 

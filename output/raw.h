@@ -17,7 +17,7 @@
  * File layout, version 1. Every integer is little-endian (x86-64 native).
  *
  *   file header, 16 bytes: "WPRAWDMP", u32 version (1), u32 0x0a0b0c0d (byte order)
- *   sections, in this order:  META  CTRS  MODL (one per module)  THRD  RING  END!
+ *   sections, in this order:  META  RUN!  CTRS  MODL (one per module)  THRD  RING  END!
  *
  * Every section is framed the same way:
  *   u32 tag (4 ASCII bytes), u32 section version, u64 payload length,
@@ -28,6 +28,11 @@
  *            when the dump began); u32 cmdline_len (< 1024), u32 snapshot (its
  *            number, 0 for the exit profile); u64 ring_bytes (the ring's
  *            memory); cmdline bytes. (v1: no ring_bytes, the snapshot word 0.)
+ *   RUN! v1  u8 profiler_id[16] (random, one per process: a forked child
+ *            gets its own); u32 chunk (its number, 0 for a dump that is not
+ *            a periodic chunk), u32 0; u64 chunk_from_ns, chunk_to_ns
+ *            (CLOCK_MONOTONIC: a chunk holds the samples of [from, to)).
+ *            Optional: a dump without it has no profiler id and is no chunk.
  *   CTRS v1  u32 n, u32 0; n x u64 in struct wp_counters order (readers take
  *            what they know; nr_overwritten/nr_dropped_full come from RING)
  *   MODL v1  u64 bias, start, end; u32 flags, build_id_len (<= 64), path_len
@@ -62,6 +67,7 @@
 #define WP_RAW_TAG_THRD WP_RAW_TAG('T', 'H', 'R', 'D')
 #define WP_RAW_TAG_RING WP_RAW_TAG('R', 'I', 'N', 'G')
 #define WP_RAW_TAG_END WP_RAW_TAG('E', 'N', 'D', '!')
+#define WP_RAW_TAG_RUN WP_RAW_TAG('R', 'U', 'N', '!')
 #define WP_RAW_SECTION_OVERHEAD 24 /* 16-byte section header + 8-byte checksum */
 
 #define WP_RAW_PATH_MAX 4096       /* module paths longer than this are cut */
@@ -77,6 +83,9 @@ struct wp_raw_meta {
 	int signal;                 /* the fatal signal, 0 if none */
 	uint32_t snapshot;          /* snapshot number, 0 for the exit profile */
 	uint64_t ring_bytes;        /* memory the ring was given */
+	uint8_t profiler_id[16];    /* RUN!: the process's profiler id */
+	uint32_t chunk;             /* RUN!: the chunk's number, 0 when not a chunk */
+	uint64_t chunk_from_ns, chunk_to_ns; /* RUN!: a chunk's samples: [from, to) */
 };
 
 /* What the reader saw besides the profile (for the converter's messages). */
@@ -92,7 +101,8 @@ struct wp_raw_info {
 };
 
 /* Reads the raw dump at `path` into `out`: samples of the window (the
- * ring's window_ns, ring_seconds) ending at the newest sample in ring order,
+ * ring's window_ns, ring_seconds) ending at the newest sample in ring order
+ * (of a chunk's, those of its [from, to) only; RUN! above),
  * sorted by time (then tid); only the stacks and frames they use, stacks
  * numbered in the order those samples (in ring order) first use them,
  * frames in the order those stacks first use them; the module map (minus

@@ -130,6 +130,20 @@ static int parse_meta(struct wp_raw_dump *d, struct cur *c)
 	return OK;
 }
 
+static int parse_run(struct wp_raw_dump *d, struct cur *c)
+{
+	if (c->left != 40)
+		return BAD;
+	memcpy(d->profiler_id, rdbytes(c, 16), 16);
+	d->chunk = rd32(c);
+	rd32(c);
+	d->chunk_from_ns = rd64(c);
+	d->chunk_to_ns = rd64(c);
+	if (d->chunk && d->chunk_to_ns < d->chunk_from_ns)
+		return BAD;
+	return OK;
+}
+
 static int parse_ctrs(struct wp_raw_dump *d, struct cur *c)
 {
 	uint64_t v[sizeof(struct wp_counters) / 8];
@@ -247,7 +261,7 @@ static int parse_ring(struct wp_raw_dump *d, struct cur *c)
 static int known(uint32_t tag)
 {
 	return tag == WP_RAW_TAG_META || tag == WP_RAW_TAG_CTRS || tag == WP_RAW_TAG_MODL ||
-	       tag == WP_RAW_TAG_THRD || tag == WP_RAW_TAG_RING;
+	       tag == WP_RAW_TAG_THRD || tag == WP_RAW_TAG_RING || tag == WP_RAW_TAG_RUN;
 }
 
 /* The "seen" flag of a section that must appear exactly once, else NULL. */
@@ -261,6 +275,8 @@ static int *seen_flag(struct wp_raw_dump *d, uint32_t tag)
 		return &d->have_thrd;
 	if (tag == WP_RAW_TAG_RING)
 		return &d->have_ring;
+	if (tag == WP_RAW_TAG_RUN)
+		return &d->have_run;
 	return NULL;
 }
 
@@ -274,6 +290,8 @@ static int parse_section(struct wp_raw_dump *d, uint32_t tag, struct cur *c)
 		return parse_thrd(d, c);
 	if (tag == WP_RAW_TAG_RING)
 		return parse_ring(d, c);
+	if (tag == WP_RAW_TAG_RUN)
+		return parse_run(d, c);
 	return parse_modl(d, c);
 }
 

@@ -23,6 +23,11 @@ struct wp_raw_dump {
 	uint32_t meta_version; /* 1 or 2 */
 	const unsigned char *cmdline;
 	size_t cmdline_len;
+	/* RUN! (optional) */
+	int have_run;
+	uint8_t profiler_id[16];
+	uint32_t chunk;
+	uint64_t chunk_from_ns, chunk_to_ns;
 	/* CTRS */
 	struct wp_counters ctr;
 	/* MODL */

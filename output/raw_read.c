@@ -159,11 +159,12 @@ static int build_window(const struct wp_raw_dump *d, struct wp_profile *out,
 		goto out;
 	for (k = 0; k < d->ns; k++) {
 		uint32_t st = le32(d->samples + k * 24 + 12);
+		uint64_t t = le64(d->samples + k * 24);
 
-		if (st < d->nst && stack_ok[st])
-			valid[nv++] = (uint32_t)k;
-		else
+		if (!(st < d->nst && stack_ok[st]))
 			info->nr_bad_samples++;
+		else if (!d->chunk || (t >= d->chunk_from_ns && t < d->chunk_to_ns))
+			valid[nv++] = (uint32_t)k; /* a chunk: only its own samples */
 	}
 	/* The window ends at the newest valid sample in ring order. */
 	if (nv > 0) {
@@ -497,6 +498,11 @@ int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out, struct
 	out->ring_seconds = d.ring_seconds;
 	out->max_depth = d.max_depth;
 	out->snapshot = (int)(d.snapshot <= 1000000u ? d.snapshot : 0);
+	out->has_profiler_id = d.have_run;
+	memcpy(out->profiler_id, d.profiler_id, sizeof(out->profiler_id));
+	out->chunk = d.chunk <= 100000000u ? d.chunk : 0;
+	out->chunk_from_ns = d.chunk_from_ns;
+	out->chunk_to_ns = d.chunk_to_ns;
 	out->ring_bytes = d.ring_bytes;
 	out->ring_samples = d.ring_cap;
 	out->counters = d.ctr;

@@ -363,6 +363,15 @@ void wp_config_load(struct wp_config *c)
 		c->snapshot_signal = 0;
 	}
 
+	env_uint("WALLPROF_CHUNK_SECONDS", 0, 0, WP_MAX_CHUNK_SECONDS, &c->chunk_seconds);
+	if (c->chunk_seconds > c->ring_seconds) {
+		wp_log(WP_LOG_ERROR,
+		       "WALLPROF_CHUNK_SECONDS=%u is longer than the window kept "
+		       "(WALLPROF_RING_SECONDS=%u); using %u",
+		       c->chunk_seconds, c->ring_seconds, c->ring_seconds);
+		c->chunk_seconds = c->ring_seconds;
+	}
+
 	env_uint("WALLPROF_CONVERT_TIMEOUT", WP_DEFAULT_CONVERT_TIMEOUT, 1, WP_MAX_CONVERT_TIMEOUT,
 		 &c->convert_timeout);
 	s = getenv("WALLPROF_CONVERTER");

@@ -19,8 +19,10 @@
 
 /* In the constructor: finds the converter (WALLPROF_CONVERTER, else
  * wallprof beside this library, else in ../bin from it) and
- * prepares its command line and environment (PATH, HOME, TMPDIR and the
- * DEBUGINFOD_* variables of the start). Not async-signal-safe. */
+ * prepares its command line and environment (PATH, HOME, TMPDIR, the
+ * DEBUGINFOD_* variables, and what uploads need: WALLPROF_SENTRY_*,
+ * WALLPROF_PYROSCOPE_*, WALLPROF_SPOOL_*, the proxy and CA variables, as
+ * they were at start). Not async-signal-safe. */
 void wp_convert_init(const struct wp_config *c);
 
 /* The converter found, or NULL. async-signal-safe */

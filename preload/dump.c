@@ -49,12 +49,20 @@ struct dump_space {
 	struct wp_conv conv;
 	struct dump_names n;
 	char line[WP_PATH_MAX + 200];
+	uint64_t chunk_to_ns; /* chunk_space: where this chunk ends */
+	int queue_only;       /* leave the dump to a converter already at work */
 };
-static struct dump_space exit_space, snap_space;
+static struct dump_space exit_space, snap_space, chunk_space;
 static struct dump_names exit_names; /* computed at start and in a forked child */
 static char out_base[WP_PATH_MAX]; /* the profile's name without ".json": exec dumps add to it */
 static int snapshot_seq;           /* snapshots taken (the sampler's) */
 static int snapshots_waiting;      /* snapshots asked for while one converts (the sampler's) */
+static uint8_t profiler_id[16];    /* random, this process's (a forked child draws its own) */
+/* Periodic chunks (WALLPROF_CHUNK_SECONDS), the sampler's (the exit path's
+ * once it has stopped): the last chunk's number, and where the next begins
+ * (0: at the start of profiling). */
+static uint32_t chunk_seq;
+static uint64_t chunk_from_ns;
 
 /* The raw dump of the process (exit_space) is written at most once: FREE,
  * TAKEN by its one writer (the exit path, or the first handler path), then
@@ -187,6 +195,12 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 	meta->start_ns = g->smp.start_ns;
 	meta->snapshot = (uint32_t)snapshot;
 	meta->ring_bytes = wp_ring_bytes(&g->fix.ring_cfg);
+	memcpy(meta->profiler_id, profiler_id, sizeof(profiler_id));
+	if (sp == &chunk_space) {
+		meta->chunk = chunk_seq;
+		meta->chunk_from_ns = chunk_from_ns;
+		meta->chunk_to_ns = sp->chunk_to_ns;
+	}
 	memcpy(meta->cmdline, g->smp.cmdline, sizeof(meta->cmdline));
 	meta->cmdline[sizeof(meta->cmdline) - 1] = 0;
 	meta->signal = sig;
@@ -280,8 +294,9 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 		return -1;
 	}
 	if (fd < 0) {
-		/* left to the tree's converter: make sure one runs */
-		if (wp_convert_ensure_tree(&sp->conv, wp_tree_index()) >= 0)
+		/* left to the tree's converter: make sure one runs (unless
+		 * ours still does: it reads the index again before it ends) */
+		if (sp->queue_only || wp_convert_ensure_tree(&sp->conv, wp_tree_index()) >= 0)
 			return 0;
 		n = wp_put_str(sp->line, n, cap, "wrote raw profile ");
 		n = wp_put_str(sp->line, n, cap, path);
@@ -290,6 +305,18 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 		n = wp_put_str(sp->line, n, cap, " (the first process tries again at its exit)");
 		wp_log_raw(WP_LOG_ERROR, "error", path, 0, sp->line, n);
 		return -1;
+	}
+	if (sp->queue_only) {
+		/* a chunk while the last one's converter still runs: the dump
+		 * stays for `wallprof convert` */
+		wp_syscall(SYS_close, fd);
+		n = wp_put_str(sp->line, n, cap, "wrote raw chunk ");
+		n = wp_put_str(sp->line, n, cap, path);
+		n = wp_put_str(sp->line, n, cap,
+			       "; the last chunk's converter still runs: convert it with "
+			       "wallprof convert");
+		wp_log_raw(WP_LOG_INFO, "wrote", path, 0, sp->line, n);
+		return 0;
 	}
 	rq.raw_fd = fd;
 	rq.raw = path;
@@ -382,6 +409,75 @@ void wp_dump_snapshot_finish(void)
 		wp_convert_wait(&snap_space.conv, convert_deadline(), 0);
 }
 
+/* The paths of chunk `k` or the first free number after it:
+ * "<name>.chunk<k>.json" with neither it nor its dump there (an exec'd image
+ * of the same pid, or a run before with the pid, wrote some: never over
+ * them). Returns the number, 0 when the name is too long or 1000 numbers are
+ * taken in a row. */
+static uint32_t chunk_paths(struct dump_space *sp, uint32_t k)
+{
+	char tag[40];
+	uint32_t last = k + 1000;
+	size_t n;
+
+	if (!out_base[0])
+		return 0;
+	for (; k < last; k++) {
+		n = wp_put_uint(tag, wp_put_str(tag, 0, sizeof(tag), ".chunk"), sizeof(tag), k);
+		n = wp_put_str(sp->n.json, wp_put_str(sp->n.json, 0, sizeof(sp->n.json), out_base),
+			       sizeof(sp->n.json), tag);
+		if (n + 6 >= sizeof(sp->n.json))
+			return 0;
+		memcpy(sp->n.raw, sp->n.json, n + 1);
+		wp_put_str(sp->n.json, n, sizeof(sp->n.json), ".json");
+		wp_put_str(sp->n.raw, n, sizeof(sp->n.raw), ".raw");
+		if (access(sp->n.json, F_OK) != 0 && access(sp->n.raw, F_OK) != 0)
+			break;
+	}
+	if (k == last)
+		return 0;
+	dump_paths(&sp->n, sp->n.json, tag);
+	return k;
+}
+
+/* One chunk: the samples since the last one (or the start), as a dump of
+ * their own left to a converter in the background. The sampler's, or the
+ * exit path's once the sampler has stopped. */
+static void chunk(int final)
+{
+	uint64_t now = wp_mono_ns();
+	uint32_t k;
+
+	chunk_space.queue_only = 0;
+	if (chunk_space.conv.pid && !wp_convert_poll(&chunk_space.conv)) {
+		if (!final)
+			chunk_space.queue_only = 1; /* still at work: it takes this one too */
+		else
+			wp_convert_forget(&chunk_space.conv); /* detached: let it run */
+	}
+	if (chunk_from_ns < g->smp.start_ns)
+		chunk_from_ns = g->smp.start_ns; /* the first, or a restart (fork, failed exec) */
+	k = chunk_paths(&chunk_space, chunk_seq + 1);
+	if (!k) {
+		wp_log(WP_LOG_ERROR, "WALLPROF_OUTPUT's chunk names are too long or all taken; "
+				     "no chunk written");
+		chunk_from_ns = now;
+		return;
+	}
+	chunk_seq = k;
+	chunk_space.chunk_to_ns = now + 1; /* samples stamped up to now */
+	wp_threads_refresh_names();
+	/* no line for a chunk too short for a profile: the converter says */
+	dump(&chunk_space, 0, 0, 1);
+	chunk_from_ns = now + 1;
+}
+
+void wp_dump_chunk(void)
+{
+	wp_sample_collect();
+	chunk(0);
+}
+
 /* The paths of the image's profile before an exec: "<name>.exec<k>.json",
  * the first k with neither the profile nor its dump (which the converter
  * may still hold) there; the exec'd image has the same pid and writes the
@@ -465,6 +561,10 @@ void wp_dump_exit(int exec)
 		return;
 	}
 	wp_threads_refresh_names();
+	/* The last chunk (what the periodic ones have not taken), before the
+	 * profile: the root's report waits for both. */
+	if (g->fix.cfg.chunk_seconds)
+		chunk(1);
 	exit_space.n = exit_names;
 	if (exec && (k = exec_paths(&exit_space)) < 0)
 		wp_log(WP_LOG_ERROR,
@@ -545,6 +645,15 @@ static void set_dump_paths(void)
 	if (wp_out_expand_path(g->fix.cfg.output, (unsigned)g->fix.pid, 0, json, sizeof(json)) < 0)
 		json[0] = 0;
 	dump_paths(&exit_names, json, "");
+	/* a new profiler id: Sentry tells one process's chunks by it */
+	if (wp_syscall(SYS_getrandom, profiler_id, sizeof(profiler_id), 0) !=
+	    (long)sizeof(profiler_id)) {
+		uint64_t x = wp_mono_ns() ^ ((uint64_t)g->fix.pid << 32);
+
+		memcpy(profiler_id, &x, 8);
+		x = (uint64_t)g->smp.rt_offset * 0x9e3779b97f4a7c15ull ^ x;
+		memcpy(profiler_id + 8, &x, 8);
+	}
 }
 
 void wp_dump_install_fatal(void)
@@ -578,6 +687,9 @@ void wp_dump_forked(void)
 	 * business, and a dump the parent was writing is not the child's. */
 	wp_convert_forget(&snap_space.conv);
 	wp_convert_forget(&exit_space.conv);
+	wp_convert_forget(&chunk_space.conv);
+	chunk_seq = 0;
+	chunk_from_ns = 0;
 	atomic_store(&dump_once, DUMP_FREE);
 	snapshots_waiting = 0;
 	snapshot_seq = 0;

@@ -51,6 +51,12 @@ void wp_dump_snapshot(void);
  * report, and starts the next snapshot asked for. */
 void wp_dump_snapshot_poll(void);
 
+/* Sampler thread, every WALLPROF_CHUNK_SECONDS: the samples since the last
+ * chunk (or the start) as a dump of their own, "<name>.chunk<k>.raw",
+ * converted in the background (by the tree's converter when there is an
+ * index). The exit path writes the last chunk itself. */
+void wp_dump_chunk(void);
+
 /* Sampler thread, stopping: waits for a snapshot being converted. */
 void wp_dump_snapshot_finish(void);
 

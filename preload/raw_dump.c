@@ -69,6 +69,19 @@ WP_AS_SAFE static void put_meta(struct wp_raw_out *o, const struct wp_raw_meta *
 	wp_raw_sec_end(o); /* a NULL meta is all zeros */
 }
 
+/* The RUN! section: the process's profiler id, and a chunk's range.
+ * async-signal-safe */
+WP_AS_SAFE static void put_run(struct wp_raw_out *o, const struct wp_raw_meta *m)
+{
+	wp_raw_sec_begin(o, WP_RAW_TAG_RUN, 1, 40);
+	wp_raw_out_bytes(o, m->profiler_id, 16);
+	wp_raw_out_u32(o, m->chunk);
+	wp_raw_out_u32(o, 0);
+	wp_raw_out_u64(o, m->chunk_from_ns);
+	wp_raw_out_u64(o, m->chunk_to_ns);
+	wp_raw_sec_end(o);
+}
+
 /* async-signal-safe */
 WP_AS_SAFE static void put_module(struct wp_raw_out *o, const struct wp_module *m)
 {
@@ -124,6 +137,8 @@ WP_AS_SAFE int wp_raw_write_out(struct wp_raw_out *o, int fd, const struct wp_ra
 	wp_raw_out_bytes(o, &v, sizeof(v));
 
 	put_meta(o, meta);
+	if (meta)
+		put_run(o, meta);
 
 	wp_raw_sec_begin(o, WP_RAW_TAG_CTRS, 1, 8 + sizeof(struct wp_counters));
 	wp_raw_out_u32(o, sizeof(struct wp_counters) / 8);

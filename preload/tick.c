@@ -192,6 +192,8 @@ static void *sampler_main(void *arg)
 {
 	uint64_t period = 1000000000ull / g->fix.cfg.hz;
 	uint64_t next = wp_mono_ns();
+	uint64_t chunk_every = (uint64_t)g->fix.cfg.chunk_seconds * 1000000000ull;
+	uint64_t next_chunk = next + chunk_every;
 
 	/* Before anything opens a file: our descriptors in a table of our own
 	 * (before the name, which tests take as the sign that it is done). */
@@ -238,6 +240,12 @@ static void *sampler_main(void *arg)
 		}
 		wp_dump_snapshot_poll();
 		tick(now);
+		if (chunk_every && now >= next_chunk) {
+			wp_dump_chunk();
+			next_chunk += chunk_every;
+			if (next_chunk <= now) /* stopped for longer: no burst */
+				next_chunk = now + chunk_every;
+		}
 	}
 }
 

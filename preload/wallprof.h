@@ -39,6 +39,7 @@ struct wp_config {
 	char tmpdir[256]; /* $TMPDIR if absolute and short enough, else "/tmp" */
 	char converter[WP_PATH_MAX]; /* WALLPROF_CONVERTER: the converter program, "" = look */
 	unsigned convert_timeout; /* WALLPROF_CONVERT_TIMEOUT: seconds an exit waits for it */
+	unsigned chunk_seconds; /* WALLPROF_CHUNK_SECONDS: a chunk every this often, 0 = off */
 };
 
 #define WP_DEFAULT_HZ 101
@@ -54,6 +55,7 @@ struct wp_config {
 #define WP_MAX_MAX_THREADS 65536
 #define WP_DEFAULT_CONVERT_TIMEOUT 60
 #define WP_MAX_CONVERT_TIMEOUT 3600
+#define WP_MAX_CHUNK_SECONDS 60 /* Sentry refuses chunks over 66 s */
 
 /* Reads every WALLPROF_* variable (and TMPDIR) once, with getenv, in the
  * constructor: later the program may change its environment under us. A bad

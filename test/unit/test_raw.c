@@ -391,6 +391,48 @@ static void test_window(void)
 	wp_ring_destroy(r);
 }
 
+/* A chunk (RUN! with a number): only the samples of [from, to), whatever
+ * the ring's window holds; its profiler id and range read back. A dump
+ * whose range runs backwards is refused. */
+static void test_chunk(void)
+{
+	struct wp_ring *r = mk_ring(64, 10ull * 1000000000);
+	struct wp_raw_meta m = meta;
+	char path[PATH_MAX], err[256] = "";
+	struct wp_profile p;
+
+	pathf(path, "chunk.raw");
+	fill(r, 1000);
+	for (int i = 0; i < 16; i++)
+		m.profiler_id[i] = (uint8_t)(0xa0 + i);
+	m.chunk = 3;
+	m.chunk_from_ns = 1000 + 100000000ull; /* samples 10 .. 19 */
+	m.chunk_to_ns = 1000 + 200000000ull;
+	REQ(write_dump(path, r, &m) == 0);
+	REQ(wp_raw_read(path, &p, NULL, err, sizeof(err)) == 0);
+	REQ(p.nr_samples == 10);
+	REQ(p.nr_samples && p.samples[0].t_ns == m.chunk_from_ns);
+	REQ(p.nr_samples && p.samples[p.nr_samples - 1].t_ns == 1000 + 190000000ull);
+	REQ(p.chunk == 3 && p.has_profiler_id && p.profiler_id[15] == 0xaf);
+	REQ(p.chunk_from_ns == m.chunk_from_ns && p.chunk_to_ns == m.chunk_to_ns);
+	wp_profile_free(&p);
+
+	m.chunk = 0; /* not a chunk: the whole window, the id still read */
+	REQ(write_dump(path, r, &m) == 0);
+	REQ(wp_raw_read(path, &p, NULL, err, sizeof(err)) == 0);
+	REQ(p.nr_samples == FILL_N && p.chunk == 0 && p.has_profiler_id);
+	wp_profile_free(&p);
+
+	m.chunk = 4;
+	m.chunk_from_ns = 5000;
+	m.chunk_to_ns = 4000;
+	REQ(write_dump(path, r, &m) == 0);
+	REQ(wp_raw_read(path, &p, NULL, err, sizeof(err)) < 0);
+	REQ(strstr(err, "RUN!") != NULL);
+	report("read: a chunk keeps only the samples of its range; a backwards range refused");
+	wp_ring_destroy(r);
+}
+
 static void test_empty(void)
 {
 	struct wp_ring *r = mk_ring(8, 1000);
@@ -1053,6 +1095,7 @@ int main(void)
 	fixtures();
 	test_roundtrip();
 	test_window();
+	test_chunk();
 	test_empty();
 	test_ring_alone();
 	test_corrupt();
