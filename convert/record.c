@@ -56,6 +56,19 @@ static void usage(FILE *f)
 	      "  --debuginfod           fetch missing debug info (WALLPROF_DEBUGINFOD=1)\n"
 	      "  --convert-timeout N    seconds one conversion may take (WALLPROF_CONVERT_TIMEOUT)\n"
 	      "  --converter PATH       the converter the library runs (WALLPROF_CONVERTER)\n"
+	      "  --chunk-seconds N      a profile of the last N seconds every N seconds, 1-60\n"
+	      "                         (WALLPROF_CHUNK_SECONDS; default off)\n"
+	      "  --sentry-dsn DSN       send profiles (chunks with --chunk-seconds) to Sentry\n"
+	      "                         (WALLPROF_SENTRY_DSN)\n"
+	      "  --sentry-environment E, --sentry-release R\n"
+	      "                         (WALLPROF_SENTRY_ENVIRONMENT, WALLPROF_SENTRY_RELEASE)\n"
+	      "  --pyroscope URL        push profiles to Pyroscope's /ingest (WALLPROF_PYROSCOPE_URL)\n"
+	      "  --pyroscope-app NAME   its application name (WALLPROF_PYROSCOPE_APP; the program's)\n"
+	      "  --pyroscope-labels K=V,...  static labels (WALLPROF_PYROSCOPE_LABELS)\n"
+	      "  --spool DIR            where unsent uploads wait (WALLPROF_SPOOL_DIR)\n"
+	      "  --upload-timeout N     seconds an upload may add to the exit (WALLPROF_UPLOAD_TIMEOUT, 5)\n"
+	      "  --no-send-args         send the program's path without its arguments\n"
+	      "                         (WALLPROF_SEND_ARGS=0)\n"
 	      "  -q, --quiet            nothing on stderr (WALLPROF_LOG=quiet)\n"
 	      "  --debug                verbose library log (WALLPROF_LOG=debug)\n"
 	      "  --lib PATH             the library (default: $WALLPROF_LIB, else\n"
@@ -92,6 +105,16 @@ static const struct {
 	{ "--platform", "WALLPROF_SENTRY_PLATFORM", TEXT, NULL },
 	{ "--convert-timeout", "WALLPROF_CONVERT_TIMEOUT", UINT, NULL },
 	{ "--converter", "WALLPROF_CONVERTER", PATH, NULL },
+	{ "--chunk-seconds", "WALLPROF_CHUNK_SECONDS", UINT, NULL },
+	{ "--sentry-dsn", "WALLPROF_SENTRY_DSN", TEXT, NULL },
+	{ "--sentry-environment", "WALLPROF_SENTRY_ENVIRONMENT", TEXT, NULL },
+	{ "--sentry-release", "WALLPROF_SENTRY_RELEASE", TEXT, NULL },
+	{ "--pyroscope", "WALLPROF_PYROSCOPE_URL", TEXT, NULL },
+	{ "--pyroscope-app", "WALLPROF_PYROSCOPE_APP", TEXT, NULL },
+	{ "--pyroscope-labels", "WALLPROF_PYROSCOPE_LABELS", TEXT, NULL },
+	{ "--spool", "WALLPROF_SPOOL_DIR", PATH, NULL },
+	{ "--upload-timeout", "WALLPROF_UPLOAD_TIMEOUT", UINT, NULL },
+	{ "--no-send-args", "WALLPROF_SEND_ARGS", FLAG, "0" },
 	{ "--lib", NULL, LIB, NULL },
 	{ "--no-follow-children", "WALLPROF_FOLLOW_CHILDREN", FLAG, "0" },
 	{ "--debuginfod", "WALLPROF_DEBUGINFOD", FLAG, "1" },
