@@ -48,7 +48,8 @@
  *            bytes: the frame table); nr_stacks x { u32 off, len } (8 bytes: the
  *            stack's frames are words[off, off+len)); nr_words x u32 (frame
  *            indices, leaf first). Every live sample is written (the reader
- *            applies the window); a ring caught mid-update may hold ids that
+ *            applies the window), but a chunk's dump leaves out those older
+ *            than its range; a ring caught mid-update may hold ids that
  *            do not hold together, which the reader drops (preload/ring.h says
  *            what its writer guarantees)
  *   END! v1  u64 offset of this section, u32 sections before it, u32 0

@@ -162,7 +162,7 @@ WP_AS_SAFE int wp_raw_write_out(struct wp_raw_out *o, int fd, const struct wp_ra
 	}
 	wp_raw_sec_end(o);
 
-	wp_ring_raw_emit(ring, o);
+	wp_ring_raw_emit(ring, o, meta && meta->chunk ? meta->chunk_from_ns : 0);
 
 	end_off = o->off;
 	wp_raw_sec_begin(o, WP_RAW_TAG_END, 1, 16);

@@ -426,7 +426,7 @@ size_t wp_ring_nr_pcs(const struct wp_ring *r)
 #define RING_RAW_HEAD_WORDS 14 /* u64 fields before the tables */
 
 /* async-signal-safe */
-WP_AS_SAFE void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o)
+WP_AS_SAFE void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o, uint64_t from_ns)
 {
 	uint64_t cap = 0, head = 0, ns = 0, np = 0, nst = 0, nw = 0, k, i;
 
@@ -447,6 +447,13 @@ WP_AS_SAFE void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o)
 			nst = r->cfg.nr_stacks;
 		if (nw > r->cfg.nr_words)
 			nw = r->cfg.nr_words;
+		/* Samples older than from_ns left out: they come first in
+		 * ring order (stored in time order). */
+		while (from_ns && ns > 0 && RAW_ONCE(r->samples[head].t_ns) < from_ns) {
+			ns--;
+			if (++head == cap)
+				head = 0;
+		}
 	}
 	wp_raw_sec_begin(o, WP_RAW_TAG_RING, RING_RAW_VERSION,
 			 RING_RAW_HEAD_WORDS * 8 + ns * 24 + np * 16 + nst * 8 + nw * 4);
@@ -514,7 +521,7 @@ WP_AS_SAFE int wp_ring_raw_write(const struct wp_ring *r, int fd)
 	struct wp_raw_out o;
 
 	wp_raw_out_init(&o, fd);
-	wp_ring_raw_emit(r, &o);
+	wp_ring_raw_emit(r, &o, 0);
 	return wp_raw_out_flush(&o);
 }
 

@@ -80,9 +80,11 @@ const struct wp_ring_stats *wp_ring_stats(const struct wp_ring *r);
  * the ring's memory; the reader validates stack and frame ids and drops
  * what does not hold together. */
 
-/* Writes the RING section through `o` (no file header). async-signal-safe */
+/* Writes the RING section through `o` (no file header); with `from_ns`
+ * not 0, without the samples older than it at the start of the ring (a
+ * chunk's dump: the reader keeps its range anyway). async-signal-safe */
 struct wp_raw_out;
-WP_AS_SAFE void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o);
+WP_AS_SAFE void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o, uint64_t from_ns);
 
 /* Writes the RING section alone to `fd`. Returns 0, or -1 when a write
  * failed. May change errno. async-signal-safe */

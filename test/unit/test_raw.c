@@ -416,6 +416,18 @@ static void test_chunk(void)
 	REQ(p.chunk == 3 && p.has_profiler_id && p.profiler_id[15] == 0xaf);
 	REQ(p.chunk_from_ns == m.chunk_from_ns && p.chunk_to_ns == m.chunk_to_ns);
 	wp_profile_free(&p);
+	{
+		/* the dump leaves out the 10 samples before the range */
+		size_t len, off;
+		uint64_t plen, ns = 0;
+		unsigned char *d = slurp(path, &len);
+
+		REQ(d && (off = find_section(d, len, WP_RAW_TAG_RING, &plen)) != 0);
+		if (d && off)
+			memcpy(&ns, d + off + 16 + 10 * 8, 8);
+		REQ(ns == FILL_N - 10);
+		free(d);
+	}
 
 	m.chunk = 0; /* not a chunk: the whole window, the id still read */
 	REQ(write_dump(path, r, &m) == 0);
