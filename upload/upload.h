@@ -42,6 +42,24 @@ struct wp_spool_config {
 	uint64_t max_bytes;   /* bytes kept at most, all runs together */
 };
 
+/* The bounds when the environment sets none. */
+#define WP_SPOOL_DEFAULT_FILES 100
+#define WP_SPOOL_DEFAULT_MB 64
+
+/* The spool's default root into `out`: $WALLPROF_SPOOL_DIR, else
+ * $XDG_CACHE_HOME/wallprof/spool, else $HOME/.cache/wallprof/spool, else
+ * $TMPDIR (or /tmp)/wallprof-spool-<uid> (relative XDG_CACHE_HOME, HOME
+ * or TMPDIR values are skipped). Returns 0, or -1 when it does not fit. */
+int wp_spool_default_dir(char *out, size_t len);
+
+/* `sc` from the environment: the default root (wp_spool_default_dir, into
+ * `dirbuf`, which sc->dir then points to), WALLPROF_SPOOL_MAX_FILES (default
+ * 100, at most 1,000,000) and WALLPROF_SPOOL_MAX_MB (default 64, at most
+ * 1,048,576). Returns 0, or -1 with a one-line reason in `err` (a value
+ * that is not a whole number in range, a root too long). */
+int wp_spool_config_from_env(struct wp_spool_config *sc, char *dirbuf, size_t dirlen, char *err,
+			     size_t errlen);
+
 /* What a flush did, for the one report line. */
 struct wp_flush_result {
 	unsigned sent;         /* accepted (2xx) */
@@ -58,8 +76,8 @@ typedef void wp_upload_say_fn(void *ctx, int level, const char *msg);
  * whole spool beyond its bounds. Returns 0, or -1 with a one-line reason in
  * `err` (the spool cannot be written: the item is lost and the caller says
  * so). */
-int wp_spool_put(const struct wp_spool_config *sc, const char *run,
-		 const struct wp_upload_item *it, char *err, size_t errlen);
+int wp_spool_put(const struct wp_spool_config *sc, const char *run, const struct wp_upload_item *it,
+		 char *err, size_t errlen);
 
 /* Sends what is spooled, oldest first: run `run`'s items, then those of
  * runs whose process is gone; stops at `deadline_ms` (CLOCK_MONOTONIC, in
