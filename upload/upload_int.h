@@ -33,8 +33,8 @@ struct wp_up_parsed {
 	const char *category; /* NULL: none (Pyroscope) */
 	const char *content_type;
 	const char *headers[WP_UP_MAX_HEADERS + 1]; /* NULL-ended */
-	int gzip;				   /* the body is stored gzip-compressed */
-	const char *what;			   /* "" when none */
+	int gzip;       /* the body is stored gzip-compressed */
+	const char *what;      /* "" when none */
 	const void *body;
 	size_t len;
 };
@@ -172,7 +172,7 @@ struct wp_up_request {
 	const char *url;
 	const char *content_type;
 	const char *const *headers; /* NULL-ended */
-	int gzip;		   /* the body is gzip-compressed: Content-Encoding */
+	int gzip;     /* the body is gzip-compressed: Content-Encoding */
 	const void *body;
 	size_t len;
 };
