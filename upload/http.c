@@ -3,6 +3,8 @@
  * no_proxy: libcurl's default), no redirects, http and https only; the
  * connection is kept for the next request of the same flush. */
 #include <curl/curl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +106,32 @@ static int add(struct curl_slist **l, const char *line)
 	return 0;
 }
 
+/* curl_easy_perform with SIGPIPE blocked: with CURLOPT_NOSIGNAL (no
+ * SIGALRM of libcurl's in the converter, which has its own), libcurl does
+ * not ignore SIGPIPE itself, and a TLS write to a peer that closed would
+ * end the process. A SIGPIPE of ours is taken back before unblocking. */
+static CURLcode perform(CURL *c)
+{
+	sigset_t pipe, old, pending;
+	int was_pending;
+	CURLcode rc;
+
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe, &old);
+	sigpending(&pending);
+	was_pending = sigismember(&pending, SIGPIPE);
+	rc = curl_easy_perform(c);
+	sigpending(&pending);
+	if (!was_pending && sigismember(&pending, SIGPIPE)) {
+		struct timespec zero = { 0, 0 };
+
+		sigtimedwait(&pipe, NULL, &zero);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
 int wp_up_http_post(struct wp_up_http *h, const struct wp_up_request *rq, double timeout_ms,
 		    struct wp_up_response *rs)
 {
@@ -150,7 +178,7 @@ int wp_up_http_post(struct wp_up_http *h, const struct wp_up_request *rq, double
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
 
-	rc = curl_easy_perform(c);
+	rc = perform(c);
 	curl_slist_free_all(hdrs);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../../output/dsn.h"
@@ -492,6 +494,69 @@ static void test_spool_root(void)
 	report("spool_root");
 }
 
+/* A loopback port nobody listens on. */
+static int closed_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001) };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) ||
+	    getsockname(fd, (struct sockaddr *)&a, &len))
+		abort();
+	port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+static int nr_said[4];
+
+static void on_say(void *ctx, int level, const char *msg)
+{
+	(void)ctx;
+	if (level >= 1 && level <= 3)
+		nr_said[level]++;
+	if (level == 1)
+		printf("    said: %s\n", msg);
+}
+
+/* What put writes, flush reads: a refused connection keeps the item and
+ * backs the endpoint off (the next flush does not try); a corrupt item
+ * beside it is deleted with one line. */
+static void test_flush_refused(void)
+{
+	struct wp_spool_config sc;
+	struct wp_upload_item it;
+	struct wp_flush_result r;
+	char url[128], run[64], err[300], path[900];
+	double t0;
+	FILE *f;
+
+	snprintf(root + strlen(root), sizeof(root) - strlen(root), "2");
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/api/1/envelope/", closed_port());
+	snprintf(run, sizeof(run), "%d-00000000000000000000000000000001", (int)getpid());
+	config(&sc, 10, 1 << 20);
+	mkitem(&it, "refused one", "{}");
+	it.url = url;
+	REQ(!wp_spool_put(&sc, run, &it, err, sizeof(err)));
+	snprintf(path, sizeof(path), "%s/%s/0000000000000001-000000-00000000.item", root, run);
+	f = fopen(path, "w");
+	fputs("WALLPROF-SPOOL 1\nurl: http://h/\n", f);
+	fclose(f);
+	t0 = wp_up_mono_ms();
+	REQ(!wp_spool_flush(&sc, run, t0 + 5000, &r, on_say, NULL));
+	REQ(r.sent == 0 && r.dropped == 1 && r.left == 1 && r.rate_limited == 0);
+	REQ(strstr(r.last_error, "refused one") && strstr(r.last_error, "kept"));
+	REQ(nr_said[1] == 1 && wp_up_mono_ms() - t0 < 4000);
+	REQ(!wp_spool_flush(&sc, run, wp_up_mono_ms() + 5000, &r, on_say, NULL));
+	REQ(r.sent == 0 && r.dropped == 0 && r.left == 1 && !r.last_error[0]);
+	/* NULL run, a live run (ours): left alone */
+	REQ(!wp_spool_flush(&sc, NULL, wp_up_mono_ms() + 5000, &r, on_say, NULL));
+	REQ(r.left == 1 && !r.last_error[0]);
+	root[strlen(root) - 1] = '\0';
+	report("flush_refused");
+}
+
 static void test_env(void)
 {
 	struct wp_spool_config sc;
@@ -545,6 +610,7 @@ int main(void)
 	test_item_corrupt();
 	test_spool_put_prune();
 	test_spool_root();
+	test_flush_refused();
 	test_env();
 	{
 		char cmd[700];
