@@ -30,6 +30,10 @@ CORE_SRCS     := $(wildcard symbolize/*.c) $(wildcard output/*.c)
 RUNTIME_PARTS := preload/ring.c preload/modules.c preload/raw_dump.c
 # CONVERT_SRCS: the wallprof command's own files (convert/convert.h).
 CONVERT_SRCS  := $(wildcard convert/*.c)
+# UPLOAD_SRCS: the upload spool and its sender (upload/upload.h), archived
+#   for the converter and the unit tests; they need libcurl, which the
+#   library never links.
+UPLOAD_SRCS   := $(wildcard upload/*.c)
 
 CC      ?= cc
 CXX     ?= c++
@@ -47,12 +51,14 @@ DESTDIR ?=
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
+CURL_LIBS  := $(shell pkg-config --libs libcurl 2>/dev/null)
 LIB_LIBS   := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null) -lpthread -ldl
 
 WARN    := -Wall -Wextra -Werror
 CFLAGS  ?= -O2 -g
 # -fexceptions: cleanup handlers in the interposed calls run on thread cancellation.
-BASE_CFLAGS := -std=gnu11 $(WARN) -fvisibility=hidden -fPIC -fexceptions -D_GNU_SOURCE $(PKG_CFLAGS)
+BASE_CFLAGS := -std=gnu11 $(WARN) -fvisibility=hidden -fPIC -fexceptions -D_GNU_SOURCE $(PKG_CFLAGS) $(CURL_CFLAGS)
 SAN_FLAGS   := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LIBS    := $(PKG_LIBS) -lz -lpthread -ldl
 
@@ -79,6 +85,9 @@ CORE_ASAN  := $(OBJ)/asan/libcore.a
 PARTS_LIB  := $(OBJ)/lib/libparts.a
 PARTS_TEST := $(OBJ)/test/libparts.a
 PARTS_ASAN := $(OBJ)/asan/libparts.a
+UPLOAD_LIB  := $(OBJ)/lib/libupload.a
+UPLOAD_TEST := $(OBJ)/test/libupload.a
+UPLOAD_ASAN := $(OBJ)/asan/libupload.a
 TEST_LIB   := $(BUILD)/test/libwallprof.so
 TEST_CONVERT := $(BUILD)/test/wallprof
 
@@ -95,9 +104,9 @@ UNIT_RUNTIME_test_threads := preload/slots.c preload/threads.c
 UNIT_RUNTIME_test_threads_stress := preload/slots.c preload/threads.c
 UNIT_RUNTIME_SRCS  := $(sort $(foreach t,$(UNIT_RUNTIME_TESTS),$(UNIT_RUNTIME_$(t))))
 
-OBJS_lib   := $(call objs,lib,$(sort $(LIB_SRCS) $(CORE_SRCS)) $(CONVERT_SRCS) test/bench/dump.c)
-OBJS_test  := $(call objs,test,$(sort $(LIB_SRCS) $(CORE_SRCS)) $(UNIT_SRCS))
-OBJS_asan  := $(call objs,asan,$(sort $(CORE_SRCS) $(RUNTIME_PARTS) $(UNIT_SRCS) $(UNIT_RUNTIME_SRCS)))
+OBJS_lib   := $(call objs,lib,$(sort $(LIB_SRCS) $(CORE_SRCS)) $(CONVERT_SRCS) $(UPLOAD_SRCS) test/bench/dump.c)
+OBJS_test  := $(call objs,test,$(sort $(LIB_SRCS) $(CORE_SRCS)) $(UPLOAD_SRCS) $(UNIT_SRCS))
+OBJS_asan  := $(call objs,asan,$(sort $(CORE_SRCS) $(RUNTIME_PARTS) $(UNIT_SRCS) $(UNIT_RUNTIME_SRCS)) $(UPLOAD_SRCS))
 
 PROG_LIB := $(wildcard test/progs/lib*.c)
 PROG_C   := $(filter-out $(PROG_LIB),$(wildcard test/progs/*.c))
@@ -230,7 +239,11 @@ $(CORE_ASAN): $(call objs,asan,$(CORE_SRCS))
 $(PARTS_LIB): $(call objs,lib,$(RUNTIME_PARTS))
 $(PARTS_TEST): $(call objs,test,$(RUNTIME_PARTS))
 $(PARTS_ASAN): $(call objs,asan,$(RUNTIME_PARTS))
-$(CORE_LIB) $(CORE_TEST) $(CORE_ASAN) $(PARTS_LIB) $(PARTS_TEST) $(PARTS_ASAN): Makefile
+$(UPLOAD_LIB): $(call objs,lib,$(UPLOAD_SRCS))
+$(UPLOAD_TEST): $(call objs,test,$(UPLOAD_SRCS))
+$(UPLOAD_ASAN): $(call objs,asan,$(UPLOAD_SRCS))
+$(CORE_LIB) $(CORE_TEST) $(CORE_ASAN) $(PARTS_LIB) $(PARTS_TEST) $(PARTS_ASAN) \
+		$(UPLOAD_LIB) $(UPLOAD_TEST) $(UPLOAD_ASAN): Makefile
 	@rm -f $@
 	$(AR) rcs $@ $(filter %.o,$^)
 
@@ -255,17 +268,18 @@ $(TEST_CONVERT): $(CONVERT)
 
 # The wallprof command: record, report, convert, diff; the library starts it
 # on every dump (`wallprof --library`) to convert it in a process of its own.
-$(CONVERT): $(call objs,lib,$(CONVERT_SRCS)) $(CORE_LIB)
+# It links libcurl for `upload` (the library does not).
+$(CONVERT): $(call objs,lib,$(CONVERT_SRCS)) $(UPLOAD_LIB) $(CORE_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(VARIANT_CFLAGS_lib) -o $@ $^ $(LIBS)
+	$(CC) $(VARIANT_CFLAGS_lib) -o $@ $^ $(LIBS) $(CURL_LIBS)
 
-$(UNIT_PLAIN): $(BUILD)/unit/%: $(OBJ)/test/test/unit/%.o $(PARTS_TEST) $(CORE_TEST)
+$(UNIT_PLAIN): $(BUILD)/unit/%: $(OBJ)/test/test/unit/%.o $(PARTS_TEST) $(UPLOAD_TEST) $(CORE_TEST)
 	@mkdir -p $(@D)
-	$(CC) $(VARIANT_CFLAGS_test) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(LIBS)
+	$(CC) $(VARIANT_CFLAGS_test) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(LIBS) $(CURL_LIBS)
 
-$(UNIT_ASAN): $(BUILD)/asan/%: $(OBJ)/asan/test/unit/%.o $(PARTS_ASAN) $(CORE_ASAN)
+$(UNIT_ASAN): $(BUILD)/asan/%: $(OBJ)/asan/test/unit/%.o $(PARTS_ASAN) $(UPLOAD_ASAN) $(CORE_ASAN)
 	@mkdir -p $(@D)
-	$(CC) $(VARIANT_CFLAGS_asan) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(LIBS)
+	$(CC) $(VARIANT_CFLAGS_asan) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(LIBS) $(CURL_LIBS)
 
 # The runtime objects of the unit tests that link some (UNIT_RUNTIME_<test>).
 $(foreach t,$(UNIT_RUNTIME_TESTS), \

@@ -13,6 +13,7 @@
  *              sessions from dump to dump
  *   report.c   `wallprof report`: a summary of a profile
  *   diff.c     `wallprof diff`: what changed between two profiles
+ *   upload_cmd.c  `wallprof upload`: flushes the upload spool (upload/)
  *   charge.c   what report and diff charge a sample to; their tables
  *   tally.c    counts by key in first-seen order
  *
@@ -36,6 +37,7 @@ int wp_cmd_record(int argc, char **argv);
 int wp_cmd_convert(int argc, char **argv);
 int wp_cmd_report(int argc, char **argv);
 int wp_cmd_diff(int argc, char **argv);
+int wp_cmd_upload(int argc, char **argv);
 
 /* One line "wallprof: ..." on stderr; returns `status`. */
 int wp_cli_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -5,6 +5,7 @@
  *   wallprof report PROFILE [--threads] [--top N] [--markdown]
  *   wallprof convert INPUT [-f FORMAT] [-o OUTPUT|-]
  *   wallprof diff BASE NEW [-f text|html] [-o OUTPUT]
+ *   wallprof upload [--spool DIR] [--timeout S]
  *
  * The library starts it as `wallprof --library ...` or `wallprof --tree
  * ...` (the first argument names the mode, as any WALLPROF_CONVERTER
@@ -25,6 +26,7 @@ static const struct {
 	{ "report", wp_cmd_report, "summarize a profile: threads, system calls, top functions" },
 	{ "convert", wp_cmd_convert, "convert a raw dump or a profile to another format" },
 	{ "diff", wp_cmd_diff, "compare two profiles: which functions gained or lost time" },
+	{ "upload", wp_cmd_upload, "send the profiles waiting in the upload spool now" },
 };
 
 static void usage(FILE *f)
@@ -44,6 +46,7 @@ static void usage(FILE *f)
 		"  wallprof report PROFILE [--threads] [--top N] [--markdown]\n"
 		"  wallprof convert INPUT [-f sentry|pprof|folded|speedscope|html] [-o OUTPUT|-]\n"
 		"  wallprof diff BASE NEW [-f text|html] [-o OUTPUT]\n"
+		"  wallprof upload [--spool DIR] [--timeout S]\n"
 		"\n"
 		"`wallprof COMMAND --help` tells more. Options:\n"
 		"  -h, --help     this text\n"
@@ -89,7 +92,8 @@ int main(int argc, char **argv)
 			return commands[i].run(argc - 1, argv + 1);
 	if (cmd[0] == '-')
 		return wp_cli_fail(WP_EXIT_USAGE, "unknown option %s (wallprof --help)", cmd);
-	return wp_cli_fail(WP_EXIT_USAGE,
-			   "unknown command %s: record, report, convert or diff (wallprof --help)",
-			   cmd);
+	return wp_cli_fail(
+		WP_EXIT_USAGE,
+		"unknown command %s: record, report, convert, diff or upload (wallprof --help)",
+		cmd);
 }

@@ -11,18 +11,23 @@ Usage: scripts/check-layout.py [--graph]
    the direction the data flows (docs/DESIGN.md, "Source layout"):
 
        test ──> anything
-       convert (the converter) ──> output ──> symbolize
+       convert (the converter) ──> upload ──> output ──> symbolize
+       convert                 ──> output, symbolize
        preload (the runtime)   ──> output, symbolize, unwind
 
-   so the converter never compiles a line of the runtime, and output/ (the
+   so the converter never compiles a line of the runtime, output/ (the
    formats, their writers and readers, shared by both) includes nothing of
-   preload/.
+   preload/, and upload/ (the spool and its sender: libcurl) is included by
+   the converter and the tests only.
 
 2. Links. The converter's archive (CORE_SRCS in the Makefile) takes sources
-   only from folders the converter may include.
+   only from folders the converter may include; the upload archive
+   (UPLOAD_SRCS) only from upload/, and the library's sources (RUNTIME_SRCS,
+   SHARED_SRCS) nothing from upload/.
 
-3. Size. No .c or .h file in preload/, unwind/, symbolize/ or output/ is
-   longer than MAX_LINES, unless LONG lists it with a reason.
+3. Size. No .c or .h file in preload/, unwind/, symbolize/, output/,
+   convert/ or upload/ is longer than MAX_LINES, unless LONG lists it with
+   a reason.
 
 --graph prints the folder graph (each edge with its count and one include
 that makes it) and the files over the limit, then checks as usual.
@@ -38,12 +43,13 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-FOLDERS = ("preload", "unwind", "symbolize", "output", "convert", "scripts", "test")
+FOLDERS = ("preload", "unwind", "symbolize", "output", "upload", "convert", "scripts", "test")
 
 # Who may include whom (folder -> folders it may include).
 ALLOWED = {
-    "test": {"preload", "unwind", "symbolize", "output", "convert", "scripts"},
-    "convert": {"output", "symbolize"},
+    "test": {"preload", "unwind", "symbolize", "output", "upload", "convert", "scripts"},
+    "convert": {"upload", "output", "symbolize"},
+    "upload": {"output"},
     "scripts": set(),
     "preload": {"unwind", "output", "symbolize"},
     "output": {"symbolize"},
@@ -51,7 +57,7 @@ ALLOWED = {
     "symbolize": set(),
 }
 
-SIZED = ("preload", "unwind", "symbolize", "output", "convert")
+SIZED = ("preload", "unwind", "symbolize", "output", "upload", "convert")
 MAX_LINES = 800
 
 # Files allowed over MAX_LINES, each with its reason.
@@ -130,17 +136,22 @@ def cycles(edges):
     return out
 
 
-def core_srcs():
-    """The tokens of the Makefile's CORE_SRCS (wildcards left as written)."""
+def make_srcs(var):
+    """The tokens of the Makefile's list `var` (CORE_SRCS, ...; wildcards
+    left as written), or None."""
     try:
         with open(os.path.join(ROOT, "Makefile")) as f:
             mk = f.read()
     except OSError:
         return None
-    m = re.search(r"^CORE_SRCS\s*:?=\s*(.+)$", mk, re.M)
+    m = re.search(r"^%s\s*:?=\s*(.+)$" % var, mk, re.M)
     if not m:
         return None
     return re.findall(r"\$\(wildcard\s+([^)]+)\)|(\S+)", m.group(1))
+
+
+def core_srcs():
+    return make_srcs("CORE_SRCS")
 
 
 def long_files():
@@ -189,6 +200,22 @@ def main():
                 if folder not in ALLOWED["convert"]:
                     errors.append("Makefile: CORE_SRCS (the converter's archive) takes %s, "
                                   "from %s/, which the converter may not use" % (t, folder))
+
+    # Which folders each other archive may take sources from (None: any but
+    # those listed after it).
+    for var, only, never in (("UPLOAD_SRCS", {"upload"}, None),
+                             ("RUNTIME_SRCS", None, {"upload"}),
+                             ("SHARED_SRCS", None, {"upload"})):
+        toks = make_srcs(var)
+        if toks is None:
+            notes.append("Makefile: no %s line found; not checked" % var)
+            continue
+        for wild, plain in toks:
+            for t in (wild or plain).split():
+                folder = top(os.path.normpath(t))
+                if (only and folder not in only) or (never and folder in never):
+                    errors.append("Makefile: %s takes %s, from %s/, which it may not"
+                                  % (var, t, folder))
 
     over = long_files()
     if args.graph:

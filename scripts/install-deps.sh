@@ -47,7 +47,7 @@ if [ "${1:-}" = bench ]; then
 	exit 0
 fi
 
-PKGS="build-essential pkg-config libunwind-dev libdw-dev libelf-dev libjansson-dev zlib1g-dev python3 elfutils golang-go libpython3.11-testsuite nodejs npm chromium"
+PKGS="build-essential pkg-config libunwind-dev libdw-dev libelf-dev libjansson-dev zlib1g-dev libcurl4-openssl-dev python3 elfutils golang-go libpython3.11-testsuite nodejs npm chromium"
 
 missing() {
 	command -v cc >/dev/null 2>&1 || return 0
@@ -58,7 +58,7 @@ missing() {
 	command -v go >/dev/null 2>&1 || return 0 # test/e2e/golang.py (cgo test program), formats.py (go tool pprof)
 	command -v npm >/dev/null 2>&1 || return 0 # test/e2e/formats.py (speedscope's importer in node)
 	command -v pkg-config >/dev/null 2>&1 || return 0
-	pkg-config --exists libunwind libdw libelf jansson zlib || return 0
+	pkg-config --exists libunwind libdw libelf jansson zlib libcurl || return 0 # libcurl: wallprof upload
 	[ -f /usr/lib/python3.11/test/test_eintr.py ] || return 0 # libpython3.11-testsuite
 	command -v chromium >/dev/null 2>&1 || return 0 # test/e2e/html.py (headless, DevTools pipe)
 	return 1

@@ -29,8 +29,10 @@ struct wp_upload_item {
 	const char *category;     /* Sentry's rate-limit data category ("profile",
 				     "profile_chunk"), NULL for a Pyroscope push */
 	const char *content_type; /* "application/x-sentry-envelope", ... */
-	const char *headers[4];   /* extra "Name: value" lines (X-Sentry-Auth), NULL-ended */
-	int gzip;                 /* 1: sent gzip-compressed (Content-Encoding: gzip) */
+	const char *headers[4];   /* extra "Name: value" lines (X-Sentry-Auth): up to 4,
+				     the first NULL ends them */
+	int gzip;                 /* 1: sent gzip-compressed (Content-Encoding: gzip);
+				     compressed once, when put */
 	const void *body;
 	size_t len;
 	const char *what;         /* for messages: "chunk 3 of process 1234" */
@@ -42,27 +44,54 @@ struct wp_spool_config {
 	uint64_t max_bytes;   /* bytes kept at most, all runs together */
 };
 
+/* The bounds when the environment sets none. */
+#define WP_SPOOL_DEFAULT_FILES 100
+#define WP_SPOOL_DEFAULT_MB 64
+
+/* The spool's default root into `out`: $WALLPROF_SPOOL_DIR, else
+ * $XDG_CACHE_HOME/wallprof/spool, else $HOME/.cache/wallprof/spool, else
+ * $TMPDIR (or /tmp)/wallprof-spool-<uid> (relative XDG_CACHE_HOME, HOME
+ * or TMPDIR values are skipped). Returns 0, or -1 when it does not fit. */
+int wp_spool_default_dir(char *out, size_t len);
+
+/* `sc` from the environment: the default root (wp_spool_default_dir, into
+ * `dirbuf`, which sc->dir then points to), WALLPROF_SPOOL_MAX_FILES (default
+ * 100, at most 1,000,000) and WALLPROF_SPOOL_MAX_MB (default 64, at most
+ * 1,048,576). Returns 0, or -1 with a one-line reason in `err` (a value
+ * that is not a whole number in range, a root too long). */
+int wp_spool_config_from_env(struct wp_spool_config *sc, char *dirbuf, size_t dirlen, char *err,
+			     size_t errlen);
+
 /* What a flush did, for the one report line. */
 struct wp_flush_result {
 	unsigned sent;         /* accepted (2xx) */
-	unsigned dropped;      /* refused for good (413, other 4xx), or pruned */
-	unsigned left;         /* still spooled when the flush ended */
+	unsigned dropped;      /* refused for good (413, other 4xx), pruned (by this
+				  flush, or by puts since the last one), or corrupt */
+	unsigned left;         /* still spooled when the flush ended, all runs (those
+				  of live processes too) */
 	unsigned rate_limited; /* left because their category (or all) is limited */
 	char last_error[256];  /* the last failure, "" when none */
 };
 
 /* Where messages go: level 1 error, 2 info, 3 debug; one line each. */
 typedef void wp_upload_say_fn(void *ctx, int level, const char *msg);
+/* What flush says: level 1 an item dropped (4xx, corrupt), 2 an item kept
+ * (429, network error, 5xx) or items pruned, 3 each item sent or skipped.
+ * Messages have no control characters and no "wallprof: " prefix. */
 
 /* Stores `it` in run `run` of the spool, pruning the oldest items of the
- * whole spool beyond its bounds. Returns 0, or -1 with a one-line reason in
- * `err` (the spool cannot be written: the item is lost and the caller says
- * so). */
-int wp_spool_put(const struct wp_spool_config *sc, const char *run,
-		 const struct wp_upload_item *it, char *err, size_t errlen);
+ * whole spool beyond its bounds (counted in the next flush's `dropped`).
+ * `run` is "<pid>-<32 lowercase hex>" (the pid not 0). Returns 0, or -1 with
+ * a one-line reason in `err` (a bad item or run name, an item alone over the
+ * byte bound, the spool cannot be written: the item is lost and the caller
+ * says so). */
+int wp_spool_put(const struct wp_spool_config *sc, const char *run, const struct wp_upload_item *it,
+		 char *err, size_t errlen);
 
-/* Sends what is spooled, oldest first: run `run`'s items, then those of
- * runs whose process is gone; stops at `deadline_ms` (CLOCK_MONOTONIC, in
+/* Sends what is spooled, oldest first: run `run`'s items (none when `run`
+ * is NULL), then those of runs whose process is gone or whose newest item
+ * is over an hour old; each run under its lock (waited for until the
+ * deadline); stops at `deadline_ms` (CLOCK_MONOTONIC, in
  * ms; no request outlives it), at a network error or 5xx of an endpoint
  * (backed off: its items wait for a later flush), and skips items whose
  * category is rate-limited. Items written meanwhile by another converter

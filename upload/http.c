@@ -1,0 +1,229 @@
+/* http: one POST with libcurl, and gzip with zlib. The system's CA store
+ * (libcurl's default), proxies from the environment (https_proxy,
+ * no_proxy: libcurl's default), no redirects, http and https only; the
+ * connection is kept for the next request of the same flush. */
+#include <curl/curl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <zlib.h>
+
+#include "../output/output.h"
+#include "upload_int.h"
+
+struct wp_up_http {
+	CURL *curl;
+};
+
+struct wp_up_http *wp_up_http_new(void)
+{
+	static int started;
+	struct wp_up_http *h;
+
+	if (!started) {
+		if (curl_global_init(CURL_GLOBAL_DEFAULT))
+			return NULL;
+		started = 1;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	h->curl = curl_easy_init();
+	if (!h->curl) {
+		free(h);
+		return NULL;
+	}
+	return h;
+}
+
+void wp_up_http_free(struct wp_up_http *h)
+{
+	if (!h)
+		return;
+	curl_easy_cleanup(h->curl);
+	free(h);
+}
+
+/* Copies a header's value (trimmed) into `out`, appended after ", " when
+ * the header came more than once. */
+static void keep_value(char *out, size_t cap, const char *v, size_t n)
+{
+	size_t have = strlen(out);
+
+	while (n && (*v == ' ' || *v == '\t'))
+		v++, n--;
+	while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' ' || v[n - 1] == '\t'))
+		n--;
+	if (have && have + 2 < cap) {
+		memcpy(out + have, ", ", 2);
+		have += 2;
+	}
+	if (have + n >= cap)
+		n = cap - have - 1;
+	memcpy(out + have, v, n);
+	out[have + n] = '\0';
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct wp_up_response *rs = arg;
+	size_t n = size * nmemb;
+	static const char ra[] = "retry-after:", rl[] = "x-sentry-rate-limits:";
+
+	/* A new status line (a 100 Continue before the answer): start over. */
+	if (n >= 5 && !memcmp(data, "HTTP/", 5)) {
+		rs->retry_after[0] = '\0';
+		rs->rate_limits[0] = '\0';
+	} else if (n > sizeof(ra) - 1 && !strncasecmp(data, ra, sizeof(ra) - 1)) {
+		keep_value(rs->retry_after, sizeof(rs->retry_after), data + sizeof(ra) - 1,
+			   n - (sizeof(ra) - 1));
+	} else if (n > sizeof(rl) - 1 && !strncasecmp(data, rl, sizeof(rl) - 1)) {
+		keep_value(rs->rate_limits, sizeof(rs->rate_limits), data + sizeof(rl) - 1,
+			   n - (sizeof(rl) - 1));
+	}
+	return n;
+}
+
+/* The response's body is not read: Sentry's is an event id. */
+static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+	(void)data;
+	(void)arg;
+	return size * nmemb;
+}
+
+/* Appends one header line; 1 on out of memory (the list unchanged). */
+static int add(struct curl_slist **l, const char *line)
+{
+	struct curl_slist *t = curl_slist_append(*l, line);
+
+	if (!t)
+		return 1;
+	*l = t;
+	return 0;
+}
+
+/* curl_easy_perform with SIGPIPE blocked: with CURLOPT_NOSIGNAL (no
+ * SIGALRM of libcurl's in the converter, which has its own), libcurl does
+ * not ignore SIGPIPE itself, and a TLS write to a peer that closed would
+ * end the process. A SIGPIPE of ours is taken back before unblocking. */
+static CURLcode perform(CURL *c)
+{
+	sigset_t pipe, old, pending;
+	int was_pending;
+	CURLcode rc;
+
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe, &old);
+	sigpending(&pending);
+	was_pending = sigismember(&pending, SIGPIPE);
+	rc = curl_easy_perform(c);
+	sigpending(&pending);
+	if (!was_pending && sigismember(&pending, SIGPIPE)) {
+		struct timespec zero = { 0, 0 };
+
+		sigtimedwait(&pipe, NULL, &zero);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
+int wp_up_http_post(struct wp_up_http *h, const struct wp_up_request *rq, double timeout_ms,
+		    struct wp_up_response *rs)
+{
+	char errbuf[CURL_ERROR_SIZE] = "", line[1100];
+	struct curl_slist *hdrs = NULL;
+	CURL *c = h->curl;
+	long ms = timeout_ms < 1 ? 1 : timeout_ms > 3.6e6 ? 3600000 : (long)timeout_ms;
+	CURLcode rc;
+	int bad = 0;
+
+	memset(rs, 0, sizeof(*rs));
+	curl_easy_reset(c);
+	snprintf(line, sizeof(line), "Content-Type: %s", rq->content_type);
+	bad |= add(&hdrs, line);
+	if (rq->gzip)
+		bad |= add(&hdrs, "Content-Encoding: gzip");
+	/* No "Expect: 100-continue" round trip before the body. */
+	bad |= add(&hdrs, "Expect:");
+	for (size_t i = 0; rq->headers && rq->headers[i]; i++)
+		bad |= add(&hdrs, rq->headers[i]);
+	if (bad) {
+		curl_slist_free_all(hdrs);
+		snprintf(rs->error, sizeof(rs->error), "out of memory");
+		return -1;
+	}
+
+	curl_easy_setopt(c, CURLOPT_URL, rq->url);
+#if LIBCURL_VERSION_NUM >= 0x075500
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+	curl_easy_setopt(c, CURLOPT_POST, 1L);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, rq->body ? rq->body : "");
+	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->len);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "libwallprof/" WP_VERSION);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ms);
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, rs);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+
+	rc = perform(c);
+	curl_slist_free_all(hdrs);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
+	if (rc != CURLE_OK) {
+		snprintf(rs->error, sizeof(rs->error), "%s",
+			 errbuf[0] ? errbuf : curl_easy_strerror(rc));
+		rs->status = 0;
+		return -1;
+	}
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &rs->status);
+	if (rs->status < 100 || rs->status > 599) {
+		snprintf(rs->error, sizeof(rs->error), "no HTTP status in the response");
+		rs->status = 0;
+		return -1;
+	}
+	return 0;
+}
+
+int wp_up_gzip(const void *in, size_t len, void **out, size_t *outlen)
+{
+	z_stream z;
+	uLong cap;
+	void *buf;
+
+	memset(&z, 0, sizeof(z));
+	/* 15 + 16: a gzip wrapper, no name, mtime 0 */
+	if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return -1;
+	cap = deflateBound(&z, (uLong)len) + 32;
+	buf = malloc(cap);
+	if (!buf) {
+		deflateEnd(&z);
+		return -1;
+	}
+	z.next_in = (Bytef *)(uintptr_t)in;
+	z.avail_in = (uInt)len;
+	z.next_out = buf;
+	z.avail_out = (uInt)cap;
+	if (len > 0xffffffffu || deflate(&z, Z_FINISH) != Z_STREAM_END) {
+		deflateEnd(&z);
+		free(buf);
+		return -1;
+	}
+	*outlen = z.total_out;
+	deflateEnd(&z);
+	*out = buf;
+	return 0;
+}

@@ -1,0 +1,316 @@
+/* ratelimit: Sentry's rate limits (X-Sentry-Rate-Limits, Retry-After on a
+ * 429), our backoff after network errors and 5xx, and the state file that
+ * keeps both per endpoint in the spool, so that the next converter process
+ * honours them (docs/FORMATS.md, "The upload spool"). */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "upload_int.h"
+
+#define STATE_MAGIC "WALLPROF-SPOOL-STATE 1"
+#define STATE_MAX 4096
+
+static const char *const categories[WP_UP_NCAT] = {
+	[WP_UP_CAT_ALL] = "*",
+	[WP_UP_CAT_PROFILE] = "profile",
+	[WP_UP_CAT_PROFILE_CHUNK] = "profile_chunk",
+	[WP_UP_CAT_TRANSACTION] = "transaction",
+};
+
+double wp_up_real_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+double wp_up_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+int wp_up_category(const char *name)
+{
+	if (!name)
+		return -1;
+	for (int i = 1; i < WP_UP_NCAT; i++)
+		if (!strcmp(name, categories[i]))
+			return i;
+	return -1;
+}
+
+static int category_n(const char *s, size_t n)
+{
+	for (int i = 1; i < WP_UP_NCAT; i++)
+		if (strlen(categories[i]) == n && !memcmp(s, categories[i], n))
+			return i;
+	return -1;
+}
+
+static void limit(struct wp_up_state *st, int cat, double until)
+{
+	if (until > st->until[cat])
+		st->until[cat] = until;
+}
+
+/* Seconds as a finite, non-negative number, cut to a day; -1 when not. */
+static double seconds(const char *s, const char *end)
+{
+	char buf[64], *e;
+	size_t n;
+	double v;
+
+	while (s < end && *s == ' ')
+		s++;
+	while (end > s && end[-1] == ' ')
+		end--;
+	n = (size_t)(end - s);
+	if (!n || n >= sizeof(buf))
+		return -1;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	/* strtod takes "inf", "nan" and hex: digits and one '.' only. */
+	if (strspn(buf, "0123456789.") != n)
+		return -1;
+	errno = 0;
+	v = strtod(buf, &e);
+	if (*e || errno || !isfinite(v) || v < 0)
+		return -1;
+	return v > WP_UP_LIMIT_MAX_S ? WP_UP_LIMIT_MAX_S : v;
+}
+
+int wp_up_parse_retry_after(const char *v, double *out)
+{
+	double s = v ? seconds(v, v + strlen(v)) : -1;
+
+	if (s < 0)
+		return -1;
+	*out = s;
+	return 0;
+}
+
+/* One limit "<seconds>:<categories>[:<scope>[:<reason>...]]". */
+static int one_limit(const char *s, const char *end, double now_ms, struct wp_up_state *st)
+{
+	const char *c1 = memchr(s, ':', (size_t)(end - s)), *cats, *cats_end, *p;
+	int known[WP_UP_NCAT] = { 0 }, any = 0, all = 1;
+	double secs;
+
+	if (!c1)
+		return 0;
+	secs = seconds(s, c1);
+	if (secs < 0)
+		return 0;
+	cats = c1 + 1;
+	cats_end = memchr(cats, ':', (size_t)(end - cats));
+	if (!cats_end)
+		cats_end = end;
+	for (p = cats; p < cats_end;) {
+		const char *q = memchr(p, ';', (size_t)(cats_end - p)), *a, *b;
+		int k;
+
+		if (!q)
+			q = cats_end;
+		for (a = p; a < q && *a == ' '; a++)
+			;
+		for (b = q; b > a && b[-1] == ' '; b--)
+			;
+		if (b > a) {
+			all = 0;
+			k = category_n(a, (size_t)(b - a));
+			if (k > 0) {
+				known[k] = 1;
+				any = 1;
+			}
+		}
+		p = q + 1;
+	}
+	if (all) {
+		limit(st, WP_UP_CAT_ALL, now_ms + secs * 1e3);
+		return 1;
+	}
+	if (!any)
+		return 0; /* only categories we never send */
+	for (int k = 1; k < WP_UP_NCAT; k++)
+		if (known[k])
+			limit(st, k, now_ms + secs * 1e3);
+	return 1;
+}
+
+int wp_up_parse_rate_limits(const char *v, double now_ms, struct wp_up_state *st)
+{
+	const char *p = v, *end;
+	int n = 0;
+
+	if (!v)
+		return 0;
+	end = v + strnlen(v, 4096);
+	while (p < end) {
+		const char *q = memchr(p, ',', (size_t)(end - p));
+
+		if (!q)
+			q = end;
+		n += one_limit(p, q, now_ms, st);
+		p = q + 1;
+	}
+	return n;
+}
+
+void wp_up_on_response(struct wp_up_state *st, long status, const char *retry_after,
+		       const char *rate_limits, double now_ms)
+{
+	int n = 0;
+
+	if (rate_limits && *rate_limits)
+		n = wp_up_parse_rate_limits(rate_limits, now_ms, st);
+	if (status == 429 && !n) {
+		double s;
+
+		if (wp_up_parse_retry_after(retry_after, &s))
+			s = WP_UP_429_DEFAULT_S;
+		limit(st, WP_UP_CAT_ALL, now_ms + s * 1e3);
+	}
+	if (status >= 200 && status < 300) {
+		st->backoff_ms = 0;
+		st->backoff_until = 0;
+	} else if (status == 0 || status >= 500) {
+		double b = st->backoff_ms * 2;
+
+		if (b < WP_UP_BACKOFF_FIRST_MS)
+			b = WP_UP_BACKOFF_FIRST_MS;
+		if (b > WP_UP_BACKOFF_MAX_MS)
+			b = WP_UP_BACKOFF_MAX_MS;
+		st->backoff_ms = b;
+		st->backoff_until = now_ms + b;
+	}
+}
+
+double wp_up_limited(const struct wp_up_state *st, const char *category, double now_ms)
+{
+	int k = wp_up_category(category);
+	double until = st->until[WP_UP_CAT_ALL];
+
+	if (k > 0 && st->until[k] > until)
+		until = st->until[k];
+	return until > now_ms ? until - now_ms : 0;
+}
+
+size_t wp_up_endpoint_len(const char *url)
+{
+	return strcspn(url, "?#");
+}
+
+/* "state-<16 hex>": FNV-1a of the endpoint. */
+static void state_name(const char *url, char *out, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	size_t n = wp_up_endpoint_len(url);
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)url[i];
+		h *= 0x100000001b3ull;
+	}
+	snprintf(out, len, "state-%016llx", (unsigned long long)h);
+}
+
+/* A time read back: finite, not negative, and not absurdly far ahead (a
+ * day past now for a limit, the longest backoff for the backoff). */
+static double sane(double v, double now_ms, double max_ahead_ms)
+{
+	if (!isfinite(v) || v < 0)
+		return 0;
+	return v > now_ms + max_ahead_ms ? now_ms + max_ahead_ms : v;
+}
+
+int wp_up_state_load(int rootfd, const char *url, struct wp_up_state *st)
+{
+	char name[40], buf[STATE_MAX + 1], *line, *save = NULL;
+	double now = wp_up_real_ms();
+	size_t elen = wp_up_endpoint_len(url);
+	int fd, ok = 0;
+	struct stat sb;
+	ssize_t n;
+
+	memset(st, 0, sizeof(*st));
+	state_name(url, name, sizeof(name));
+	fd = openat(rootfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid()) {
+		close(fd);
+		return -1;
+	}
+	n = read(fd, buf, STATE_MAX);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char word[32], cat[32];
+		double a, b;
+
+		if (!strcmp(line, STATE_MAGIC)) {
+			ok |= 1;
+		} else if (!strncmp(line, "endpoint ", 9)) {
+			/* another endpoint with the same hash: not ours */
+			if (strlen(line + 9) != elen || memcmp(line + 9, url, elen))
+				break;
+			ok |= 2;
+		} else if (sscanf(line, "%31s %31s %lf", word, cat, &a) == 3 &&
+			   !strcmp(word, "limit")) {
+			int k = strcmp(cat, "*") ? wp_up_category(cat) : WP_UP_CAT_ALL;
+
+			if (k >= 0)
+				st->until[k] = sane(a, now, WP_UP_LIMIT_MAX_S * 1e3);
+		} else if (sscanf(line, "%31s %lf %lf", word, &a, &b) == 3 &&
+			   !strcmp(word, "backoff")) {
+			st->backoff_until = sane(a, now, WP_UP_BACKOFF_MAX_MS);
+			st->backoff_ms = sane(b, 0, WP_UP_BACKOFF_MAX_MS);
+		}
+	}
+	if (ok != 3) {
+		memset(st, 0, sizeof(*st));
+		return -1;
+	}
+	return 0;
+}
+
+int wp_up_state_save(int rootfd, const char *url, const struct wp_up_state *st)
+{
+	char name[40], tmp[64], buf[STATE_MAX];
+	size_t elen = wp_up_endpoint_len(url);
+	int fd, n, len;
+
+	state_name(url, name, sizeof(name));
+	if (elen > 2048)
+		return -1;
+	len = snprintf(buf, sizeof(buf), STATE_MAGIC "\nendpoint %.*s\nbackoff %.0f %.0f\n",
+		       (int)elen, url, st->backoff_until, st->backoff_ms);
+	for (int k = 0; k < WP_UP_NCAT && len > 0 && (size_t)len < sizeof(buf); k++)
+		if (st->until[k] > 0)
+			len += snprintf(buf + len, sizeof(buf) - (size_t)len, "limit %s %.0f\n",
+					categories[k], ceil(st->until[k]));
+	if (len <= 0 || (size_t)len >= sizeof(buf))
+		return -1;
+	snprintf(tmp, sizeof(tmp), ".%s.%d.tmp", name, (int)getpid());
+	fd = openat(rootfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	n = (int)write(fd, buf, (size_t)len);
+	if (close(fd) || n != len || renameat(rootfd, tmp, rootfd, name)) {
+		unlinkat(rootfd, tmp, 0);
+		return -1;
+	}
+	return 0;
+}
