@@ -25,7 +25,7 @@
 #   bench/dump drive outside the library (the ring, the module map, the raw
 #   dump's writer), archived for them; never linked into the converter.
 RUNTIME_SRCS  := $(wildcard preload/*.c) $(wildcard unwind/*.c)
-SHARED_SRCS   := output/raw.c output/event.c output/dump_queue.c output/write.c output/profile.c symbolize/build_id.c
+SHARED_SRCS   := output/raw.c output/event.c output/dsn.c output/dump_queue.c output/write.c output/profile.c symbolize/build_id.c
 CORE_SRCS     := $(wildcard symbolize/*.c) $(wildcard output/*.c)
 RUNTIME_PARTS := preload/ring.c preload/modules.c preload/raw_dump.c
 # CONVERT_SRCS: the wallprof command's own files (convert/convert.h).

@@ -11,6 +11,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "../output/dsn.h"
 #include "../output/strput.h"
 #include "test_hooks.h"
 #include "../output/sys.h"
@@ -362,6 +363,26 @@ void wp_config_load(struct wp_config *c)
 		       wp_signal_name(c->signal, a, sizeof(a)));
 		c->snapshot_signal = 0;
 	}
+
+	/* Uploads happen in the converter; a destination it could not use is
+	 * said here, once, at start. */
+	s = getenv("WALLPROF_SENTRY_DSN");
+	if (s && *s) {
+		struct wp_dsn d;
+		char err[160];
+
+		if (wp_dsn_parse(s, &d, err, sizeof(err)) < 0)
+			wp_log(WP_LOG_ERROR,
+			       "WALLPROF_SENTRY_DSN does not parse (%s); profiles are written to "
+			       "files only",
+			       err);
+	}
+	s = getenv("WALLPROF_PYROSCOPE_URL");
+	if (s && *s && strncmp(s, "http://", 7) && strncmp(s, "https://", 8))
+		wp_log(WP_LOG_ERROR,
+		       "WALLPROF_PYROSCOPE_URL='%.64s' is not an http:// or https:// URL; nothing "
+		       "is sent to Pyroscope",
+		       s);
 
 	env_uint("WALLPROF_CHUNK_SECONDS", 0, 0, WP_MAX_CHUNK_SECONDS, &c->chunk_seconds);
 	if (c->chunk_seconds > c->ring_seconds) {
