@@ -615,13 +615,12 @@ int wp_out_sentry_write_sink(const struct wp_profile *p, wp_out_lookup_fn lookup
 	int ret = -1;
 
 	if (!w || plan_build(&pl) < 0) {
-		wp_jw_error(s->err, s->errlen, s->to_stdout ? "standard output" : s->a.path,
-			    ENOMEM);
+		wp_jw_error(s->err, s->errlen, wp_sink_name(s), ENOMEM);
 		s->failed = 1;
 		goto out;
 	}
 	w->sink = s;
-	w->a.path = s->to_stdout ? "standard output" : s->a.path;
+	w->a.path = wp_sink_name(s);
 	w->err = s->err;
 	w->errlen = s->errlen;
 	ret = write_profile(w, &pl, opts, st);
