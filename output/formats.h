@@ -20,6 +20,16 @@
 /* Options every writer gets; each reads the ones it knows. */
 struct wp_format_opts {
 	const char *platform; /* sentry: "native" when NULL */
+	/* sentry: the rest of struct wp_out_opts (output.h), same meanings */
+	const char *release;
+	const char *environment;
+	int chunk;
+	const char *profiler_id;
+	const char *chunk_id;
+	const char *transaction_id;
+	const char *trace_id;
+	const char *segment_id;
+	int no_args;
 	/* pprof: no per-thread labels (thread_name, thread_id); samples that
 	 * differ only by thread become one. For Pyroscope, which makes every
 	 * label a series. */

@@ -165,20 +165,28 @@ int wp_jset(json_t *o, const char *key, json_t *v)
 
 /* Random lowercase hex of `nbytes` bytes; uuid = 1 stamps it as a v4 UUID,
  * which also keeps it non-nil as Relay requires. */
-json_t *wp_jrandom_hex(size_t nbytes, int uuid)
+void wp_random_hex(char *out, size_t nbytes, int uuid)
 {
 	uint8_t r[16];
-	char s[33];
 
+	if (nbytes > sizeof(r))
+		nbytes = sizeof(r);
 	wp_out_random(r, nbytes);
-	if (uuid) {
+	if (uuid && nbytes == 16) {
 		r[6] = (r[6] & 0x0f) | 0x40;
 		r[8] = (r[8] & 0x3f) | 0x80;
 	} else {
 		r[nbytes - 1] |= 1; /* never all zero */
 	}
 	for (size_t i = 0; i < nbytes; i++)
-		snprintf(s + 2 * i, 3, "%02x", r[i]);
+		snprintf(out + 2 * i, 3, "%02x", r[i]);
+}
+
+json_t *wp_jrandom_hex(size_t nbytes, int uuid)
+{
+	char s[33];
+
+	wp_random_hex(s, nbytes, uuid);
 	return json_string(s);
 }
 

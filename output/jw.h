@@ -61,8 +61,10 @@ json_t *wp_jint(uint64_t x);
  * failing) so that callers can OR the results. */
 int wp_jset(json_t *o, const char *key, json_t *v);
 
-/* Random lowercase hex of `nbytes` (<= 16) bytes; uuid = 1 stamps it as a
- * v4 UUID, which also keeps it non-nil as Relay requires. */
+/* Random lowercase hex of `nbytes` (<= 16) bytes into `out` (2 * nbytes + 1
+ * bytes); uuid = 1 (with 16 bytes) stamps it as a v4 UUID. Never all zero,
+ * as Relay requires of ids. wp_jrandom_hex: the same as a JSON string. */
+void wp_random_hex(char *out, size_t nbytes, int uuid);
 json_t *wp_jrandom_hex(size_t nbytes, int uuid);
 
 /* RFC 3339 UTC with microseconds of a CLOCK_REALTIME time in ns. */

@@ -1,5 +1,7 @@
-/* sentry: writes a raw profile as a Sentry sample-format v1 profile. Streams
- * the JSON to the file element by element (jansson per frame or image, plain
+/* sentry: writes a raw profile as a Sentry sample-format v1 profile, or as
+ * a v2 profile chunk (opts->chunk): the same frames, stacks, thread
+ * metadata and images, another head and other samples. Streams the JSON to
+ * the file element by element (jansson per frame or image, plain
  * formatting for samples and stacks) so 200k samples need no 100 MB tree. */
 #include <errno.h>
 #include <gnu/libc-version.h>
@@ -33,6 +35,11 @@ struct plan {
 	uint32_t *thr_by_tid; /* p->threads indices sorted by tid (one entry per tid) */
 	uint64_t base_ns;     /* monotonic time of elapsed 0 (the window start) */
 	uint64_t last_elapsed;
+	uint64_t first_ns;    /* monotonic time of the first and last written sample */
+	uint64_t last_ns;
+	int chunk;            /* v2: only the threads in busy are written */
+	uint32_t *busy;       /* tids with >= 2 samples with a non-empty stack, ascending */
+	size_t nr_busy;
 };
 
 
@@ -71,6 +78,51 @@ static int stack_valid(const struct wp_profile *p, uint32_t id)
 	return id < p->nr_stacks && p->stack_off && p->stack_off[id] <= p->stack_off[id + 1];
 }
 
+/* A valid stack with a frame that gets written: not idle for Relay. */
+static int stack_busy(const struct wp_profile *p, uint32_t id)
+{
+	if (!stack_valid(p, id))
+		return 0;
+	for (uint32_t k = p->stack_off[id]; k < p->stack_off[id + 1]; k++)
+		if (p->stack_frames[k] < p->nr_pcs)
+			return 1;
+	return 0;
+}
+
+static int tid_busy(const struct plan *pl, uint32_t tid)
+{
+	return bsearch(&tid, pl->busy, pl->nr_busy, sizeof(uint32_t), cmp_u32) != NULL;
+}
+
+/* Whether sample `s` is written: a valid stack, and in a chunk a thread
+ * Relay keeps (v2 drops every thread with fewer than 2 non-idle samples). */
+static int sample_kept(const struct plan *pl, const struct wp_sample *s)
+{
+	return stack_valid(pl->p, s->stack_id) && (!pl->chunk || tid_busy(pl, s->tid));
+}
+
+/* The chunk's threads: pl->busy. Returns 0 or -1 on out of memory. */
+static int busy_threads(struct plan *pl)
+{
+	const struct wp_profile *p = pl->p;
+	size_t n = 0, i, j;
+
+	pl->busy = malloc((p->nr_samples + 1) * sizeof(uint32_t));
+	if (!pl->busy)
+		return -1;
+	for (i = 0; i < p->nr_samples; i++)
+		if (stack_busy(p, p->samples[i].stack_id))
+			pl->busy[n++] = p->samples[i].tid;
+	qsort(pl->busy, n, sizeof(uint32_t), cmp_u32);
+	for (i = 0; i < n; i = j) {
+		for (j = i + 1; j < n && pl->busy[j] == pl->busy[i]; j++)
+			;
+		if (j - i >= 2)
+			pl->busy[pl->nr_busy++] = pl->busy[i];
+	}
+	return 0;
+}
+
 static void plan_free(struct plan *pl)
 {
 	free(pl->order);
@@ -80,6 +132,7 @@ static void plan_free(struct plan *pl)
 	free(pl->mod_used);
 	free(pl->tids);
 	free(pl->thr_by_tid);
+	free(pl->busy);
 }
 
 /* Decides what gets written: sample order, kept stacks and pcs, threads.
@@ -100,6 +153,8 @@ static int plan_build(struct plan *pl)
 		return -1;
 	memset(pl->stack_map, 0xff, (p->nr_stacks + 1) * sizeof(uint32_t));
 	memset(pl->pc_first, 0xff, (p->nr_pcs + 1) * sizeof(uint32_t));
+	if (pl->chunk && busy_threads(pl) < 0)
+		return -1;
 
 	/* profile.h promises time order; do not let a violation reach Relay,
 	 * which only checks the last sample against the 30 s limit. */
@@ -119,10 +174,13 @@ static int plan_build(struct plan *pl)
 	for (i = 0; i < n; i++) {
 		const struct wp_sample *s = sample_at(pl, i);
 
-		if (!stack_valid(p, s->stack_id))
+		if (!sample_kept(pl, s))
 			continue;
 		if (pl->nr_written == 0 && s->t_ns < pl->base_ns)
 			pl->base_ns = s->t_ns; /* never a negative elapsed time */
+		if (pl->nr_written == 0)
+			pl->first_ns = s->t_ns;
+		pl->last_ns = s->t_ns;
 		pl->stack_map[s->stack_id] = 0;
 		pl->tids[pl->nr_written++] = s->tid;
 		pl->nr_truncated += !!(s->flags & WP_SAMPLE_TRUNCATED);
@@ -293,6 +351,14 @@ static int write_stacks(struct wp_jw *w, const struct plan *pl)
 	return wp_jw_puts(w, "]");
 }
 
+/* CLOCK_REALTIME of monotonic time `t_ns`, never negative. */
+static int64_t unix_ns(const struct plan *pl, uint64_t t_ns)
+{
+	int64_t t = (int64_t)t_ns + pl->p->realtime_offset_ns;
+
+	return t < 0 ? 0 : t;
+}
+
 static int write_samples(struct wp_jw *w, const struct plan *pl)
 {
 	const struct wp_profile *p = pl->p;
@@ -302,8 +368,21 @@ static int write_samples(struct wp_jw *w, const struct plan *pl)
 	for (size_t i = 0; i < p->nr_samples && !w->failed; i++) {
 		const struct wp_sample *s = sample_at(pl, i);
 
-		if (!stack_valid(p, s->stack_id))
+		if (!sample_kept(pl, s))
 			continue;
+		if (pl->chunk) {
+			/* v2: Unix seconds as a JSON number, thread id a string;
+			 * nothing Relay would drop (on_cpu, syscall) */
+			int64_t t = unix_ns(pl, s->t_ns);
+
+			wp_jw_printf(
+				w,
+				"%s{\"stack_id\":%u,\"thread_id\":\"%u\",\"timestamp\":%lld.%06lld}",
+				first ? "" : ",", pl->stack_map[s->stack_id], s->tid,
+				(long long)(t / 1000000000), (long long)(t % 1000000000 / 1000));
+			first = 0;
+			continue;
+		}
 		wp_jw_printf(w,
 			     "%s{\"stack_id\":%u,\"thread_id\":\"%u\","
 			     "\"elapsed_since_start_ns\":\"%llu\",\"on_cpu\":%s",
@@ -396,23 +475,61 @@ static int write_images(struct wp_jw *w, const struct plan *pl)
 }
 
 
+/* The id `given`, or a random one (`nbytes` bytes; uuid: a v4 UUID). */
+static json_t *jid(const char *given, size_t nbytes, int uuid)
+{
+	return given ? json_string(given) : wp_jrandom_hex(nbytes, uuid);
+}
+
+/* `"key":{"name":...,"version":...}` for a name and version of ours. */
+static int write_sdk(struct wp_jw *w, const char *key)
+{
+	json_t *o = json_object();
+	int bad = wp_jset(o, "name", json_string("libwallprof"));
+
+	bad |= wp_jset(o, "version", json_string(WP_VERSION));
+	wp_jw_member(w, key, bad ? NULL : o, 0);
+	if (bad)
+		json_decref(o);
+	return w->failed ? -1 : 0;
+}
+
+/* platform, and release and environment when set. */
+static void write_where(struct wp_jw *w, const struct wp_out_opts *opts)
+{
+	wp_jw_member(w, "platform", wp_jstr(opts->platform ? opts->platform : "native"), 0);
+	if (opts->release)
+		wp_jw_member(w, "release", wp_jstr(opts->release), 0);
+	if (opts->environment)
+		wp_jw_member(w, "environment", wp_jstr(opts->environment), 0);
+}
+
+/* A v2 chunk's head: no device, os, runtime or transaction (v2 has none). */
+static int write_head_chunk(struct wp_jw *w, const struct wp_out_opts *opts)
+{
+	wp_jw_put(w, "{", 1);
+	wp_jw_member(w, "version", json_string("2"), 1);
+	wp_jw_member(w, "chunk_id", jid(opts->chunk_id, 16, 1), 0);
+	wp_jw_member(w, "profiler_id", jid(opts->profiler_id, 16, 1), 0);
+	write_where(w, opts);
+	return write_sdk(w, "client_sdk");
+}
+
 static int write_head(struct wp_jw *w, const struct plan *pl, const struct wp_out_opts *opts)
 {
 	const struct wp_profile *p = pl->p;
-	const char *platform = opts && opts->platform ? opts->platform : "native";
 	struct utsname u;
 	json_t *o;
 	int bad = 0;
-	char name[40];
+	char *name;
 
 	if (uname(&u) < 0)
 		memset(&u, 0, sizeof(u));
 	wp_jw_put(w, "{", 1);
 	wp_jw_member(w, "version", json_string("1"), 1);
 	wp_jw_member(w, "event_id", wp_jrandom_hex(16, 1), 0);
-	wp_jw_member(w, "platform", wp_jstr(platform), 0);
-	wp_jw_member(w, "timestamp", wp_jtimestamp((int64_t)pl->base_ns + p->realtime_offset_ns),
-		     0);
+	write_where(w, opts);
+	wp_jw_member(w, "timestamp", wp_jtimestamp(unix_ns(pl, pl->base_ns)), 0);
 
 	o = json_object();
 	bad = wp_jset(o, "architecture", wp_jstr(u.machine));
@@ -435,26 +552,40 @@ static int write_head(struct wp_jw *w, const struct plan *pl, const struct wp_ou
 	if (bad)
 		json_decref(o);
 
-	o = json_object();
-	bad = wp_jset(o, "name", json_string("libwallprof"));
-	bad |= wp_jset(o, "version", json_string(WP_VERSION));
-	wp_jw_member(w, "client_sdk", bad ? NULL : o, 0);
-	if (bad)
-		json_decref(o);
+	write_sdk(w, "client_sdk");
 
-	snprintf(name, sizeof(name), "process %u", p->pid);
+	name = wp_out_sentry_txn_name(p, opts->no_args);
 	o = json_object();
-	bad = wp_jset(o, "id", wp_jrandom_hex(16, 1));
-	bad |= wp_jset(o, "name", wp_jstr(p->cmdline && *p->cmdline ? p->cmdline : name));
-	bad |= wp_jset(o, "trace_id", wp_jrandom_hex(16, 1));
-	bad |= wp_jset(o, "segment_id", wp_jrandom_hex(8, 0));
+	bad = !name;
+	bad |= wp_jset(o, "id", jid(opts->transaction_id, 16, 1));
+	bad |= wp_jset(o, "name", wp_jstr(name));
+	bad |= wp_jset(o, "trace_id", jid(opts->trace_id, 16, 1));
+	bad |= wp_jset(o, "segment_id", jid(opts->segment_id, 8, 0));
 	bad |= wp_jset(o, "active_thread_id", json_integer(p->main_tid ? p->main_tid : p->pid));
 	bad |= wp_jset(o, "relative_start_ns", json_string("0"));
 	bad |= wp_jset(o, "relative_end_ns", wp_jdec(pl->last_elapsed));
+	free(name);
 	wp_jw_member(w, "transaction", bad ? NULL : o, 0);
 	if (bad)
 		json_decref(o);
 	return w->failed ? -1 : 0;
+}
+
+char *wp_out_sentry_txn_name(const struct wp_profile *p, int no_args)
+{
+	const char *c = p->cmdline ? p->cmdline : "";
+	size_t n = no_args ? strcspn(c, " ") : strlen(c);
+	char *name = malloc(n + 24);
+
+	if (!name)
+		return NULL;
+	if (n == 0)
+		snprintf(name, n + 24, "process %u", p->pid);
+	else {
+		memcpy(name, c, n);
+		name[n] = 0;
+	}
+	return name;
 }
 
 /* The "threads" member of the wallprof section: every thread the sampler
@@ -549,7 +680,10 @@ static int write_profile(struct wp_jw *w, struct plan *pl, const struct wp_out_o
 			 struct wp_out_stats *st)
 {
 	/* Frames come first in "profile": symbolizing them decides the images. */
-	write_head(w, pl, opts);
+	if (pl->chunk)
+		write_head_chunk(w, opts);
+	else
+		write_head(w, pl, opts);
 	wp_jw_puts(w, ",\"profile\":{");
 	write_frames(w, pl);
 	write_stacks(w, pl);
@@ -557,22 +691,109 @@ static int write_profile(struct wp_jw *w, struct plan *pl, const struct wp_out_o
 	write_threads(w, pl);
 	wp_jw_puts(w, "}");
 	write_images(w, pl);
-	write_tail(w, pl);
+	/* Not in a chunk: Relay drops the wallprof section, which would only
+	 * add to every upload (a thread entry per thread the process had). */
+	if (pl->chunk)
+		wp_jw_puts(w, "}\n");
+	else
+		write_tail(w, pl);
 	if (wp_jw_flush(w) < 0)
 		return -1;
 	if (st) {
 		st->nr_samples = pl->nr_written;
 		st->nr_threads = pl->nr_tids;
 		st->nr_frames = pl->nr_frames;
-		st->duration_s = (double)pl->last_elapsed / 1e9;
+		st->duration_s = pl->chunk ? (double)(pl->last_ns - pl->first_ns) / 1e9
+					   : (double)pl->last_elapsed / 1e9;
+		st->first_unix_ns = pl->nr_written ? unix_ns(pl, pl->first_ns) : 0;
+		st->last_unix_ns = pl->nr_written ? unix_ns(pl, pl->last_ns) : 0;
 	}
 	return 0;
+}
+
+/* Whether `id` is `n` lowercase hex digits, not all zero (NULL: not given). */
+static int id_ok(const char *id, size_t n)
+{
+	int nonzero = 0;
+
+	if (!id)
+		return 1;
+	for (size_t i = 0; i < n; i++) {
+		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+			return 0;
+		nonzero |= id[i] != '0';
+	}
+	return nonzero && id[n] == 0;
+}
+
+/* The options' ids. Returns 0, or -1 with `err` set. */
+static int opts_check(const struct wp_out_opts *o, char *err, size_t errlen)
+{
+	const struct {
+		const char *name, *id;
+		size_t n;
+	} ids[] = {
+		{ "profiler_id", o->profiler_id, 32 },       { "chunk_id", o->chunk_id, 32 },
+		{ "transaction id", o->transaction_id, 32 }, { "trace id", o->trace_id, 32 },
+		{ "segment id", o->segment_id, 16 },
+	};
+
+	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+		if (!id_ok(ids[i].id, ids[i].n)) {
+			if (err && errlen)
+				snprintf(err, errlen,
+					 "invalid Sentry %s: expected %zu lowercase hex digits, "
+					 "not all zero",
+					 ids[i].name, ids[i].n);
+			return -1;
+		}
+	return 0;
+}
+
+/* What a chunk must be (after plan_build). Returns 0, or -1 with `err` set. */
+static int chunk_check(const struct plan *pl, char *err, size_t errlen)
+{
+	double span = (double)(pl->last_ns - pl->first_ns) / 1e9;
+
+	if (!pl->chunk)
+		return 0;
+	if (pl->nr_written == 0) {
+		if (err && errlen)
+			snprintf(err, errlen,
+				 WP_OUT_TOO_FEW " (no thread has 2 samples with a stack)");
+		return -1;
+	}
+	if (pl->last_ns - pl->first_ns > (uint64_t)WP_SENTRY_CHUNK_MAX_SECONDS * 1000000000) {
+		if (err && errlen)
+			snprintf(err, errlen,
+				 "the samples span %.1f s, more than the %d s a Sentry chunk "
+				 "may cover",
+				 span, WP_SENTRY_CHUNK_MAX_SECONDS);
+		return -1;
+	}
+	return 0;
+}
+
+/* Plans the write: options checked, the plan built and, for a chunk,
+ * checked. Returns 0, or -1 with `err` set. */
+static int plan_all(struct plan *pl, const struct wp_out_opts *opts, const char *name, char *err,
+		    size_t errlen)
+{
+	if (opts_check(opts, err, errlen) < 0)
+		return -1;
+	pl->chunk = opts->chunk;
+	if (plan_build(pl) < 0) {
+		wp_jw_error(err, errlen, name, ENOMEM);
+		return -1;
+	}
+	return chunk_check(pl, err, errlen);
 }
 
 int wp_out_sentry_write_with(const struct wp_profile *p, wp_out_lookup_fn lookup, void *ctx,
 			     const struct wp_out_opts *opts, const char *path,
 			     struct wp_out_stats *st, char *err, size_t errlen)
 {
+	static const struct wp_out_opts none;
 	struct plan pl = { .p = p, .lookup = lookup, .lctx = ctx };
 	struct wp_jw *w;
 	int ret = -1;
@@ -581,11 +802,15 @@ int wp_out_sentry_write_with(const struct wp_profile *p, wp_out_lookup_fn lookup
 		wp_jw_error(err, errlen, path ? path : "(null)", EINVAL);
 		return -1;
 	}
+	if (!opts)
+		opts = &none;
 	w = calloc(1, sizeof(*w));
-	if (!w || plan_build(&pl) < 0) {
+	if (!w) {
 		wp_jw_error(err, errlen, path, ENOMEM);
 		goto out;
 	}
+	if (plan_all(&pl, opts, path, err, errlen) < 0)
+		goto out;
 	w->err = err;
 	w->errlen = errlen;
 	if (wp_out_atomic_open(&w->a, path, err, errlen) < 0)
@@ -609,13 +834,20 @@ int wp_out_sentry_write_sink(const struct wp_profile *p, wp_out_lookup_fn lookup
 			     const struct wp_out_opts *opts, struct wp_out_sink *s,
 			     struct wp_out_stats *st)
 {
+	static const struct wp_out_opts none;
 	struct plan pl = { .p = p, .lookup = lookup, .lctx = ctx };
 	struct wp_jw *w = calloc(1, sizeof(*w));
 	size_t before = s->bytes;
 	int ret = -1;
 
-	if (!w || plan_build(&pl) < 0) {
+	if (!opts)
+		opts = &none;
+	if (!w) {
 		wp_jw_error(s->err, s->errlen, wp_sink_name(s), ENOMEM);
+		s->failed = 1;
+		goto out;
+	}
+	if (plan_all(&pl, opts, wp_sink_name(s), s->err, s->errlen) < 0) {
 		s->failed = 1;
 		goto out;
 	}
