@@ -4,46 +4,18 @@
  * the file element by element (jansson per frame or image, plain
  * formatting for samples and stacks) so 200k samples need no 100 MB tree. */
 #include <errno.h>
-#include <gnu/libc-version.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
 
 #include "formats.h"
 #include "jw.h"
 #include "output.h"
+#include "sentry_int.h"
 
 #define NONE UINT32_MAX
 
-/* What the raw profile becomes: which stacks, pcs and threads are written. */
-struct plan {
-	const struct wp_profile *p;
-	wp_out_lookup_fn lookup;
-	void *lctx;
-	uint32_t *order;      /* sample indices by time, NULL when already sorted */
-	size_t nr_written;    /* samples with a valid stack id */
-	size_t nr_truncated;  /* ... of which WP_SAMPLE_TRUNCATED */
-	uint32_t *stack_map;  /* raw stack id -> output stack id, or NONE */
-	size_t nr_out_stacks;
-	uint32_t *pc_first;   /* raw pc -> its first output frame, or NONE if unused */
-	uint32_t *pc_count;   /* raw pc -> number of output frames (1 + inlined) */
-	size_t nr_frames;
-	uint8_t *mod_used;    /* module -> some written frame lies in it */
-	uint32_t *tids;       /* distinct sampled tids, ascending */
-	size_t nr_tids;
-	uint32_t *thr_by_tid; /* p->threads indices sorted by tid (one entry per tid) */
-	uint64_t base_ns;     /* monotonic time of elapsed 0 (the window start) */
-	uint64_t last_elapsed;
-	uint64_t first_ns;    /* monotonic time of the first and last written sample */
-	uint64_t last_ns;
-	int chunk;            /* v2: only the threads in busy are written */
-	uint32_t *busy;       /* tids with >= 2 samples with a non-empty stack, ascending */
-	size_t nr_busy;
-};
-
-
-static const struct wp_sample *sample_at(const struct plan *pl, size_t i)
+static const struct wp_sample *sample_at(const struct wp_sentry_plan *pl, size_t i)
 {
 	return &pl->p->samples[pl->order ? pl->order[i] : i];
 }
@@ -89,20 +61,20 @@ static int stack_busy(const struct wp_profile *p, uint32_t id)
 	return 0;
 }
 
-static int tid_busy(const struct plan *pl, uint32_t tid)
+static int tid_busy(const struct wp_sentry_plan *pl, uint32_t tid)
 {
 	return bsearch(&tid, pl->busy, pl->nr_busy, sizeof(uint32_t), cmp_u32) != NULL;
 }
 
 /* Whether sample `s` is written: a valid stack, and in a chunk a thread
  * Relay keeps (v2 drops every thread with fewer than 2 non-idle samples). */
-static int sample_kept(const struct plan *pl, const struct wp_sample *s)
+static int sample_kept(const struct wp_sentry_plan *pl, const struct wp_sample *s)
 {
 	return stack_valid(pl->p, s->stack_id) && (!pl->chunk || tid_busy(pl, s->tid));
 }
 
 /* The chunk's threads: pl->busy. Returns 0 or -1 on out of memory. */
-static int busy_threads(struct plan *pl)
+static int busy_threads(struct wp_sentry_plan *pl)
 {
 	const struct wp_profile *p = pl->p;
 	size_t n = 0, i, j;
@@ -123,7 +95,7 @@ static int busy_threads(struct plan *pl)
 	return 0;
 }
 
-static void plan_free(struct plan *pl)
+static void plan_free(struct wp_sentry_plan *pl)
 {
 	free(pl->order);
 	free(pl->stack_map);
@@ -137,7 +109,7 @@ static void plan_free(struct plan *pl)
 
 /* Decides what gets written: sample order, kept stacks and pcs, threads.
  * Returns 0 or -1 on out of memory. */
-static int plan_build(struct plan *pl)
+static int plan_build(struct wp_sentry_plan *pl)
 {
 	const struct wp_profile *p = pl->p;
 	size_t i, n = p->nr_samples;
@@ -209,7 +181,7 @@ static int plan_build(struct plan *pl)
 }
 
 /* The wp_thread entry for `tid` (profile.h: one per tid), or NULL. */
-static const struct wp_thread *thread_of(const struct plan *pl, uint32_t tid)
+static const struct wp_thread *thread_of(const struct wp_sentry_plan *pl, uint32_t tid)
 {
 	const struct wp_profile *p = pl->p;
 	size_t lo = 0, hi = p->nr_threads;
@@ -280,7 +252,7 @@ static json_t *frame_json(const struct wp_profile *p, const struct wp_pc *pc,
 }
 
 /* Symbolizes each kept pc once and writes its 1..k frames. */
-static int write_frames(struct wp_jw *w, struct plan *pl)
+static int write_frames(struct wp_jw *w, struct wp_sentry_plan *pl)
 {
 	const struct wp_profile *p = pl->p;
 	int first = 1;
@@ -323,7 +295,7 @@ static int write_frames(struct wp_jw *w, struct plan *pl)
 	return wp_jw_puts(w, "]");
 }
 
-static int write_stacks(struct wp_jw *w, const struct plan *pl)
+static int write_stacks(struct wp_jw *w, const struct wp_sentry_plan *pl)
 {
 	const struct wp_profile *p = pl->p;
 	int first = 1;
@@ -351,15 +323,7 @@ static int write_stacks(struct wp_jw *w, const struct plan *pl)
 	return wp_jw_puts(w, "]");
 }
 
-/* CLOCK_REALTIME of monotonic time `t_ns`, never negative. */
-static int64_t unix_ns(const struct plan *pl, uint64_t t_ns)
-{
-	int64_t t = (int64_t)t_ns + pl->p->realtime_offset_ns;
-
-	return t < 0 ? 0 : t;
-}
-
-static int write_samples(struct wp_jw *w, const struct plan *pl)
+static int write_samples(struct wp_jw *w, const struct wp_sentry_plan *pl)
 {
 	const struct wp_profile *p = pl->p;
 	int first = 1;
@@ -373,7 +337,7 @@ static int write_samples(struct wp_jw *w, const struct plan *pl)
 		if (pl->chunk) {
 			/* v2: Unix seconds as a JSON number, thread id a string;
 			 * nothing Relay would drop (on_cpu, syscall) */
-			int64_t t = unix_ns(pl, s->t_ns);
+			int64_t t = wp_sentry_unix_ns(pl, s->t_ns);
 
 			wp_jw_printf(
 				w,
@@ -410,7 +374,7 @@ static int write_samples(struct wp_jw *w, const struct plan *pl)
 	return wp_jw_puts(w, "]");
 }
 
-static int write_threads(struct wp_jw *w, const struct plan *pl)
+static int write_threads(struct wp_jw *w, const struct wp_sentry_plan *pl)
 {
 	wp_jw_puts(w, ",\"thread_metadata\":{");
 	for (size_t i = 0; i < pl->nr_tids && !w->failed; i++) {
@@ -457,7 +421,7 @@ static json_t *image_json(const struct wp_module *m)
 	return o;
 }
 
-static int write_images(struct wp_jw *w, const struct plan *pl)
+static int write_images(struct wp_jw *w, const struct wp_sentry_plan *pl)
 {
 	const struct wp_profile *p = pl->p;
 	int first = 1;
@@ -475,215 +439,12 @@ static int write_images(struct wp_jw *w, const struct plan *pl)
 }
 
 
-/* The id `given`, or a random one (`nbytes` bytes; uuid: a v4 UUID). */
-static json_t *jid(const char *given, size_t nbytes, int uuid)
-{
-	return given ? json_string(given) : wp_jrandom_hex(nbytes, uuid);
-}
-
-/* `"key":{"name":...,"version":...}` for a name and version of ours. */
-static int write_sdk(struct wp_jw *w, const char *key)
-{
-	json_t *o = json_object();
-	int bad = wp_jset(o, "name", json_string("libwallprof"));
-
-	bad |= wp_jset(o, "version", json_string(WP_VERSION));
-	wp_jw_member(w, key, bad ? NULL : o, 0);
-	if (bad)
-		json_decref(o);
-	return w->failed ? -1 : 0;
-}
-
-/* platform, and release and environment when set. */
-static void write_where(struct wp_jw *w, const struct wp_out_opts *opts)
-{
-	wp_jw_member(w, "platform", wp_jstr(opts->platform ? opts->platform : "native"), 0);
-	if (opts->release)
-		wp_jw_member(w, "release", wp_jstr(opts->release), 0);
-	if (opts->environment)
-		wp_jw_member(w, "environment", wp_jstr(opts->environment), 0);
-}
-
-/* A v2 chunk's head: no device, os, runtime or transaction (v2 has none). */
-static int write_head_chunk(struct wp_jw *w, const struct wp_out_opts *opts)
-{
-	wp_jw_put(w, "{", 1);
-	wp_jw_member(w, "version", json_string("2"), 1);
-	wp_jw_member(w, "chunk_id", jid(opts->chunk_id, 16, 1), 0);
-	wp_jw_member(w, "profiler_id", jid(opts->profiler_id, 16, 1), 0);
-	write_where(w, opts);
-	return write_sdk(w, "client_sdk");
-}
-
-static int write_head(struct wp_jw *w, const struct plan *pl, const struct wp_out_opts *opts)
-{
-	const struct wp_profile *p = pl->p;
-	struct utsname u;
-	json_t *o;
-	int bad = 0;
-	char *name;
-
-	if (uname(&u) < 0)
-		memset(&u, 0, sizeof(u));
-	wp_jw_put(w, "{", 1);
-	wp_jw_member(w, "version", json_string("1"), 1);
-	wp_jw_member(w, "event_id", wp_jrandom_hex(16, 1), 0);
-	write_where(w, opts);
-	wp_jw_member(w, "timestamp", wp_jtimestamp(unix_ns(pl, pl->base_ns)), 0);
-
-	o = json_object();
-	bad = wp_jset(o, "architecture", wp_jstr(u.machine));
-	wp_jw_member(w, "device", bad ? NULL : o, 0);
-	if (bad)
-		json_decref(o);
-
-	o = json_object();
-	bad = wp_jset(o, "name", json_string("Linux"));
-	bad |= wp_jset(o, "version", wp_jstr(u.release));
-	bad |= wp_jset(o, "build_number", wp_jstr(u.version));
-	wp_jw_member(w, "os", bad ? NULL : o, 0);
-	if (bad)
-		json_decref(o);
-
-	o = json_object();
-	bad = wp_jset(o, "name", json_string("glibc"));
-	bad |= wp_jset(o, "version", wp_jstr(gnu_get_libc_version()));
-	wp_jw_member(w, "runtime", bad ? NULL : o, 0);
-	if (bad)
-		json_decref(o);
-
-	write_sdk(w, "client_sdk");
-
-	name = wp_out_sentry_txn_name(p, opts->no_args);
-	o = json_object();
-	bad = !name;
-	bad |= wp_jset(o, "id", jid(opts->transaction_id, 16, 1));
-	bad |= wp_jset(o, "name", wp_jstr(name));
-	bad |= wp_jset(o, "trace_id", jid(opts->trace_id, 16, 1));
-	bad |= wp_jset(o, "segment_id", jid(opts->segment_id, 8, 0));
-	bad |= wp_jset(o, "active_thread_id", json_integer(p->main_tid ? p->main_tid : p->pid));
-	bad |= wp_jset(o, "relative_start_ns", json_string("0"));
-	bad |= wp_jset(o, "relative_end_ns", wp_jdec(pl->last_elapsed));
-	free(name);
-	wp_jw_member(w, "transaction", bad ? NULL : o, 0);
-	if (bad)
-		json_decref(o);
-	return w->failed ? -1 : 0;
-}
-
-char *wp_out_sentry_txn_name(const struct wp_profile *p, int no_args)
-{
-	const char *c = p->cmdline ? p->cmdline : "";
-	size_t n = no_args ? strcspn(c, " ") : strlen(c);
-	char *name = malloc(n + 24);
-
-	if (!name)
-		return NULL;
-	if (n == 0)
-		snprintf(name, n + 24, "process %u", p->pid);
-	else {
-		memcpy(name, c, n);
-		name[n] = 0;
-	}
-	return name;
-}
-
-/* The "threads" member of the wallprof section: every thread the sampler
- * tracked, with or without samples in the window, keyed by tid, in tid
- * order. One entry per tid (profile.h: a reused tid's entries were merged
- * by the raw reader, and only there). Streamed, one object each. */
-static int write_thread_stats(struct wp_jw *w, const struct plan *pl)
-{
-	const struct wp_profile *p = pl->p;
-
-	wp_jw_puts(w, ",\"threads\":{");
-	for (size_t i = 0; i < p->nr_threads && !w->failed; i++) {
-		const struct wp_thread *t = &p->threads[pl->thr_by_tid[i]];
-		json_t *o;
-		char name[17];
-		int bad;
-
-		memcpy(name, t->name, 16);
-		name[16] = '\0'; /* comm may fill all 16 bytes */
-		o = json_object();
-		bad = wp_jset(o, "name", wp_jstr(name));
-		bad |= wp_jset(o, "signals", wp_jint(t->nr_signals));
-		bad |= wp_jset(o, "samples", wp_jint(t->nr_samples));
-		if (bad) {
-			json_decref(o);
-			o = NULL;
-		}
-		wp_jw_printf(w, "%s\"%u\":", i ? "," : "", t->tid);
-		wp_jw_json(w, o);
-	}
-	return wp_jw_puts(w, "}");
-}
-
-static int write_tail(struct wp_jw *w, const struct plan *pl)
-{
-	const struct wp_profile *p = pl->p;
-	const struct wp_counters *c = &p->counters;
-	/* The counters, named after their fields without "nr_". nr_samples would
-	 * clash with "samples" (written ones), hence "samples_recorded". */
-	const struct {
-		const char *key;
-		uint64_t v;
-	} counters[] = {
-		{ "ticks", c->nr_ticks },
-		{ "ticks_late", c->nr_ticks_late },
-		{ "signals", c->nr_signals },
-		{ "samples_recorded", c->nr_samples },
-		{ "pending", c->nr_pending },
-		{ "send_failed", c->nr_send_failed },
-		{ "unwind_failed", c->nr_unwind_failed },
-		{ "truncated", c->nr_truncated },
-		{ "dropped_full", c->nr_dropped_full },
-		{ "overwritten", c->nr_overwritten },
-		{ "threads_untracked", c->nr_threads_untracked },
-		{ "signals_blocked", c->nr_signals_blocked },
-		{ "eintr_retried", c->nr_eintr_retried },
-		{ "from_wrapper", c->nr_from_wrapper },
-		{ "reused", c->nr_reused },
-		{ "dl_guarded", c->nr_dl_guarded },
-		{ "site_replayed", c->nr_site_replayed },
-		{ "site_direct", c->nr_site_direct },
-		{ "site_mismatch", c->nr_site_mismatch },
-		{ "from_proc", c->nr_from_proc },
-	};
-
-	/* Streamed member by member: "threads" can have tens of thousands. */
-	wp_jw_puts(w, ",\"wallprof\":{");
-	wp_jw_member(w, "version", json_string(WP_VERSION), 1);
-	wp_jw_member(w, "pid", wp_jint(p->pid), 0);
-	wp_jw_member(w, "hz", wp_jint(p->hz), 0);
-	wp_jw_member(w, "ring_seconds", wp_jint(p->ring_seconds), 0);
-	wp_jw_member(w, "max_depth", wp_jint(p->max_depth), 0);
-	if (p->ring_bytes) {
-		wp_jw_member(w, "ring_bytes", wp_jint(p->ring_bytes), 0);
-		wp_jw_member(w, "ring_samples", wp_jint(p->ring_samples), 0);
-	}
-	wp_jw_member(w, "snapshot", json_integer(p->snapshot), 0);
-	wp_jw_member(w, "duration_ns",
-		     wp_jint(p->end_ns > pl->base_ns ? p->end_ns - pl->base_ns : pl->last_elapsed),
-		     0);
-	wp_jw_member(w, "samples", wp_jint(pl->nr_written), 0);
-	wp_jw_member(w, "truncated_samples", wp_jint(pl->nr_truncated), 0);
-	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
-		wp_jw_member(w, counters[i].key, wp_jint(counters[i].v), 0);
-	write_thread_stats(w, pl);
-	wp_jw_put(w, "}", 1);
-	return wp_jw_put(w, "}\n", 2);
-}
-
 /* The whole profile into `w`; its stats into `st` (may be NULL). */
-static int write_profile(struct wp_jw *w, struct plan *pl, const struct wp_out_opts *opts,
+static int write_profile(struct wp_jw *w, struct wp_sentry_plan *pl, const struct wp_out_opts *opts,
 			 struct wp_out_stats *st)
 {
 	/* Frames come first in "profile": symbolizing them decides the images. */
-	if (pl->chunk)
-		write_head_chunk(w, opts);
-	else
-		write_head(w, pl, opts);
+	wp_sentry_head(w, pl, opts);
 	wp_jw_puts(w, ",\"profile\":{");
 	write_frames(w, pl);
 	write_stacks(w, pl);
@@ -696,7 +457,7 @@ static int write_profile(struct wp_jw *w, struct plan *pl, const struct wp_out_o
 	if (pl->chunk)
 		wp_jw_puts(w, "}\n");
 	else
-		write_tail(w, pl);
+		wp_sentry_tail(w, pl);
 	if (wp_jw_flush(w) < 0)
 		return -1;
 	if (st) {
@@ -705,53 +466,14 @@ static int write_profile(struct wp_jw *w, struct plan *pl, const struct wp_out_o
 		st->nr_frames = pl->nr_frames;
 		st->duration_s = pl->chunk ? (double)(pl->last_ns - pl->first_ns) / 1e9
 					   : (double)pl->last_elapsed / 1e9;
-		st->first_unix_ns = pl->nr_written ? unix_ns(pl, pl->first_ns) : 0;
-		st->last_unix_ns = pl->nr_written ? unix_ns(pl, pl->last_ns) : 0;
+		st->first_unix_ns = pl->nr_written ? wp_sentry_unix_ns(pl, pl->first_ns) : 0;
+		st->last_unix_ns = pl->nr_written ? wp_sentry_unix_ns(pl, pl->last_ns) : 0;
 	}
-	return 0;
-}
-
-/* Whether `id` is `n` lowercase hex digits, not all zero (NULL: not given). */
-static int id_ok(const char *id, size_t n)
-{
-	int nonzero = 0;
-
-	if (!id)
-		return 1;
-	for (size_t i = 0; i < n; i++) {
-		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
-			return 0;
-		nonzero |= id[i] != '0';
-	}
-	return nonzero && id[n] == 0;
-}
-
-/* The options' ids. Returns 0, or -1 with `err` set. */
-static int opts_check(const struct wp_out_opts *o, char *err, size_t errlen)
-{
-	const struct {
-		const char *name, *id;
-		size_t n;
-	} ids[] = {
-		{ "profiler_id", o->profiler_id, 32 },       { "chunk_id", o->chunk_id, 32 },
-		{ "transaction id", o->transaction_id, 32 }, { "trace id", o->trace_id, 32 },
-		{ "segment id", o->segment_id, 16 },
-	};
-
-	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
-		if (!id_ok(ids[i].id, ids[i].n)) {
-			if (err && errlen)
-				snprintf(err, errlen,
-					 "invalid Sentry %s: expected %zu lowercase hex digits, "
-					 "not all zero",
-					 ids[i].name, ids[i].n);
-			return -1;
-		}
 	return 0;
 }
 
 /* What a chunk must be (after plan_build). Returns 0, or -1 with `err` set. */
-static int chunk_check(const struct plan *pl, char *err, size_t errlen)
+static int chunk_check(const struct wp_sentry_plan *pl, char *err, size_t errlen)
 {
 	double span = (double)(pl->last_ns - pl->first_ns) / 1e9;
 
@@ -776,10 +498,10 @@ static int chunk_check(const struct plan *pl, char *err, size_t errlen)
 
 /* Plans the write: options checked, the plan built and, for a chunk,
  * checked. Returns 0, or -1 with `err` set. */
-static int plan_all(struct plan *pl, const struct wp_out_opts *opts, const char *name, char *err,
-		    size_t errlen)
+static int plan_all(struct wp_sentry_plan *pl, const struct wp_out_opts *opts, const char *name,
+		    char *err, size_t errlen)
 {
-	if (opts_check(opts, err, errlen) < 0)
+	if (wp_sentry_opts_check(opts, err, errlen) < 0)
 		return -1;
 	pl->chunk = opts->chunk;
 	if (plan_build(pl) < 0) {
@@ -794,7 +516,7 @@ int wp_out_sentry_write_with(const struct wp_profile *p, wp_out_lookup_fn lookup
 			     struct wp_out_stats *st, char *err, size_t errlen)
 {
 	static const struct wp_out_opts none;
-	struct plan pl = { .p = p, .lookup = lookup, .lctx = ctx };
+	struct wp_sentry_plan pl = { .p = p, .lookup = lookup, .lctx = ctx };
 	struct wp_jw *w;
 	int ret = -1;
 
@@ -835,7 +557,7 @@ int wp_out_sentry_write_sink(const struct wp_profile *p, wp_out_lookup_fn lookup
 			     struct wp_out_stats *st)
 {
 	static const struct wp_out_opts none;
-	struct plan pl = { .p = p, .lookup = lookup, .lctx = ctx };
+	struct wp_sentry_plan pl = { .p = p, .lookup = lookup, .lctx = ctx };
 	struct wp_jw *w = calloc(1, sizeof(*w));
 	size_t before = s->bytes;
 	int ret = -1;
