@@ -7,8 +7,8 @@
  *   html        a self-contained flame graph page (html.c)    .html
  *
  * Each writer streams through a sink: a file written atomically (a
- * temporary beside it, renamed when complete) or standard output. Not
- * async-signal-safe. */
+ * temporary beside it, renamed when complete), standard output, or a
+ * buffer in memory (what an upload sends). Not async-signal-safe. */
 #ifndef WP_FORMATS_H
 #define WP_FORMATS_H
 
@@ -20,15 +20,34 @@
 /* Options every writer gets; each reads the ones it knows. */
 struct wp_format_opts {
 	const char *platform; /* sentry: "native" when NULL */
+	/* sentry: the rest of struct wp_out_opts (output.h), same meanings */
+	const char *release;
+	const char *environment;
+	int chunk;
+	const char *profiler_id;
+	const char *chunk_id;
+	const char *transaction_id;
+	const char *trace_id;
+	const char *segment_id;
+	int no_args;
+	/* pprof: no per-thread labels (thread_name, thread_id); samples that
+	 * differ only by thread become one. For Pyroscope, which makes every
+	 * label a series. */
+	int pprof_no_thread_labels;
 	int thread_prefix;    /* folded: each line starts with the thread's name */
 	int syscall_suffix;   /* folded: an off-CPU leaf gets " [off-cpu: read]" */
 	const struct wp_model *base; /* html: a diff of the model against this one, or NULL */
 };
 
-/* Where a writer's bytes go. */
+/* Where a writer's bytes go: a file written atomically, standard output,
+ * or memory. */
 struct wp_out_sink {
-	struct wp_out_atomic a; /* the file, when not stdout */
+	struct wp_out_atomic a; /* the file, when neither stdout nor memory */
 	int to_stdout;
+	int to_mem;             /* a growing buffer: mem, `bytes` long (malloc'd;
+				   NUL-terminated past `bytes` once written to) */
+	char *mem;
+	size_t mem_cap;
 	int failed;             /* the first error sticks; later writes do nothing */
 	char *err;
 	size_t errlen;
@@ -37,6 +56,10 @@ struct wp_out_sink {
 
 /* Appends `len` bytes; returns 0, or -1 once anything failed (err set). */
 int wp_sink_write(struct wp_out_sink *s, const void *data, size_t len);
+
+/* What errors call the sink: its file's path, "standard output" or
+ * "memory". */
+const char *wp_sink_name(const struct wp_out_sink *s);
 
 /* Marks the sink failed with "<what>: out of memory", unless an earlier
  * error is already there. */
@@ -87,6 +110,15 @@ const struct wp_format *const *wp_format_all(void);
 int wp_format_write(const struct wp_format *f, const struct wp_model *m,
 		    const struct wp_format_opts *o, const char *path, struct wp_out_stats *st,
 		    char *err, size_t errlen);
+
+/* Writes `m` in format `f` into memory: `*out` gets a malloc'd buffer of
+ * `*len` bytes (followed by a NUL that `*len` does not count), the caller's
+ * to free; the format's own bytes, as a file would hold them (pprof is
+ * gzipped). Returns 0, or -1 with a one-line reason in `err` and `*out`
+ * NULL. */
+int wp_format_write_mem(const struct wp_format *f, const struct wp_model *m,
+			const struct wp_format_opts *o, char **out, size_t *len,
+			struct wp_out_stats *st, char *err, size_t errlen);
 
 /* `json` (a profile's name, normally ending in ".json") with the suffix of
  * format `f` instead: malloc'd, NULL on out of memory. */

@@ -1,6 +1,7 @@
-/* output: profile writers. Builds Sentry sample-format v1 JSON with jansson
- * from a raw profile plus a symbolizer, and writes files atomically. Runs at
- * dump time only; nothing here is async-signal-safe. */
+/* output: profile writers. Builds Sentry sample-format v1 JSON (or a v2
+ * chunk) with jansson from a raw profile plus a symbolizer, and writes
+ * files atomically. Runs at dump time only; nothing here is
+ * async-signal-safe. */
 #ifndef WP_OUTPUT_H
 #define WP_OUTPUT_H
 
@@ -18,6 +19,14 @@ struct wp_sym;
 /* Sentry rejects v1 profiles longer than this (the writers say so). */
 #define WP_SENTRY_MAX_SECONDS 30
 
+/* Relay rejects a v2 chunk whose samples span more than this; the writer
+ * refuses to write one. */
+#define WP_SENTRY_CHUNK_MAX_SECONDS 66
+
+/* How the error of a chunk with nothing to send begins (the caller skips
+ * such a chunk rather than report a failure). */
+#define WP_OUT_TOO_FEW "too few samples for a Sentry chunk"
+
 /* What a writer reports about the file it wrote (for the one stderr line). */
 struct wp_out_stats {
 	size_t nr_samples;  /* samples written */
@@ -25,14 +34,38 @@ struct wp_out_stats {
 	size_t nr_frames;   /* frames in the frame table */
 	size_t bytes;       /* file size */
 	double duration_s;  /* wall time covered by the samples */
+	/* Sentry writers: CLOCK_REALTIME of the first and the last sample
+	 * written, in ns (0 from the other writers) */
+	int64_t first_unix_ns;
+	int64_t last_unix_ns;
 };
 
-/* Sentry options: the platform string ("native" when NULL). Samples are
- * written whatever the window's length; warning about Sentry's 30 s v1
- * limit is the caller's job. */
+/* Sentry options. NULL or 0 everywhere is a v1 profile as ever, with
+ * random ids. A v1 profile's samples are written whatever the window's
+ * length: warning about Sentry's 30 s v1 limit is the caller's job. Ids are
+ * lowercase hex, not all zero (the writer refuses others). */
 struct wp_out_opts {
-	const char *platform;
+	const char *platform;       /* "native" when NULL */
+	const char *release;        /* "release", when not NULL */
+	const char *environment;    /* "environment", when not NULL */
+	int chunk;                  /* a sample-format v2 profile chunk instead */
+	const char *profiler_id;    /* chunk: 32 hex, the same for the process's
+				       chunks; NULL: a random one */
+	const char *chunk_id;       /* chunk: 32 hex; NULL: a fresh random one */
+	const char *transaction_id; /* v1: transaction.id (32 hex), the event_id of
+				       the transaction it goes with; NULL: random */
+	const char *trace_id;       /* v1: transaction.trace_id (32 hex); NULL: random */
+	const char *segment_id;     /* v1: transaction.segment_id, the transaction's
+				       span_id (16 hex); NULL: random */
+	int no_args;                /* v1: the transaction's name is the command
+				       line's first word (the program as run),
+				       without the arguments */
 };
+
+/* The name of a v1 profile's transaction (what its envelope's transaction
+ * event is called too): the command line (its first word with no_args),
+ * or "process <pid>" when there is none. malloc'd; NULL on out of memory. */
+char *wp_out_sentry_txn_name(const struct wp_profile *p, int no_args);
 
 /* Writes `p` as a Sentry v1 profile to `path`, atomically: a temporary file
  * beside it (O_EXCL, O_NOFOLLOW, mode from the umask), fsync, rename. On

@@ -4,8 +4,8 @@
  * The message is encoded into memory with the hand-written wire encoder
  * (pb.h; docs/DESIGN.md says why not protobuf-c), then deflated with zlib
  * into the sink as one gzip member. Samples with the same stack and the
- * same labels (thread, state, system call) become one Sample whose values
- * are summed. */
+ * same labels (thread unless left out, state, system call) become one
+ * Sample whose values are summed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,7 +174,7 @@ static void number_used(struct pp *pp)
 		pp->map_id[pp->map_mod[id]] = id + 1;
 }
 
-static void write_samples(struct pp *pp, struct key *keys, size_t n)
+static void write_samples(struct pp *pp, struct key *keys, size_t n, int thread_labels)
 {
 	const struct wp_model *m = pp->m;
 	const struct wp_profile *p = &m->p;
@@ -214,14 +214,15 @@ static void write_samples(struct pp *pp, struct key *keys, size_t n)
 		wp_pb_reset(&pp->a);
 		wp_pb_packed(&pp->a, SAMPLE_LOCATION_ID, ids, nr);
 		wp_pb_packed(&pp->a, SAMPLE_VALUE, values, 2);
-		if (t && t->name[0]) {
+		if (thread_labels && t && t->name[0]) {
 			char name[sizeof(t->name) + 1];
 
 			memcpy(name, t->name, sizeof(t->name));
 			name[sizeof(t->name)] = 0;
 			label_str(pp, "thread_name", name);
 		}
-		label_num(pp, "thread_id", k->tid);
+		if (thread_labels)
+			label_num(pp, "thread_id", k->tid);
 		label_str(pp, "state", k->off_cpu ? "off-cpu" : "on-cpu");
 		sc = wp_fmt_syscall(s, buf, sizeof(buf));
 		if (sc)
@@ -384,7 +385,8 @@ int wp_out_pprof(const struct wp_model *m, const struct wp_format_opts *o, struc
 	uint64_t period = wp_model_period_ns(m);
 	int rc = -1;
 
-	(void)o;
+	int thread_labels = !(o && o->pprof_no_thread_labels);
+
 	pp.loc_id = calloc(p->nr_pcs ? p->nr_pcs : 1, sizeof(*pp.loc_id));
 	pp.map_id = calloc(p->nr_modules ? p->nr_modules : 1, sizeof(*pp.map_id));
 	pp.map_mod = calloc(p->nr_modules ? p->nr_modules : 1, sizeof(*pp.map_mod));
@@ -401,14 +403,14 @@ int wp_out_pprof(const struct wp_model *m, const struct wp_format_opts *o, struc
 		if (!wp_fmt_sample_ok(m, smp))
 			continue;
 		keys[n].stack_id = smp->stack_id;
-		keys[n].tid = smp->tid;
+		keys[n].tid = thread_labels ? smp->tid : 0;
 		keys[n].off_cpu = (uint32_t)wp_fmt_off_cpu(smp);
 		keys[n].syscall = keys[n].off_cpu && (smp->flags & WP_SAMPLE_SYSCALL) ? smp->syscall
 										      : NO_SYSCALL;
 		keys[n].sample = (uint32_t)i;
 		n++;
 	}
-	write_samples(&pp, keys, n);
+	write_samples(&pp, keys, n, thread_labels);
 	write_mappings(&pp);
 	write_locations(&pp);
 	write_functions(&pp);

@@ -1,229 +1,21 @@
-/* sentry: writes a raw profile as a Sentry sample-format v1 profile. Streams
- * the JSON to the file element by element (jansson per frame or image, plain
+/* sentry: writes a raw profile as a Sentry sample-format v1 profile, or as
+ * a v2 profile chunk (opts->chunk): the same frames, stacks, thread
+ * metadata and images, another head and other samples. Streams the JSON to
+ * the file element by element (jansson per frame or image, plain
  * formatting for samples and stacks) so 200k samples need no 100 MB tree. */
 #include <errno.h>
-#include <gnu/libc-version.h>
-#include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
-#include <time.h>
 
 #include "formats.h"
+#include "jw.h"
 #include "output.h"
+#include "sentry_int.h"
 
 #define NONE UINT32_MAX
-#define JW_BUF 65536
 
-/* Buffered writer over the temporary file; the first error sticks. */
-struct jw {
-	struct wp_out_atomic a;
-	struct wp_out_sink *sink; /* writes go there instead, when not NULL */
-	char *err;
-	size_t errlen;
-	int failed;
-	size_t len;
-	char buf[JW_BUF];
-};
-
-/* What the raw profile becomes: which stacks, pcs and threads are written. */
-struct plan {
-	const struct wp_profile *p;
-	wp_out_lookup_fn lookup;
-	void *lctx;
-	uint32_t *order;      /* sample indices by time, NULL when already sorted */
-	size_t nr_written;    /* samples with a valid stack id */
-	size_t nr_truncated;  /* ... of which WP_SAMPLE_TRUNCATED */
-	uint32_t *stack_map;  /* raw stack id -> output stack id, or NONE */
-	size_t nr_out_stacks;
-	uint32_t *pc_first;   /* raw pc -> its first output frame, or NONE if unused */
-	uint32_t *pc_count;   /* raw pc -> number of output frames (1 + inlined) */
-	size_t nr_frames;
-	uint8_t *mod_used;    /* module -> some written frame lies in it */
-	uint32_t *tids;       /* distinct sampled tids, ascending */
-	size_t nr_tids;
-	uint32_t *thr_by_tid; /* p->threads indices sorted by tid (one entry per tid) */
-	uint64_t base_ns;     /* monotonic time of elapsed 0 (the window start) */
-	uint64_t last_elapsed;
-};
-
-static void set_err(char *err, size_t errlen, const char *path, int e)
-{
-	char buf[128];
-
-	if (err && errlen)
-		snprintf(err, errlen, "cannot write %s: %s", path, strerror_r(e, buf, sizeof(buf)));
-}
-
-static void jw_oom(struct jw *w)
-{
-	if (!w->failed)
-		set_err(w->err, w->errlen, w->a.path, ENOMEM);
-	w->failed = 1;
-}
-
-static int jw_out(struct jw *w, const void *data, size_t n)
-{
-	if (w->sink)
-		return wp_sink_write(w->sink, data, n);
-	return wp_out_atomic_write(&w->a, data, n, w->err, w->errlen);
-}
-
-static int jw_flush(struct jw *w)
-{
-	if (w->failed)
-		return -1;
-	if (w->len && jw_out(w, w->buf, w->len) < 0)
-		w->failed = 1;
-	w->len = 0;
-	return w->failed ? -1 : 0;
-}
-
-static int jw_put(struct jw *w, const char *s, size_t n)
-{
-	if (w->failed)
-		return -1;
-	if (n > JW_BUF - w->len) {
-		if (jw_flush(w) < 0)
-			return -1;
-		if (n > JW_BUF) {
-			if (jw_out(w, s, n) < 0)
-				w->failed = 1;
-			return w->failed ? -1 : 0;
-		}
-	}
-	memcpy(w->buf + w->len, s, n);
-	w->len += n;
-	return 0;
-}
-
-static int jw_puts(struct jw *w, const char *s)
-{
-	return jw_put(w, s, strlen(s));
-}
-
-static int jw_printf(struct jw *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int jw_printf(struct jw *w, const char *fmt, ...)
-{
-	char tmp[256];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	/* Only used for numbers and fixed keys; never truncates in practice. */
-	if (n < 0 || (size_t)n >= sizeof(tmp)) {
-		jw_oom(w);
-		return -1;
-	}
-	return jw_put(w, tmp, (size_t)n);
-}
-
-static int dump_cb(const char *buf, size_t size, void *data)
-{
-	return jw_put(data, buf, size);
-}
-
-/* Writes `v` compactly and releases it; a NULL `v` is a failed allocation. */
-static int jw_json(struct jw *w, json_t *v)
-{
-	int r;
-
-	if (!v) {
-		jw_oom(w);
-		return -1;
-	}
-	r = json_dump_callback(v, dump_cb, w, JSON_COMPACT | JSON_ENCODE_ANY);
-	json_decref(v);
-	if (r < 0 && !w->failed)
-		jw_oom(w);
-	return w->failed ? -1 : 0;
-}
-
-/* Writes `"key":value` (with a leading comma unless first). */
-static int jw_member(struct jw *w, const char *key, json_t *v, int first)
-{
-	jw_printf(w, "%s\"%s\":", first ? "" : ",", key);
-	return jw_json(w, v);
-}
-
-/* A JSON string for bytes from the host (paths, comm, symbols): jansson
- * refuses invalid UTF-8, so such strings are written with '?' for non-ASCII. */
-static json_t *jstr(const char *s)
-{
-	json_t *v;
-	char *c;
-
-	if (!s)
-		s = "";
-	v = json_string(s);
-	if (v)
-		return v;
-	c = strdup(s);
-	if (!c)
-		return NULL;
-	for (char *q = c; *q; q++)
-		if ((unsigned char)*q >= 0x80)
-			*q = '?';
-	v = json_string(c);
-	free(c);
-	return v;
-}
-
-static json_t *jhex(uint64_t x)
-{
-	char b[24];
-
-	snprintf(b, sizeof(b), "0x%llx", (unsigned long long)x);
-	return json_string(b);
-}
-
-static json_t *jdec(uint64_t x)
-{
-	char b[24];
-
-	snprintf(b, sizeof(b), "%llu", (unsigned long long)x);
-	return json_string(b);
-}
-
-static json_t *jint(uint64_t x)
-{
-	return json_integer(x > INT64_MAX ? INT64_MAX : (json_int_t)x);
-}
-
-/* Sets o[key] = v (stolen); returns 1 on failure so callers can OR results. */
-static int set(json_t *o, const char *key, json_t *v)
-{
-	if (!o) {
-		json_decref(v);
-		return 1;
-	}
-	return json_object_set_new(o, key, v) < 0;
-}
-
-/* Random lowercase hex of `nbytes` bytes; uuid = 1 stamps it as a v4 UUID,
- * which also keeps it non-nil as Relay requires. */
-static json_t *jrandom_hex(size_t nbytes, int uuid)
-{
-	uint8_t r[16];
-	char s[33];
-
-	wp_out_random(r, nbytes);
-	if (uuid) {
-		r[6] = (r[6] & 0x0f) | 0x40;
-		r[8] = (r[8] & 0x3f) | 0x80;
-	} else {
-		r[nbytes - 1] |= 1; /* never all zero */
-	}
-	for (size_t i = 0; i < nbytes; i++)
-		snprintf(s + 2 * i, 3, "%02x", r[i]);
-	return json_string(s);
-}
-
-static const struct wp_sample *sample_at(const struct plan *pl, size_t i)
+static const struct wp_sample *sample_at(const struct wp_sentry_plan *pl, size_t i)
 {
 	return &pl->p->samples[pl->order ? pl->order[i] : i];
 }
@@ -258,7 +50,52 @@ static int stack_valid(const struct wp_profile *p, uint32_t id)
 	return id < p->nr_stacks && p->stack_off && p->stack_off[id] <= p->stack_off[id + 1];
 }
 
-static void plan_free(struct plan *pl)
+/* A valid stack with a frame that gets written: not idle for Relay. */
+static int stack_busy(const struct wp_profile *p, uint32_t id)
+{
+	if (!stack_valid(p, id))
+		return 0;
+	for (uint32_t k = p->stack_off[id]; k < p->stack_off[id + 1]; k++)
+		if (p->stack_frames[k] < p->nr_pcs)
+			return 1;
+	return 0;
+}
+
+static int tid_busy(const struct wp_sentry_plan *pl, uint32_t tid)
+{
+	return bsearch(&tid, pl->busy, pl->nr_busy, sizeof(uint32_t), cmp_u32) != NULL;
+}
+
+/* Whether sample `s` is written: a valid stack, and in a chunk a thread
+ * Relay keeps (v2 drops every thread with fewer than 2 non-idle samples). */
+static int sample_kept(const struct wp_sentry_plan *pl, const struct wp_sample *s)
+{
+	return stack_valid(pl->p, s->stack_id) && (!pl->chunk || tid_busy(pl, s->tid));
+}
+
+/* The chunk's threads: pl->busy. Returns 0 or -1 on out of memory. */
+static int busy_threads(struct wp_sentry_plan *pl)
+{
+	const struct wp_profile *p = pl->p;
+	size_t n = 0, i, j;
+
+	pl->busy = malloc((p->nr_samples + 1) * sizeof(uint32_t));
+	if (!pl->busy)
+		return -1;
+	for (i = 0; i < p->nr_samples; i++)
+		if (stack_busy(p, p->samples[i].stack_id))
+			pl->busy[n++] = p->samples[i].tid;
+	qsort(pl->busy, n, sizeof(uint32_t), cmp_u32);
+	for (i = 0; i < n; i = j) {
+		for (j = i + 1; j < n && pl->busy[j] == pl->busy[i]; j++)
+			;
+		if (j - i >= 2)
+			pl->busy[pl->nr_busy++] = pl->busy[i];
+	}
+	return 0;
+}
+
+static void plan_free(struct wp_sentry_plan *pl)
 {
 	free(pl->order);
 	free(pl->stack_map);
@@ -267,11 +104,12 @@ static void plan_free(struct plan *pl)
 	free(pl->mod_used);
 	free(pl->tids);
 	free(pl->thr_by_tid);
+	free(pl->busy);
 }
 
 /* Decides what gets written: sample order, kept stacks and pcs, threads.
  * Returns 0 or -1 on out of memory. */
-static int plan_build(struct plan *pl)
+static int plan_build(struct wp_sentry_plan *pl)
 {
 	const struct wp_profile *p = pl->p;
 	size_t i, n = p->nr_samples;
@@ -287,6 +125,8 @@ static int plan_build(struct plan *pl)
 		return -1;
 	memset(pl->stack_map, 0xff, (p->nr_stacks + 1) * sizeof(uint32_t));
 	memset(pl->pc_first, 0xff, (p->nr_pcs + 1) * sizeof(uint32_t));
+	if (pl->chunk && busy_threads(pl) < 0)
+		return -1;
 
 	/* profile.h promises time order; do not let a violation reach Relay,
 	 * which only checks the last sample against the 30 s limit. */
@@ -306,10 +146,13 @@ static int plan_build(struct plan *pl)
 	for (i = 0; i < n; i++) {
 		const struct wp_sample *s = sample_at(pl, i);
 
-		if (!stack_valid(p, s->stack_id))
+		if (!sample_kept(pl, s))
 			continue;
 		if (pl->nr_written == 0 && s->t_ns < pl->base_ns)
 			pl->base_ns = s->t_ns; /* never a negative elapsed time */
+		if (pl->nr_written == 0)
+			pl->first_ns = s->t_ns;
+		pl->last_ns = s->t_ns;
 		pl->stack_map[s->stack_id] = 0;
 		pl->tids[pl->nr_written++] = s->tid;
 		pl->nr_truncated += !!(s->flags & WP_SAMPLE_TRUNCATED);
@@ -338,7 +181,7 @@ static int plan_build(struct plan *pl)
 }
 
 /* The wp_thread entry for `tid` (profile.h: one per tid), or NULL. */
-static const struct wp_thread *thread_of(const struct plan *pl, uint32_t tid)
+static const struct wp_thread *thread_of(const struct wp_sentry_plan *pl, uint32_t tid)
 {
 	const struct wp_profile *p = pl->p;
 	size_t lo = 0, hi = p->nr_threads;
@@ -372,35 +215,35 @@ static json_t *frame_json(const struct wp_profile *p, const struct wp_pc *pc,
 	json_t *o = json_object();
 	int bad = 0;
 
-	bad |= set(o, "instruction_addr", jhex(addr));
+	bad |= wp_jset(o, "instruction_addr", wp_jhex(addr));
 	if (f && f->function)
-		bad |= set(o, "function", jstr(f->function));
+		bad |= wp_jset(o, "function", wp_jstr(f->function));
 	if (f && f->file && *f->file) {
 		const char *slash = strrchr(f->file, '/');
 
-		bad |= set(o, "filename", jstr(slash && slash[1] ? slash + 1 : f->file));
+		bad |= wp_jset(o, "filename", wp_jstr(slash && slash[1] ? slash + 1 : f->file));
 		if (f->file[0] == '/')
-			bad |= set(o, "abs_path", jstr(f->file));
+			bad |= wp_jset(o, "abs_path", wp_jstr(f->file));
 	}
 	if (f && f->line > 0)
-		bad |= set(o, "lineno", json_integer(f->line));
+		bad |= wp_jset(o, "lineno", json_integer(f->line));
 	if (f && f->column > 0)
-		bad |= set(o, "colno", json_integer(f->column));
+		bad |= wp_jset(o, "colno", json_integer(f->column));
 	if (m && m->path)
-		bad |= set(o, "module", jstr(m->path));
+		bad |= wp_jset(o, "module", wp_jstr(m->path));
 	/* An explicit in_app on every frame: Sentry's default for an unknown
 	 * platform is false, which hides the frame from function metrics. */
-	bad |= set(o, "in_app", json_boolean(m && (m->flags & WP_MOD_MAIN)));
+	bad |= wp_jset(o, "in_app", json_boolean(m && (m->flags & WP_MOD_MAIN)));
 	if (f && f->inlined)
-		bad |= set(o, "inlined", json_true());
+		bad |= wp_jset(o, "inlined", json_true());
 	/* The interrupted instruction itself, not a return address: looked up
 	 * as is when the profile is read back (wallprof convert). */
 	if (pc->flags & WP_PC_EXACT)
-		bad |= set(o, "exact_pc", json_true());
+		bad |= wp_jset(o, "exact_pc", json_true());
 	/* The offset of the looked-up address (return address - 1 for callers):
 	 * what addr2line wants for a frame nobody could name. */
 	if (m && !(f && f->function))
-		bad |= set(o, "module_offset", jhex(r->module_offset));
+		bad |= wp_jset(o, "module_offset", wp_jhex(r->module_offset));
 	if (bad) {
 		json_decref(o);
 		return NULL;
@@ -409,12 +252,12 @@ static json_t *frame_json(const struct wp_profile *p, const struct wp_pc *pc,
 }
 
 /* Symbolizes each kept pc once and writes its 1..k frames. */
-static int write_frames(struct jw *w, struct plan *pl)
+static int write_frames(struct wp_jw *w, struct wp_sentry_plan *pl)
 {
 	const struct wp_profile *p = pl->p;
 	int first = 1;
 
-	jw_puts(w, "\"frames\":[");
+	wp_jw_puts(w, "\"frames\":[");
 	for (size_t i = 0; i < p->nr_pcs && !w->failed; i++) {
 		const struct wp_pc *pc = &p->pcs[i];
 		uint64_t la = pc->addr;
@@ -444,26 +287,26 @@ static int write_frames(struct jw *w, struct plan *pl)
 		pl->nr_frames += (size_t)k;
 		for (int j = 0; j < k; j++) {
 			if (!first)
-				jw_put(w, ",", 1);
+				wp_jw_put(w, ",", 1);
 			first = 0;
-			jw_json(w, frame_json(p, pc, &r, r.nr_frames ? &r.frames[j] : NULL));
+			wp_jw_json(w, frame_json(p, pc, &r, r.nr_frames ? &r.frames[j] : NULL));
 		}
 	}
-	return jw_puts(w, "]");
+	return wp_jw_puts(w, "]");
 }
 
-static int write_stacks(struct jw *w, const struct plan *pl)
+static int write_stacks(struct wp_jw *w, const struct wp_sentry_plan *pl)
 {
 	const struct wp_profile *p = pl->p;
 	int first = 1;
 
-	jw_puts(w, ",\"stacks\":[");
+	wp_jw_puts(w, ",\"stacks\":[");
 	for (size_t i = 0; i < p->nr_stacks && !w->failed; i++) {
 		int ffirst = 1;
 
 		if (pl->stack_map[i] == NONE)
 			continue;
-		jw_puts(w, first ? "[" : ",[");
+		wp_jw_puts(w, first ? "[" : ",[");
 		first = 0;
 		for (uint32_t k = p->stack_off[i]; k < p->stack_off[i + 1]; k++) {
 			uint32_t pc = p->stack_frames[k];
@@ -471,56 +314,69 @@ static int write_stacks(struct jw *w, const struct plan *pl)
 			if (pc >= p->nr_pcs)
 				continue; /* corrupt index: drop the frame, keep the stack */
 			for (uint32_t d = 0; d < pl->pc_count[pc]; d++) {
-				jw_printf(w, ffirst ? "%u" : ",%u", pl->pc_first[pc] + d);
+				wp_jw_printf(w, ffirst ? "%u" : ",%u", pl->pc_first[pc] + d);
 				ffirst = 0;
 			}
 		}
-		jw_put(w, "]", 1);
+		wp_jw_put(w, "]", 1);
 	}
-	return jw_puts(w, "]");
+	return wp_jw_puts(w, "]");
 }
 
-static int write_samples(struct jw *w, const struct plan *pl)
+static int write_samples(struct wp_jw *w, const struct wp_sentry_plan *pl)
 {
 	const struct wp_profile *p = pl->p;
 	int first = 1;
 
-	jw_puts(w, ",\"samples\":[");
+	wp_jw_puts(w, ",\"samples\":[");
 	for (size_t i = 0; i < p->nr_samples && !w->failed; i++) {
 		const struct wp_sample *s = sample_at(pl, i);
 
-		if (!stack_valid(p, s->stack_id))
+		if (!sample_kept(pl, s))
 			continue;
-		jw_printf(w,
-			  "%s{\"stack_id\":%u,\"thread_id\":\"%u\","
-			  "\"elapsed_since_start_ns\":\"%llu\",\"on_cpu\":%s",
-			  first ? "" : ",", pl->stack_map[s->stack_id], s->tid,
-			  (unsigned long long)(s->t_ns - pl->base_ns),
-			  (s->flags & WP_SAMPLE_ON_CPU) ? "true" : "false");
+		if (pl->chunk) {
+			/* v2: Unix seconds as a JSON number, thread id a string;
+			 * nothing Relay would drop (on_cpu, syscall) */
+			int64_t t = wp_sentry_unix_ns(pl, s->t_ns);
+
+			wp_jw_printf(
+				w,
+				"%s{\"stack_id\":%u,\"thread_id\":\"%u\",\"timestamp\":%lld.%06lld}",
+				first ? "" : ",", pl->stack_map[s->stack_id], s->tid,
+				(long long)(t / 1000000000), (long long)(t % 1000000000 / 1000));
+			first = 0;
+			continue;
+		}
+		wp_jw_printf(w,
+			     "%s{\"stack_id\":%u,\"thread_id\":\"%u\","
+			     "\"elapsed_since_start_ns\":\"%llu\",\"on_cpu\":%s",
+			     first ? "" : ",", pl->stack_map[s->stack_id], s->tid,
+			     (unsigned long long)(s->t_ns - pl->base_ns),
+			     (s->flags & WP_SAMPLE_ON_CPU) ? "true" : "false");
 		if (s->flags & WP_SAMPLE_SYSCALL) {
 			/* Names are [a-z0-9_] (the generator checks): no escaping. */
 			const char *name = wp_out_syscall_name(s->syscall);
 
 			if (name)
-				jw_printf(w, ",\"syscall\":\"%s\"", name);
+				wp_jw_printf(w, ",\"syscall\":\"%s\"", name);
 			else
-				jw_printf(w, ",\"syscall\":\"syscall_%u\"", s->syscall);
+				wp_jw_printf(w, ",\"syscall\":\"syscall_%u\"", s->syscall);
 		}
 		/* A stack cut at WALLPROF_MAX_DEPTH, or one whose unwinding
 		 * stopped early: not the whole call chain. */
 		if (s->flags & WP_SAMPLE_TRUNCATED)
-			jw_puts(w, ",\"truncated\":true");
+			wp_jw_puts(w, ",\"truncated\":true");
 		if (s->flags & WP_SAMPLE_PARTIAL)
-			jw_puts(w, ",\"partial\":true");
-		jw_put(w, "}", 1);
+			wp_jw_puts(w, ",\"partial\":true");
+		wp_jw_put(w, "}", 1);
 		first = 0;
 	}
-	return jw_puts(w, "]");
+	return wp_jw_puts(w, "]");
 }
 
-static int write_threads(struct jw *w, const struct plan *pl)
+static int write_threads(struct wp_jw *w, const struct wp_sentry_plan *pl)
 {
-	jw_puts(w, ",\"thread_metadata\":{");
+	wp_jw_puts(w, ",\"thread_metadata\":{");
 	for (size_t i = 0; i < pl->nr_tids && !w->failed; i++) {
 		const struct wp_thread *t = thread_of(pl, pl->tids[i]);
 		json_t *o = json_object();
@@ -529,15 +385,15 @@ static int write_threads(struct jw *w, const struct plan *pl)
 		if (t) {
 			memcpy(name, t->name, 16);
 			name[16] = '\0'; /* comm may fill all 16 bytes */
-			if (name[0] && set(o, "name", jstr(name))) {
+			if (name[0] && wp_jset(o, "name", wp_jstr(name))) {
 				json_decref(o);
 				o = NULL;
 			}
 		}
-		jw_printf(w, "%s\"%u\":", i ? "," : "", pl->tids[i]);
-		jw_json(w, o);
+		wp_jw_printf(w, "%s\"%u\":", i ? "," : "", pl->tids[i]);
+		wp_jw_json(w, o);
 	}
-	return jw_puts(w, "}");
+	return wp_jw_puts(w, "}");
 }
 
 static json_t *image_json(const struct wp_module *m)
@@ -547,17 +403,17 @@ static json_t *image_json(const struct wp_module *m)
 	uint32_t len = m->build_id_len < WP_BUILD_ID_MAX ? m->build_id_len : WP_BUILD_ID_MAX;
 	int bad = 0;
 
-	bad |= set(o, "type", json_string("symbolic"));
-	bad |= set(o, "code_file", jstr(m->path ? m->path : ""));
+	bad |= wp_jset(o, "type", json_string("symbolic"));
+	bad |= wp_jset(o, "code_file", wp_jstr(m->path ? m->path : ""));
 	if (len > 0) {
 		wp_out_debug_id(m->build_id, len, __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, id);
 		for (uint32_t i = 0; i < len; i++)
 			snprintf(code_id + 2 * i, 3, "%02x", m->build_id[i]);
-		bad |= set(o, "debug_id", json_string(id));
-		bad |= set(o, "code_id", json_string(code_id));
+		bad |= wp_jset(o, "debug_id", json_string(id));
+		bad |= wp_jset(o, "code_id", json_string(code_id));
 	}
-	bad |= set(o, "image_addr", jhex(m->start));
-	bad |= set(o, "image_size", jint(m->end > m->start ? m->end - m->start : 0));
+	bad |= wp_jset(o, "image_addr", wp_jhex(m->start));
+	bad |= wp_jset(o, "image_size", wp_jint(m->end > m->start ? m->end - m->start : 0));
 	if (bad) {
 		json_decref(o);
 		return NULL;
@@ -565,227 +421,118 @@ static json_t *image_json(const struct wp_module *m)
 	return o;
 }
 
-static int write_images(struct jw *w, const struct plan *pl)
+static int write_images(struct wp_jw *w, const struct wp_sentry_plan *pl)
 {
 	const struct wp_profile *p = pl->p;
 	int first = 1;
 
-	jw_puts(w, ",\"debug_meta\":{\"images\":[");
+	wp_jw_puts(w, ",\"debug_meta\":{\"images\":[");
 	for (size_t i = 0; i < p->nr_modules && !w->failed; i++) {
 		if (!pl->mod_used[i])
 			continue;
 		if (!first)
-			jw_put(w, ",", 1);
+			wp_jw_put(w, ",", 1);
 		first = 0;
-		jw_json(w, image_json(&p->modules[i]));
+		wp_jw_json(w, image_json(&p->modules[i]));
 	}
-	return jw_puts(w, "]}");
+	return wp_jw_puts(w, "]}");
 }
 
-/* RFC 3339 UTC with microseconds of a CLOCK_REALTIME time. */
-static json_t *jtimestamp(int64_t ns)
-{
-	char b[64];
-	struct tm tm;
-	time_t sec;
-
-	if (ns < 0)
-		ns = 0;
-	sec = (time_t)(ns / 1000000000);
-	gmtime_r(&sec, &tm);
-	strftime(b, sizeof(b), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(b + strlen(b), sizeof(b) - strlen(b), ".%06ldZ", (long)(ns % 1000000000 / 1000));
-	return json_string(b);
-}
-
-static int write_head(struct jw *w, const struct plan *pl, const struct wp_out_opts *opts)
-{
-	const struct wp_profile *p = pl->p;
-	const char *platform = opts && opts->platform ? opts->platform : "native";
-	struct utsname u;
-	json_t *o;
-	int bad = 0;
-	char name[40];
-
-	if (uname(&u) < 0)
-		memset(&u, 0, sizeof(u));
-	jw_put(w, "{", 1);
-	jw_member(w, "version", json_string("1"), 1);
-	jw_member(w, "event_id", jrandom_hex(16, 1), 0);
-	jw_member(w, "platform", jstr(platform), 0);
-	jw_member(w, "timestamp", jtimestamp((int64_t)pl->base_ns + p->realtime_offset_ns), 0);
-
-	o = json_object();
-	bad = set(o, "architecture", jstr(u.machine));
-	jw_member(w, "device", bad ? NULL : o, 0);
-	if (bad)
-		json_decref(o);
-
-	o = json_object();
-	bad = set(o, "name", json_string("Linux"));
-	bad |= set(o, "version", jstr(u.release));
-	bad |= set(o, "build_number", jstr(u.version));
-	jw_member(w, "os", bad ? NULL : o, 0);
-	if (bad)
-		json_decref(o);
-
-	o = json_object();
-	bad = set(o, "name", json_string("glibc"));
-	bad |= set(o, "version", jstr(gnu_get_libc_version()));
-	jw_member(w, "runtime", bad ? NULL : o, 0);
-	if (bad)
-		json_decref(o);
-
-	o = json_object();
-	bad = set(o, "name", json_string("libwallprof"));
-	bad |= set(o, "version", json_string(WP_VERSION));
-	jw_member(w, "client_sdk", bad ? NULL : o, 0);
-	if (bad)
-		json_decref(o);
-
-	snprintf(name, sizeof(name), "process %u", p->pid);
-	o = json_object();
-	bad = set(o, "id", jrandom_hex(16, 1));
-	bad |= set(o, "name", jstr(p->cmdline && *p->cmdline ? p->cmdline : name));
-	bad |= set(o, "trace_id", jrandom_hex(16, 1));
-	bad |= set(o, "segment_id", jrandom_hex(8, 0));
-	bad |= set(o, "active_thread_id", json_integer(p->main_tid ? p->main_tid : p->pid));
-	bad |= set(o, "relative_start_ns", json_string("0"));
-	bad |= set(o, "relative_end_ns", jdec(pl->last_elapsed));
-	jw_member(w, "transaction", bad ? NULL : o, 0);
-	if (bad)
-		json_decref(o);
-	return w->failed ? -1 : 0;
-}
-
-/* The "threads" member of the wallprof section: every thread the sampler
- * tracked, with or without samples in the window, keyed by tid, in tid
- * order. One entry per tid (profile.h: a reused tid's entries were merged
- * by the raw reader, and only there). Streamed, one object each. */
-static int write_thread_stats(struct jw *w, const struct plan *pl)
-{
-	const struct wp_profile *p = pl->p;
-
-	jw_puts(w, ",\"threads\":{");
-	for (size_t i = 0; i < p->nr_threads && !w->failed; i++) {
-		const struct wp_thread *t = &p->threads[pl->thr_by_tid[i]];
-		json_t *o;
-		char name[17];
-		int bad;
-
-		memcpy(name, t->name, 16);
-		name[16] = '\0'; /* comm may fill all 16 bytes */
-		o = json_object();
-		bad = set(o, "name", jstr(name));
-		bad |= set(o, "signals", jint(t->nr_signals));
-		bad |= set(o, "samples", jint(t->nr_samples));
-		if (bad) {
-			json_decref(o);
-			o = NULL;
-		}
-		jw_printf(w, "%s\"%u\":", i ? "," : "", t->tid);
-		jw_json(w, o);
-	}
-	return jw_puts(w, "}");
-}
-
-static int write_tail(struct jw *w, const struct plan *pl)
-{
-	const struct wp_profile *p = pl->p;
-	const struct wp_counters *c = &p->counters;
-	/* The counters, named after their fields without "nr_". nr_samples would
-	 * clash with "samples" (written ones), hence "samples_recorded". */
-	const struct {
-		const char *key;
-		uint64_t v;
-	} counters[] = {
-		{ "ticks", c->nr_ticks },
-		{ "ticks_late", c->nr_ticks_late },
-		{ "signals", c->nr_signals },
-		{ "samples_recorded", c->nr_samples },
-		{ "pending", c->nr_pending },
-		{ "send_failed", c->nr_send_failed },
-		{ "unwind_failed", c->nr_unwind_failed },
-		{ "truncated", c->nr_truncated },
-		{ "dropped_full", c->nr_dropped_full },
-		{ "overwritten", c->nr_overwritten },
-		{ "threads_untracked", c->nr_threads_untracked },
-		{ "signals_blocked", c->nr_signals_blocked },
-		{ "eintr_retried", c->nr_eintr_retried },
-		{ "from_wrapper", c->nr_from_wrapper },
-		{ "reused", c->nr_reused },
-		{ "dl_guarded", c->nr_dl_guarded },
-		{ "site_replayed", c->nr_site_replayed },
-		{ "site_direct", c->nr_site_direct },
-		{ "site_mismatch", c->nr_site_mismatch },
-		{ "from_proc", c->nr_from_proc },
-	};
-
-	/* Streamed member by member: "threads" can have tens of thousands. */
-	jw_puts(w, ",\"wallprof\":{");
-	jw_member(w, "version", json_string(WP_VERSION), 1);
-	jw_member(w, "pid", jint(p->pid), 0);
-	jw_member(w, "hz", jint(p->hz), 0);
-	jw_member(w, "ring_seconds", jint(p->ring_seconds), 0);
-	jw_member(w, "max_depth", jint(p->max_depth), 0);
-	if (p->ring_bytes) {
-		jw_member(w, "ring_bytes", jint(p->ring_bytes), 0);
-		jw_member(w, "ring_samples", jint(p->ring_samples), 0);
-	}
-	jw_member(w, "snapshot", json_integer(p->snapshot), 0);
-	jw_member(w, "duration_ns",
-		  jint(p->end_ns > pl->base_ns ? p->end_ns - pl->base_ns : pl->last_elapsed), 0);
-	jw_member(w, "samples", jint(pl->nr_written), 0);
-	jw_member(w, "truncated_samples", jint(pl->nr_truncated), 0);
-	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
-		jw_member(w, counters[i].key, jint(counters[i].v), 0);
-	write_thread_stats(w, pl);
-	jw_put(w, "}", 1);
-	return jw_put(w, "}\n", 2);
-}
 
 /* The whole profile into `w`; its stats into `st` (may be NULL). */
-static int write_profile(struct jw *w, struct plan *pl, const struct wp_out_opts *opts,
+static int write_profile(struct wp_jw *w, struct wp_sentry_plan *pl, const struct wp_out_opts *opts,
 			 struct wp_out_stats *st)
 {
 	/* Frames come first in "profile": symbolizing them decides the images. */
-	write_head(w, pl, opts);
-	jw_puts(w, ",\"profile\":{");
+	wp_sentry_head(w, pl, opts);
+	wp_jw_puts(w, ",\"profile\":{");
 	write_frames(w, pl);
 	write_stacks(w, pl);
 	write_samples(w, pl);
 	write_threads(w, pl);
-	jw_puts(w, "}");
+	wp_jw_puts(w, "}");
 	write_images(w, pl);
-	write_tail(w, pl);
-	if (jw_flush(w) < 0)
+	/* Not in a chunk: Relay drops the wallprof section, which would only
+	 * add to every upload (a thread entry per thread the process had). */
+	if (pl->chunk)
+		wp_jw_puts(w, "}\n");
+	else
+		wp_sentry_tail(w, pl);
+	if (wp_jw_flush(w) < 0)
 		return -1;
 	if (st) {
 		st->nr_samples = pl->nr_written;
 		st->nr_threads = pl->nr_tids;
 		st->nr_frames = pl->nr_frames;
-		st->duration_s = (double)pl->last_elapsed / 1e9;
+		st->duration_s = pl->chunk ? (double)(pl->last_ns - pl->first_ns) / 1e9
+					   : (double)pl->last_elapsed / 1e9;
+		st->first_unix_ns = pl->nr_written ? wp_sentry_unix_ns(pl, pl->first_ns) : 0;
+		st->last_unix_ns = pl->nr_written ? wp_sentry_unix_ns(pl, pl->last_ns) : 0;
 	}
 	return 0;
+}
+
+/* What a chunk must be (after plan_build). Returns 0, or -1 with `err` set. */
+static int chunk_check(const struct wp_sentry_plan *pl, char *err, size_t errlen)
+{
+	double span = (double)(pl->last_ns - pl->first_ns) / 1e9;
+
+	if (!pl->chunk)
+		return 0;
+	if (pl->nr_written == 0) {
+		if (err && errlen)
+			snprintf(err, errlen,
+				 WP_OUT_TOO_FEW " (no thread has 2 samples with a stack)");
+		return -1;
+	}
+	if (pl->last_ns - pl->first_ns > (uint64_t)WP_SENTRY_CHUNK_MAX_SECONDS * 1000000000) {
+		if (err && errlen)
+			snprintf(err, errlen,
+				 "the samples span %.1f s, more than the %d s a Sentry chunk "
+				 "may cover",
+				 span, WP_SENTRY_CHUNK_MAX_SECONDS);
+		return -1;
+	}
+	return 0;
+}
+
+/* Plans the write: options checked, the plan built and, for a chunk,
+ * checked. Returns 0, or -1 with `err` set. */
+static int plan_all(struct wp_sentry_plan *pl, const struct wp_out_opts *opts, const char *name,
+		    char *err, size_t errlen)
+{
+	if (wp_sentry_opts_check(opts, err, errlen) < 0)
+		return -1;
+	pl->chunk = opts->chunk;
+	if (plan_build(pl) < 0) {
+		wp_jw_error(err, errlen, name, ENOMEM);
+		return -1;
+	}
+	return chunk_check(pl, err, errlen);
 }
 
 int wp_out_sentry_write_with(const struct wp_profile *p, wp_out_lookup_fn lookup, void *ctx,
 			     const struct wp_out_opts *opts, const char *path,
 			     struct wp_out_stats *st, char *err, size_t errlen)
 {
-	struct plan pl = { .p = p, .lookup = lookup, .lctx = ctx };
-	struct jw *w;
+	static const struct wp_out_opts none;
+	struct wp_sentry_plan pl = { .p = p, .lookup = lookup, .lctx = ctx };
+	struct wp_jw *w;
 	int ret = -1;
 
 	if (!p || !path) {
-		set_err(err, errlen, path ? path : "(null)", EINVAL);
+		wp_jw_error(err, errlen, path ? path : "(null)", EINVAL);
 		return -1;
 	}
+	if (!opts)
+		opts = &none;
 	w = calloc(1, sizeof(*w));
-	if (!w || plan_build(&pl) < 0) {
-		set_err(err, errlen, path, ENOMEM);
+	if (!w) {
+		wp_jw_error(err, errlen, path, ENOMEM);
 		goto out;
 	}
+	if (plan_all(&pl, opts, path, err, errlen) < 0)
+		goto out;
 	w->err = err;
 	w->errlen = errlen;
 	if (wp_out_atomic_open(&w->a, path, err, errlen) < 0)
@@ -809,18 +556,25 @@ int wp_out_sentry_write_sink(const struct wp_profile *p, wp_out_lookup_fn lookup
 			     const struct wp_out_opts *opts, struct wp_out_sink *s,
 			     struct wp_out_stats *st)
 {
-	struct plan pl = { .p = p, .lookup = lookup, .lctx = ctx };
-	struct jw *w = calloc(1, sizeof(*w));
+	static const struct wp_out_opts none;
+	struct wp_sentry_plan pl = { .p = p, .lookup = lookup, .lctx = ctx };
+	struct wp_jw *w = calloc(1, sizeof(*w));
 	size_t before = s->bytes;
 	int ret = -1;
 
-	if (!w || plan_build(&pl) < 0) {
-		set_err(s->err, s->errlen, s->to_stdout ? "standard output" : s->a.path, ENOMEM);
+	if (!opts)
+		opts = &none;
+	if (!w) {
+		wp_jw_error(s->err, s->errlen, wp_sink_name(s), ENOMEM);
+		s->failed = 1;
+		goto out;
+	}
+	if (plan_all(&pl, opts, wp_sink_name(s), s->err, s->errlen) < 0) {
 		s->failed = 1;
 		goto out;
 	}
 	w->sink = s;
-	w->a.path = s->to_stdout ? "standard output" : s->a.path;
+	w->a.path = wp_sink_name(s);
 	w->err = s->err;
 	w->errlen = s->errlen;
 	ret = write_profile(w, &pl, opts, st);

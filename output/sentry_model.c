@@ -65,9 +65,25 @@ static int lookup(void *ctx, uint64_t addr, struct wp_sym_result *out)
 int wp_out_sentry_model(const struct wp_model *m, const struct wp_format_opts *o,
 			struct wp_out_sink *s, struct wp_out_stats *st)
 {
-	struct wp_out_opts opts = { .platform = o && o->platform ? o->platform : m->platform };
-	struct lookup lk = { .m = m };
+	static const struct wp_format_opts none;
+	struct wp_out_opts opts;
 	int rc;
+
+	if (!o)
+		o = &none;
+	opts = (struct wp_out_opts){
+		.platform = o->platform ? o->platform : m->platform,
+		.release = o->release,
+		.environment = o->environment,
+		.chunk = o->chunk,
+		.profiler_id = o->profiler_id,
+		.chunk_id = o->chunk_id,
+		.transaction_id = o->transaction_id,
+		.trace_id = o->trace_id,
+		.segment_id = o->segment_id,
+		.no_args = o->no_args,
+	};
+	struct lookup lk = { .m = m };
 
 	lk.keys = malloc((m->p.nr_pcs + 1) * sizeof(*lk.keys));
 	if (!lk.keys) {

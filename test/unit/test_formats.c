@@ -309,6 +309,59 @@ static void test_pprof(void)
 	report("pprof: no samples");
 }
 
+/* pprof for Pyroscope: no per-thread labels; and every format written into
+ * memory gives the bytes its file holds. */
+static void test_pprof_labels_and_mem(void)
+{
+	struct wp_format_opts o = { .pprof_no_thread_labels = 1 };
+	struct wp_model m;
+	struct wp_out_stats st, st2;
+	struct pd_profile pd;
+	size_t len = 0, mlen = 0;
+	char *gz, *mem = NULL, err[256];
+	uint64_t total = 0;
+	int states = 0, syscalls = 0;
+
+	make_model(&m);
+	gz = write_read(wp_out_pprof, &m, &o, "nothreads.pb.gz", &len, &st);
+	REQ(gz && pd_decode(gz, len, &pd) == 0);
+	for (int i = 0; gz && i < pd.nr_sample; i++) {
+		const struct pd_sample *s = &pd.sample[i];
+
+		REQ(!pd_label(&pd, s, "thread_name", NULL) && !pd_label(&pd, s, "thread_id", NULL));
+		states += pd_label(&pd, s, "state", NULL) != NULL;
+		syscalls += pd_label(&pd, s, "syscall", NULL) != NULL;
+		total += s->val[0];
+	}
+	REQ(gz && pd.nr_sample == 7 && states == 7 && syscalls == 3 && total == NR_VALID);
+	if (gz)
+		pd_free(&pd);
+	report("pprof: thread labels left out, state and syscall kept");
+
+	/* The same in memory: identical bytes but for gzip's header time, none. */
+	REQ(wp_format_write_mem(wp_format_find("pprof"), &m, &o, &mem, &mlen, &st2, err,
+				sizeof(err)) == 0);
+	REQ(mem && mlen == len && gz && !memcmp(mem, gz, len) && mem[mlen] == 0);
+	REQ(st2.bytes == mlen && st2.nr_samples == st.nr_samples);
+	free(mem);
+	free(gz);
+	for (const struct wp_format *const *f = wp_format_all(); *f; f++) {
+		char name[64];
+
+		if (!strcmp((*f)->name, "pprof") || !strcmp((*f)->name, "sentry"))
+			continue; /* pprof above; sentry has random ids */
+		snprintf(name, sizeof(name), "mem%s", (*f)->suffix);
+		gz = write_read((*f)->write, &m, NULL, name, &len, NULL);
+		REQ(wp_format_write_mem(*f, &m, NULL, &mem, &mlen, NULL, err, sizeof(err)) == 0);
+		REQ(gz && mem && mlen == len && !memcmp(mem, gz, len));
+		free(mem);
+		free(gz);
+	}
+	REQ(wp_format_write_mem(NULL, &m, NULL, &mem, &mlen, NULL, err, sizeof(err)) < 0 && !mem &&
+	    mlen == 0 && err[0]);
+	report("formats: written into memory, the bytes of the file");
+}
+
 /* ---- folded --------------------------------------------------------------- */
 
 static void test_folded(void)
@@ -508,6 +561,7 @@ int main(void)
 		return 1;
 	}
 	test_pprof();
+	test_pprof_labels_and_mem();
 	test_folded();
 	test_speedscope();
 	test_sink_failed();
