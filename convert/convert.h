@@ -146,6 +146,22 @@ void wp_cv_event(int level, const char *kind, const char *path, unsigned long lo
  * short for one), 1 when no profile was written and the dump stays. */
 int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool);
 
+/* send.c: uploads. Reads the upload settings from the environment the
+ * library passed (WALLPROF_SENTRY_*, WALLPROF_PYROSCOPE_*, WALLPROF_SPOOL_*,
+ * WALLPROF_UPLOAD_TIMEOUT, WALLPROF_SEND_ARGS, WALLPROF_CHUNK_SECONDS) the
+ * first time, one event per bad value. Returns 1 when something is to be
+ * sent somewhere, 0 otherwise. */
+int wp_cv_send_load(void);
+/* Whether some destination is set (after wp_cv_send_load). */
+int wp_cv_send_on(void);
+/* Sends `m` (a chunk; or, when chunks are off, an exit, exec or snapshot
+ * profile) to every destination through the spool, then flushes the spool
+ * for up to WALLPROF_UPLOAD_TIMEOUT seconds; events say what was not sent.
+ * Returns 1 when it is spooled (sent or waiting) for some destination, 0
+ * when there was nothing to send, -1 when it could not be spooled (the
+ * caller writes files instead). */
+int wp_cv_send_model(const struct wp_model *m);
+
 /* Tree mode (--tree): converts every dump pending in the index `index`
  * (output/dump_queue.h), in order, while `lock_fd` (an open descriptor of
  * the index, flock-held: the tree's one converter) stays locked; waits for

@@ -158,9 +158,13 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 		snprintf(who, sizeof(who), "SIG%s: ", sigabbrev_np(info.signal));
 	if (p.snapshot)
 		snprintf(what, sizeof(what), "snapshot %d, ", p.snapshot);
+	if (p.chunk)
+		snprintf(what, sizeof(what), "chunk %u, ", p.chunk);
 	if (!wp_profile_sentry_ok(&p)) {
-		/* Sentry would reject it (NotEnoughSamples): say so, write nothing. */
-		wp_cv_event(WP_CV_INFO, "short", NULL, dropped,
+		/* Sentry would reject it (NotEnoughSamples): say so, write
+		 * nothing. A chunk says so only in debug: the last one, at
+		 * exit, is often a few ticks. */
+		wp_cv_event(p.chunk ? WP_CV_DEBUG : WP_CV_INFO, "short", NULL, dropped,
 			    "%s%s%zu sample%s in %.0f ms, fewer than 2 on every thread: too short "
 			    "for a profile, none written (WALLPROF_HZ=%u)",
 			    who, p.snapshot ? "snapshot: " : "", p.nr_samples,
@@ -182,6 +186,14 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 		return 1;
 	}
 	wp_sym_close(sym);
+	/* A chunk with somewhere to send it goes there, not into a file per
+	 * period; into files as usual when it could not even be spooled. */
+	if (m.p.chunk && wp_cv_send_load() && wp_cv_send_model(&m) > 0) {
+		if (!j->keep_dump && wp_cv_same_file(j->raw, j->fd))
+			unlink(j->raw);
+		wp_model_free(&m);
+		return 0;
+	}
 	for (k = 0; k < nf; k++) {
 		written[k] = write_one(j, fmts[k], &m, &sts[k], &fell_back, err, sizeof(err));
 		if (written[k]) {
@@ -223,6 +235,8 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 		nw++;
 		free(written[k]);
 	}
+	if (!m.p.chunk && wp_cv_send_load())
+		wp_cv_send_model(&m);
 	wp_model_free(&m);
 	return 0;
 }

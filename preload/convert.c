@@ -82,39 +82,18 @@ static void find_program(const struct wp_config *c)
 
 void wp_convert_init(const struct wp_config *c)
 {
-	static const char *const keep[] = { "PATH",
-					    "HOME",
-					    "TMPDIR",
-					    "DEBUGINFOD_URLS",
-					    "DEBUGINFOD_CACHE_PATH",
-					    "DEBUGINFOD_TIMEOUT",
-					    "DEBUGINFOD_MAXSIZE",
-					    "DEBUGINFOD_MAXTIME",
+	static const char *const keep[] = {
+		"PATH", "HOME", "TMPDIR", "DEBUGINFOD_URLS", "DEBUGINFOD_CACHE_PATH",
+		"DEBUGINFOD_TIMEOUT", "DEBUGINFOD_MAXSIZE", "DEBUGINFOD_MAXTIME",
 					    /* uploads (the converter sends): where, and how */
-					    "WALLPROF_SENTRY_DSN",
-					    "WALLPROF_SENTRY_ENVIRONMENT",
-					    "WALLPROF_SENTRY_RELEASE",
-					    "WALLPROF_PYROSCOPE_URL",
-					    "WALLPROF_PYROSCOPE_APP",
-					    "WALLPROF_PYROSCOPE_LABELS",
-					    "WALLPROF_PYROSCOPE_THREADS",
-					    "WALLPROF_SPOOL_DIR",
-					    "WALLPROF_SPOOL_MAX_FILES",
-					    "WALLPROF_SPOOL_MAX_MB",
-					    "WALLPROF_UPLOAD_TIMEOUT",
-					    "WALLPROF_SEND_ARGS",
-					    "WALLPROF_CHUNK_SECONDS",
-					    "XDG_CACHE_HOME",
-					    "http_proxy",
-					    "https_proxy",
-					    "HTTPS_PROXY",
-					    "all_proxy",
-					    "ALL_PROXY",
-					    "no_proxy",
-					    "NO_PROXY",
-					    "SSL_CERT_FILE",
-					    "SSL_CERT_DIR",
-					    "CURL_CA_BUNDLE" };
+		"WALLPROF_SENTRY_DSN", "WALLPROF_SENTRY_ENVIRONMENT", "WALLPROF_SENTRY_RELEASE",
+		"WALLPROF_PYROSCOPE_URL", "WALLPROF_PYROSCOPE_APP", "WALLPROF_PYROSCOPE_LABELS",
+		"WALLPROF_PYROSCOPE_THREADS", "WALLPROF_SPOOL_DIR", "WALLPROF_SPOOL_MAX_FILES",
+		"WALLPROF_SPOOL_MAX_MB", "WALLPROF_UPLOAD_TIMEOUT", "WALLPROF_SEND_ARGS",
+		"WALLPROF_CHUNK_SECONDS", "XDG_CACHE_HOME", "http_proxy", "https_proxy",
+		"HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY", "SSL_CERT_FILE",
+		"SSL_CERT_DIR", "CURL_CA_BUNDLE"
+	};
 	size_t i, off = 0, k = 0;
 
 	find_program(c);
