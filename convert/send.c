@@ -238,10 +238,15 @@ static void program_name(const struct wp_profile *p, char *out, size_t len)
 	out[n] = 0;
 }
 
+/* The flush's lines: an envelope dropped for good is said; one kept is
+ * said once, in the summary (wp_cv_send_model). */
 static void say(void *ctx, int level, const char *msg)
 {
 	(void)ctx;
-	wp_cv_event(level, level == WP_CV_ERROR ? "error" : "info", NULL, 0, "%s", msg);
+	if (level == WP_CV_ERROR)
+		wp_cv_event(WP_CV_ERROR, "error", NULL, 0, "%s", msg);
+	else
+		wp_cv_event(WP_CV_DEBUG, "info", NULL, 0, "%s", msg);
 }
 
 /* Puts one item in the spool; an event when it cannot. */
@@ -402,10 +407,12 @@ int wp_cv_send_model(const struct wp_model *m)
 	}
 	if (r.left)
 		wp_cv_event(WP_CV_INFO, "info", NULL, 0,
-			    "upload: %u sent, %u left in the spool %s%s%s%s (sent by the next "
-			    "converter or run, or by `wallprof upload`)",
-			    r.sent, r.left, cfg.spool_dir, r.rate_limited ? ", rate-limited" : "",
-			    r.last_error[0] ? ": " : "", r.last_error);
+			    "upload: %u sent, %u left in the spool %s (%s); the next converter or "
+			    "run sends them, or `wallprof upload`",
+			    r.sent, r.left, cfg.spool_dir,
+			    r.last_error[0]  ? r.last_error
+			    : r.rate_limited ? "rate-limited"
+					     : "out of time");
 	else if (r.sent)
 		wp_cv_event(WP_CV_DEBUG, "info", NULL, 0, "upload: %u sent", r.sent);
 	(void)failed;
