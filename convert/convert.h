@@ -132,6 +132,9 @@ char *wp_cv_json_name(const char *raw);
  * pipe the library reads. */
 void wp_cv_report_to(const char *index, unsigned pid);
 
+/* Whether events go to a tree's index (wp_cv_report_to). */
+int wp_cv_to_index(void);
+
 /* One event, "<level> TAB <kind> TAB <path> TAB <lost> TAB <message>" on
  * the report pipe, or a line in the index (output/event.h). Control
  * characters in the message become '?'. */

@@ -25,6 +25,11 @@ void wp_cv_report_to(const char *index, unsigned pid)
 	rep.pid = pid;
 }
 
+int wp_cv_to_index(void)
+{
+	return rep.index != NULL;
+}
+
 void wp_cv_event(int level, const char *kind, const char *path, unsigned long long lost,
 		 const char *fmt, ...)
 {

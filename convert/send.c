@@ -414,7 +414,10 @@ int wp_cv_send_model(const struct wp_model *m)
 			    : r.rate_limited ? "rate-limited"
 					     : "out of time");
 	else if (r.sent)
-		wp_cv_event(WP_CV_DEBUG, "info", NULL, 0, "upload: %u sent", r.sent);
+		/* in the index, the root's report shows the last word on
+		 * uploads only when something is left: this says nothing is */
+		wp_cv_event(wp_cv_to_index() ? WP_CV_INFO : WP_CV_DEBUG, "info", NULL, 0,
+			    "upload: %u sent, 0 left", r.sent);
 	(void)failed;
 	return queued ? 1 : -1;
 }

@@ -209,7 +209,7 @@ void wp_tree_report(uint64_t deadline_ns)
 	unsigned long wrote = 0, shorts = 0, msgs = 0, shown = 0, left;
 	unsigned long long lost = 0;
 	size_t len = 0;
-	char *buf, *line, *next;
+	char *buf, *line, *next, *upload = NULL;
 	int busy;
 
 	if (!is_root || !index_path[0])
@@ -229,7 +229,18 @@ void wp_tree_report(uint64_t deadline_ns)
 		    wp_event_split(line, (size_t)(next - 1 - line), f) < 0)
 			continue;
 		pid = strtoul(f[0], NULL, 10);
-		if (pid == me || pid == 0 || pid > 0x7fffffff)
+		if (pid == me) {
+			/* our own chunks' converter: its errors, and where the
+			 * uploads stand after the last one */
+			if (!strcmp(f[1], "error") && shown < REPORT_MESSAGES) {
+				shown++;
+				wp_log(WP_LOG_INFO, "%s", f[4]);
+			} else if (!strcmp(f[1], "info") && !strncmp(f[4], "upload: ", 8)) {
+				upload = f[4];
+			}
+			continue;
+		}
+		if (pid == 0 || pid > 0x7fffffff)
 			continue;
 		if (nr_pids == cap_pids) {
 			unsigned *np =
@@ -280,7 +291,13 @@ void wp_tree_report(uint64_t deadline_ns)
 				 shown ? "more " : "", msgs - shown == 1 ? "" : "s");
 		wp_log(WP_LOG_INFO, "%u child process%s: %lu file%s written%s; see %s", distinct,
 		       distinct == 1 ? "" : "es", wrote, wrote == 1 ? "" : "s", more, index_path);
+	} else if (left) {
+		/* only our own chunks are left */
+		wp_log(WP_LOG_INFO, "%lu chunk%s %s; see %s", left, left == 1 ? "" : "s",
+		       busy ? "still converting in the background" : "not converted", index_path);
 	}
+	if (upload && !strstr(upload, ", 0 left"))
+		wp_log(WP_LOG_INFO, "%s", upload);
 	free(pids);
 	free(buf);
 }

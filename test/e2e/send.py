@@ -241,6 +241,48 @@ def tests(rt):
                   % (pids, r1.pid, r2.pid))
             check(not spooled(spool), "left: %s" % spooled(spool))
 
+    def test_chunks_down(tmp):
+        """Chunks with the receiver down: they wait in the spool, and the
+        first process's exit says so in one line."""
+        spool = os.path.join(tmp, "spool")
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        r = run(tmp, 2.5, {"WALLPROF_SENTRY_DSN": "http://%s@127.0.0.1:%d/42" % (KEY, port),
+                           "WALLPROF_SPOOL_DIR": spool, "WALLPROF_CHUNK_SECONDS": "1"})
+        same_as_plain(tmp, r, 2.5)
+        lines = [l for l in r.wallprof_lines() if "spool" in l]
+        check(len(lines) == 1 and "3 left" in lines[0], "lines: %s" % r.wallprof_lines())
+        check(len(spooled(spool)) == 3, "spool: %s" % spooled(spool))
+
+    def test_tree(tmp):
+        """A shell's two children send their chunks too, each with its own
+        profiler_id; the shell's own come with theirs."""
+        spool = os.path.join(tmp, "spool")
+        prog = rt.prog("chunks")
+        with receiver.Receiver(key=KEY) as rx:
+            saved = {k: os.environ.pop(k) for k in list(os.environ)
+                     if k.lower().endswith("_proxy")}
+            try:
+                r = rt.run_bounded(["sh", "-c", "%s 2.2 & %s 2.2; wait" % (prog, prog)], tmp,
+                                   env_extra=env({"WALLPROF_SENTRY_DSN": rx.dsn("42"),
+                                                  "WALLPROF_SPOOL_DIR": spool,
+                                                  "WALLPROF_CHUNK_SECONDS": "1"}))
+            finally:
+                os.environ.update(saved)
+            check(r.rc == 0, r.describe())
+            clean(rx)
+            ids = {}
+            for _, p in rx.items("profile_chunk"):
+                c = json.loads(p)
+                ids.setdefault(c["profiler_id"], []).append(c)
+            with_spin = [k for k, cs in ids.items()
+                         if any("spin_work" in functions(c) for c in cs)]
+            check(len(with_spin) == 2 and all(len(ids[k]) >= 2 for k in with_spin),
+                  "chunks per profiler id: %s" % {k: len(v) for k, v in ids.items()})
+            check(not spooled(spool), "left: %s" % spooled(spool))
+
     def test_413(tmp):
         """413: dropped, one line says so, nothing kept."""
         spool = os.path.join(tmp, "spool")
@@ -330,6 +372,8 @@ def tests(rt):
         ("send_chunks", test_chunks),
         ("send_429", test_429),
         ("send_down_then_up", test_down_then_up),
+        ("send_chunks_down", test_chunks_down),
+        ("send_tree", test_tree),
         ("send_413", test_413),
         ("send_unreachable", test_unreachable),
         ("send_pyroscope", test_pyroscope),
