@@ -49,7 +49,8 @@ def envelope(tag, kind="profile"):
         obj = sentry_check.good_profile()
         obj["transaction"]["name"] = tag
     else:
-        obj = {"tag": tag}
+        obj = sentry_check.good_chunk()
+        obj["release"] = tag
     payload = json.dumps(obj).encode()
     head = json.dumps({"event_id": os.urandom(16).hex()}).encode()
     ih = json.dumps({"type": kind, "length": len(payload)}).encode()
@@ -58,7 +59,7 @@ def envelope(tag, kind="profile"):
 
 def item_tag(ih, payload):
     obj = json.loads(payload)
-    return obj["transaction"]["name"] if ih.get("type") == "profile" else obj.get("tag")
+    return obj["transaction"]["name"] if ih.get("type") == "profile" else obj.get("release")
 
 
 _seq = [0]
