@@ -222,7 +222,7 @@ int wp_cmd_convert(int argc, char **argv)
 	char *out_alloc = NULL, fdpath[32];
 	struct wp_cv_job j = { .fd = -1 };
 	int i, rc, library = 0, tree = 0, folded_flags = 0;
-	unsigned index_pid = 0, timeout_s = 0;
+	unsigned index_pid = 0, timeout_s = 0, linger_s = 0;
 
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -231,7 +231,7 @@ int wp_cmd_convert(int argc, char **argv)
 						      "--fd",      "--raw",       "--fallback",
 						      "--index",   "--index-pid", "--pid",
 						      "--timeout", "-f",          "--format",
-						      "--formats", NULL };
+						      "--formats", "--linger",    NULL };
 		const char *v = NULL;
 		int k;
 
@@ -318,8 +318,15 @@ int wp_cmd_convert(int argc, char **argv)
 						   "--timeout needs a number of seconds, not %s",
 						   v);
 			timeout_s = (unsigned)s;
-		} else if (k >= 10) {
+		} else if (k >= 10 && k <= 12) {
 			formats = v;
+		} else if (k == 13) {
+			long s = number(v);
+
+			if (s <= 0 || s > 3600)
+				return wp_cli_fail(WP_EXIT_USAGE,
+						   "--linger needs 1 to 3600 seconds, not %s", v);
+			linger_s = (unsigned)s;
 		}
 	}
 	j.formats = formats;
@@ -339,7 +346,7 @@ int wp_cmd_convert(int argc, char **argv)
 		signal(SIGALRM, SIG_DFL);
 		if (chdir("/") < 0)
 			return 1;
-		return wp_cv_tree(index, j.fd, j.platform, formats, timeout_s);
+		return wp_cv_tree(index, j.fd, j.platform, formats, timeout_s, linger_s);
 	}
 	if (!raw)
 		return wp_cli_fail(WP_EXIT_USAGE,

@@ -164,15 +164,21 @@ int wp_cv_send_on(void);
  * when there was nothing to send, -1 when it could not be spooled (the
  * caller writes files instead). */
 int wp_cv_send_model(const struct wp_model *m);
+/* The first process of the tree is exiting: every flush from now on ends
+ * by `deadline_ms` (CLOCK_MONOTONIC), whatever WALLPROF_UPLOAD_TIMEOUT
+ * would allow (the root's exit is delayed by at most that, once). */
+void wp_cv_send_cap(double deadline_ms);
 
 /* Tree mode (--tree): converts every dump pending in the index `index`
  * (output/dump_queue.h), in order, while `lock_fd` (an open descriptor of
  * the index, flock-held: the tree's one converter) stays locked; waits for
  * more, and ends when the root has said "end" and nothing is pending, or
- * after a while with nothing new. A dump that takes longer than
+ * after `linger_s` seconds with nothing new (0: 3 s; the library asks for
+ * more than its chunk period, so that one converter, its symbolizer
+ * sessions kept, serves a process's chunks). A dump that takes longer than
  * `timeout_s` ends us (SIGALRM), and the next converter skips it.
  * `platform`, `formats`: as in wp_cv_job. Returns the exit status. */
 int wp_cv_tree(const char *index, int lock_fd, const char *platform, const char *formats,
-	       unsigned timeout_s);
+	       unsigned timeout_s, unsigned linger_s);
 
 #endif

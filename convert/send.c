@@ -30,13 +30,19 @@ struct wp_cv_send {
 	char pyro_labels[512]; /* "k=v,k=v", checked */
 	int pyro_threads;      /* thread labels in Pyroscope's pprof */
 	int send_args;         /* the command line's arguments too */
-	int chunks;            /* WALLPROF_CHUNK_SECONDS on: profiles go as chunks only */
 	unsigned timeout_s;
 	char spool_dir[4096];
 	struct wp_spool_config spool;
 };
 
 static struct wp_cv_send cfg;
+static double cap_ms; /* CLOCK_MONOTONIC ms by which flushes must end (0: none) */
+
+void wp_cv_send_cap(double deadline_ms)
+{
+	if (deadline_ms > 0 && (cap_ms == 0 || deadline_ms < cap_ms))
+		cap_ms = deadline_ms;
+}
 
 /* A string variable without control characters, at most `max - 1` bytes,
  * into `out` (""), one event when it is not. */
@@ -111,7 +117,7 @@ static void load_pyroscope(void)
 	env_str("WALLPROF_PYROSCOPE_URL", url, sizeof(url));
 	if (!url[0])
 		return;
-	if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8)) {
+	if (!wp_url_is_http(url)) {
 		wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
 			    "WALLPROF_PYROSCOPE_URL='%.64s' is not an http:// or https:// URL; "
 			    "nothing sent to Pyroscope",
@@ -164,20 +170,14 @@ int wp_cv_send_load(void)
 	env_str("WALLPROF_SENTRY_ENVIRONMENT", cfg.environment, sizeof(cfg.environment));
 	env_str("WALLPROF_SENTRY_RELEASE", cfg.release, sizeof(cfg.release));
 	cfg.send_args = env_flag("WALLPROF_SEND_ARGS", 1);
-	v = getenv("WALLPROF_CHUNK_SECONDS");
-	cfg.chunks = v && atoi(v) > 0;
 	cfg.timeout_s = DEFAULT_UPLOAD_TIMEOUT;
+	/* As the library read it (it said so once, at start, if it was bad). */
 	v = getenv("WALLPROF_UPLOAD_TIMEOUT");
 	if (v && *v) {
 		char *end;
 		unsigned long t = strtoul(v, &end, 10);
 
-		if (*end || t < 1 || t > MAX_UPLOAD_TIMEOUT)
-			wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
-				    "WALLPROF_UPLOAD_TIMEOUT='%.32s' is not 1 to %d seconds; "
-				    "using %d",
-				    v, MAX_UPLOAD_TIMEOUT, DEFAULT_UPLOAD_TIMEOUT);
-		else
+		if (!*end && t >= 1 && t <= MAX_UPLOAD_TIMEOUT)
 			cfg.timeout_s = (unsigned)t;
 	}
 	if (wp_spool_config_from_env(&cfg.spool, cfg.spool_dir, sizeof(cfg.spool_dir), err,
@@ -194,13 +194,20 @@ int wp_cv_send_on(void)
 	return cfg.sentry || cfg.pyroscope;
 }
 
+/* The profiler id in 32 lowercase hex digits. */
+static void profiler_hex(const struct wp_profile *p, char out[33])
+{
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", p->profiler_id[i]);
+}
+
 /* "<pid>-<profiler id>": the spool's run of the profiled process. */
 static void run_name(const struct wp_profile *p, char *out, size_t len)
 {
-	size_t n = (size_t)snprintf(out, len, "%u-", p->pid);
+	char id[33];
 
-	for (int i = 0; i < 16 && n + 2 < len; i++, n += 2)
-		snprintf(out + n, len - n, "%02x", p->profiler_id[i]);
+	profiler_hex(p, id);
+	snprintf(out, len, "%u-%s", p->pid, id);
 }
 
 /* Appends `s` to `out` percent-encoded (RFC 3986 unreserved kept). */
@@ -249,13 +256,14 @@ static void say(void *ctx, int level, const char *msg)
 		wp_cv_event(WP_CV_DEBUG, "info", NULL, 0, "%s", msg);
 }
 
-/* Puts one item in the spool; an event when it cannot. */
+/* Puts one item in the spool: 1; or -1 with an event when it cannot. The
+ * put_* below return the same, or 0 when there is nothing worth sending. */
 static int put(const char *run, const struct wp_upload_item *it)
 {
 	char err[512];
 
 	if (wp_spool_put(&cfg.spool, run, it, err, sizeof(err)) == 0)
-		return 0;
+		return 1;
 	wp_cv_event(WP_CV_ERROR, "error", NULL, 0, "%s not uploaded: %s", it->what, err);
 	return -1;
 }
@@ -271,8 +279,7 @@ static int put_sentry(const struct wp_model *m, const char *run, const char *wha
 	size_t len = 0;
 	int rc;
 
-	for (int i = 0; i < 16; i++)
-		snprintf(id + 2 * i, 3, "%02x", p->profiler_id[i]);
+	profiler_hex(p, id);
 	o.platform = m->platform;
 	o.release = cfg.release[0] ? cfg.release : NULL;
 	o.environment = cfg.environment[0] ? cfg.environment : NULL;
@@ -331,8 +338,8 @@ static int put_pyroscope(const struct wp_model *m, const char *run, const char *
 	size_t len = 0, n;
 	int rc;
 
-	if (!p->nr_samples)
-		return 0;
+	if (p->nr_samples < 2)
+		return 0; /* a tail of a tick or two at exit: nothing to look at */
 	if (!f || wp_format_write_mem(f, m, &o, &body, &len, &st, err, sizeof(err)) < 0) {
 		wp_cv_event(WP_CV_INFO, "info", NULL, 0, "%s not sent to Pyroscope: %s", what,
 			    f ? err : "no pprof writer");
@@ -367,19 +374,45 @@ static int put_pyroscope(const struct wp_model *m, const char *run, const char *
 	return rc;
 }
 
-int wp_cv_send_model(const struct wp_model *m)
+/* The part of `m` no periodic chunk took (m->p.tail_chunk: a death by
+ * signal), as that chunk: a shallow copy over m's samples from
+ * chunk_from_ns on (they are sorted by time); writers only read it. */
+static void tail_model(const struct wp_model *m, struct wp_model *t)
 {
-	const struct wp_profile *p = &m->p;
+	size_t k = 0;
+
+	*t = *m;
+	while (k < m->p.nr_samples && m->p.samples[k].t_ns < m->p.chunk_from_ns)
+		k++;
+	t->p.samples += k;
+	t->p.nr_samples -= k;
+	t->p.chunk = m->p.tail_chunk;
+	t->p.tail_chunk = 0;
+	if (t->p.nr_samples)
+		t->p.start_ns = t->p.samples[0].t_ns;
+}
+
+int wp_cv_send_model(const struct wp_model *whole)
+{
+	const struct wp_model *m = whole;
+	const struct wp_profile *p;
+	struct wp_model tail;
 	char run[64], what[96];
 	struct wp_flush_result r;
-	int queued = 0, failed = 0;
+	double deadline;
+	int queued = 0, failed = 0, rc;
 
 	if (!wp_cv_send_on())
 		return 0;
-	/* With chunks on, the exit (and snapshot) profiles hold samples the
-	 * chunks already carry: only the chunks go. */
-	if (!p->chunk && cfg.chunks)
+	/* With chunks on, an exit, exec or snapshot profile holds samples the
+	 * chunks carry: only what no chunk took goes, as the next chunk. */
+	if (whole->p.tail_chunk) {
+		tail_model(whole, &tail);
+		m = &tail;
+	} else if (!whole->p.chunk && whole->p.chunks_on) {
 		return 0;
+	}
+	p = &m->p;
 	run_name(p, run, sizeof(run));
 	if (p->chunk)
 		snprintf(what, sizeof(what), "chunk %u of process %u", p->chunk, p->pid);
@@ -387,23 +420,19 @@ int wp_cv_send_model(const struct wp_model *m)
 		snprintf(what, sizeof(what), "snapshot %d of process %u", p->snapshot, p->pid);
 	else
 		snprintf(what, sizeof(what), "the profile of process %u", p->pid);
-	if (cfg.sentry) {
-		if (put_sentry(m, run, what) == 0)
-			queued++;
-		else
-			failed++;
-	}
-	if (cfg.pyroscope) {
-		if (put_pyroscope(m, run, what) == 0)
-			queued++;
-		else
-			failed++;
-	}
+	if (cfg.sentry)
+		rc = put_sentry(m, run, what), queued += rc > 0, failed += rc < 0;
+	if (cfg.pyroscope)
+		rc = put_pyroscope(m, run, what), queued += rc > 0, failed += rc < 0;
+	if (!queued) /* nothing worth sending (a tail of a tick), or nothing spooled */
+		return failed ? -1 : 1;
 	memset(&r, 0, sizeof(r));
-	if (wp_spool_flush(&cfg.spool, run, wp_cv_mono_ms() + cfg.timeout_s * 1000.0, &r, say,
-			   NULL) < 0) {
+	deadline = wp_cv_mono_ms() + cfg.timeout_s * 1000.0;
+	if (cap_ms > 0 && cap_ms < deadline)
+		deadline = cap_ms; /* the first process is exiting: its bound */
+	if (wp_spool_flush(&cfg.spool, run, deadline, &r, say, NULL) < 0) {
 		wp_cv_event(WP_CV_ERROR, "error", NULL, 0, "upload: %s", r.last_error);
-		return queued ? 1 : -1;
+		return 1;
 	}
 	if (r.left)
 		wp_cv_event(WP_CV_INFO, "info", NULL, 0,
@@ -414,10 +443,11 @@ int wp_cv_send_model(const struct wp_model *m)
 			    : r.rate_limited ? "rate-limited"
 					     : "out of time");
 	else if (r.sent)
-		/* in the index, the root's report shows the last word on
-		 * uploads only when something is left: this says nothing is */
-		wp_cv_event(wp_cv_to_index() ? WP_CV_INFO : WP_CV_DEBUG, "info", NULL, 0,
-			    "upload: %u sent, 0 left", r.sent);
-	(void)failed;
-	return queued ? 1 : -1;
+		/* In the index, the root's report shows the last word on
+		 * uploads when something is left: this one says a backlog is
+		 * gone (only then: the index is not to grow by a line a chunk). */
+		wp_cv_event(wp_cv_to_index() && r.sent > (unsigned)queued ? WP_CV_INFO
+									  : WP_CV_DEBUG,
+			    "info", NULL, 0, "upload: %u sent, 0 left", r.sent);
+	return 1;
 }

@@ -49,6 +49,7 @@ struct tree {
 	const char *formats;
 	unsigned timeout_s;
 	struct wp_sym_pool *pool;
+	long long linger_ms; /* idle time before we end */
 };
 
 /* Appends one of our bookkeeping lines ("taking", "done") for `e`. */
@@ -198,9 +199,11 @@ static long long now_ms(void)
 }
 
 int wp_cv_tree(const char *index, int lock_fd, const char *platform, const char *formats,
-	       unsigned timeout_s)
+	       unsigned timeout_s, unsigned linger_s)
 {
-	struct tree t = { index, platform, formats, timeout_s ? timeout_s : 60, NULL };
+	struct tree t = { index,   platform,
+			  formats, timeout_s ? timeout_s : 60,
+			  NULL,    linger_s ? linger_s * 1000ll : LINGER_MS };
 	struct wp_dump_queue q;
 	long long idle_since = now_ms();
 	size_t tried = 0; /* locked dumps put back since the last conversion */
@@ -241,6 +244,8 @@ int wp_cv_tree(const char *index, int lock_fd, const char *platform, const char 
 			rc = 1;
 			break;
 		}
+		if (q.end_deadline_ms)
+			wp_cv_send_cap((double)q.end_deadline_ms);
 		if (q.nr && tried < q.nr) {
 			struct wp_dump_entry e;
 
@@ -265,7 +270,7 @@ int wp_cv_tree(const char *index, int lock_fd, const char *platform, const char 
 			tried = 0;
 			continue;
 		}
-		left = LINGER_MS - (now_ms() - idle_since);
+		left = t.linger_ms - (now_ms() - idle_since);
 		if (q.end || left <= 0) {
 			/* Let go, then look once more (see the top). */
 			flock(lock_fd, LOCK_UN);

@@ -212,3 +212,8 @@ int wp_dsn_parse(const char *dsn, struct wp_dsn *d, char *err, size_t errlen)
 	d->project[projlen] = '\0';
 	return 0;
 }
+
+int wp_url_is_http(const char *url)
+{
+	return !strncmp(url, "http://", 7) || !strncmp(url, "https://", 8);
+}

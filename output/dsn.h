@@ -14,6 +14,9 @@ struct wp_dsn {
 	char project[64];    /* the project id */
 };
 
+/* Whether `url` begins with http:// or https:// (a Pyroscope server's). */
+int wp_url_is_http(const char *url);
+
 /* Parses `dsn`. Returns 0, or -1 with a one-line reason in `err` ("no
  * public key", "scheme must be http or https", "no project id", ...). */
 int wp_dsn_parse(const char *dsn, struct wp_dsn *d, char *err, size_t errlen);

@@ -40,6 +40,7 @@ static void clear(struct wp_dump_queue *q)
 		wp_dump_entry_free(&q->v[i]);
 	q->nr = 0;
 	q->end = 0;
+	q->end_deadline_ms = 0;
 }
 
 int wp_dump_queue_open(struct wp_dump_queue *q, const char *index_path)
@@ -91,7 +92,13 @@ static int feed(struct wp_dump_queue *q, char *const f[WP_EVENT_FIELDS],
 	long at;
 
 	if (!strcmp(f[1], "end")) {
+		char *e;
+		unsigned long long ms = strtoull(f[4], &e, 10);
+
 		q->end = 1;
+		/* its message: when the root's uploads must be done */
+		if (e != f[4] && !*e)
+			q->end_deadline_ms = ms;
 		return 0;
 	}
 	if (!f[2][0] || !pid)

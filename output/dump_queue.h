@@ -13,7 +13,9 @@
  * "raw" line until a "done" line of the same pid names the same path. A
  * pending dump already taken when a converter starts was being converted
  * by one that died (crashed, killed, past its time): it is not taken again.
- * The root appends "end" when it stops waiting. A "raw" line naming a path
+ * The root appends "end" when it begins its final exit, its message the
+ * CLOCK_MONOTONIC time in ms by which uploads must be done (its exit is
+ * delayed by at most WALLPROF_UPLOAD_TIMEOUT for them). A "raw" line naming a path
  * that is still pending replaces the older entry, which is handed back as
  * superseded (a dump is never written over another, so only a damaged or
  * forged index does that).
@@ -39,6 +41,8 @@ struct wp_dump_queue {
 	struct wp_dump_entry *v; /* in the order of their "raw" lines */
 	size_t nr, cap;
 	int end;   /* the root has appended "end" */
+	unsigned long long end_deadline_ms; /* its message: CLOCK_MONOTONIC ms by which
+					       uploads must end (0: none) */
 	/* the reader's state */
 	int fd;    /* the index, open for reading, or -1 */
 	off_t off;               /* bytes taken so far */

@@ -11,16 +11,6 @@
 #include "envelope.h"
 #include "jw.h"
 
-/* A growing buffer: a sink into memory (formats.h). */
-static void mem_open(struct wp_out_sink *s, char *err, size_t errlen)
-{
-	memset(s, 0, sizeof(*s));
-	s->a.fd = -1;
-	s->to_mem = 1;
-	s->err = err;
-	s->errlen = errlen;
-}
-
 /* Appends `v` as one compact line of JSON (released); NULL is out of memory. */
 static void put_line(struct wp_out_sink *s, json_t *v, const char *what)
 {
@@ -56,31 +46,18 @@ static void put_item(struct wp_out_sink *s, const char *type, const char *platfo
 	wp_sink_write(s, "\n", 1);
 }
 
-static json_t *sdk(void)
-{
-	json_t *o = json_object();
-
-	if (wp_jset(o, "name", json_string("libwallprof")) |
-	    wp_jset(o, "version", json_string(WP_VERSION))) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
-}
-
-/* The envelope header: event_id when given, sent_at now, sdk. */
+/* The envelope header: event_id when given, sdk. No sent_at (it is
+ * optional): an envelope may wait in the spool for hours, and Relay would
+ * take the time it was built for the time it was sent and shift its
+ * timestamps by the difference. */
 static json_t *env_header(const char *event_id)
 {
-	struct timespec ts;
 	json_t *h = json_object();
 	int bad = 0;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
 	if (event_id)
 		bad |= wp_jset(h, "event_id", json_string(event_id));
-	bad |= wp_jset(h, "sent_at",
-		       wp_jtimestamp((int64_t)ts.tv_sec * 1000000000 + (int64_t)ts.tv_nsec));
-	bad |= wp_jset(h, "sdk", sdk());
+	bad |= wp_jset(h, "sdk", wp_jsdk());
 	if (bad) {
 		json_decref(h);
 		return NULL;
@@ -111,16 +88,13 @@ static int payload(const struct wp_model *m, const struct wp_format_opts *o, cha
 /* Hands the built envelope over, or frees it after a failure. */
 static int finish(struct wp_out_sink *s, char **out, size_t *len, struct wp_out_stats *st)
 {
-	if (s->failed) {
+	if (wp_sink_mem_take(s, out, len) < 0) {
 		if (s->err && s->errlen && !s->err[0])
 			snprintf(s->err, s->errlen, "cannot build the Sentry envelope");
-		free(s->mem);
 		return -1;
 	}
-	*out = s->mem;
-	*len = s->bytes;
 	if (st)
-		st->bytes = s->bytes;
+		st->bytes = *len;
 	return 0;
 }
 
@@ -148,7 +122,7 @@ static json_t *txn_event(const struct wp_model *m, const struct wp_format_opts *
 	bad |= wp_jset(e, "timestamp", json_real(seconds(st->last_unix_ns)));
 	bad |= wp_jset(e, "contexts", ctx);
 	bad |= wp_jset(e, "platform", wp_jstr(platform_of(m, o)));
-	bad |= wp_jset(e, "sdk", sdk());
+	bad |= wp_jset(e, "sdk", wp_jsdk());
 	if (o->release)
 		bad |= wp_jset(e, "release", wp_jstr(o->release));
 	if (o->environment)
@@ -199,7 +173,7 @@ int wp_envelope_profile(const struct wp_model *m, const struct wp_format_opts *o
 		free(data);
 		return -1;
 	}
-	mem_open(&s, err, errlen);
+	wp_sink_mem_open(&s, err, errlen);
 	put_line(&s, env_header(po.transaction_id), "the envelope");
 	ev = txn_event(m, &po, st);
 	text = ev ? json_dumps(ev, JSON_COMPACT | JSON_REAL_PRECISION(16)) : NULL;
@@ -228,7 +202,7 @@ int wp_envelope_chunk(const struct wp_model *m, const struct wp_format_opts *o, 
 	co.chunk = 1;
 	if (payload(m, &co, &data, &dlen, st, err, errlen) < 0)
 		return -1;
-	mem_open(&s, err, errlen);
+	wp_sink_mem_open(&s, err, errlen);
 	put_line(&s, env_header(NULL), "the envelope");
 	put_item(&s, "profile_chunk", platform_of(m, &co), data, dlen);
 	free(data);

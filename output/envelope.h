@@ -2,10 +2,10 @@
  * (docs/FORMATS.md, "Sentry envelopes"). Each item is one line of JSON
  * header with the payload's `length` in bytes, the payload, and a newline:
  *
- *   wp_envelope_profile  {"event_id","sent_at","sdk"}
+ *   wp_envelope_profile  {"event_id","sdk"}  (no sent_at: see envelope.c)
  *                        {"type":"transaction","length"}  a transaction event
  *                        {"type":"profile","platform","length"}  the v1 profile
- *   wp_envelope_chunk    {"sent_at","sdk"}
+ *   wp_envelope_chunk    {"sdk"}
  *                        {"type":"profile_chunk","platform","length"}  a v2 chunk
  *
  * Not async-signal-safe. */

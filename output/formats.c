@@ -191,17 +191,33 @@ int wp_format_write_mem(const struct wp_format *f, const struct wp_model *m,
 	*len = 0;
 	if (no_format(f, err, errlen) < 0)
 		return -1;
-	memset(&s, 0, sizeof(s));
-	s.a.fd = -1;
-	s.err = err;
-	s.errlen = errlen;
-	s.to_mem = 1;
-	if (run_writer(f, m, o, &s, st) < 0 || (!s.mem && mem_write(&s, "", 0) < 0)) {
-		free(s.mem);
+	wp_sink_mem_open(&s, err, errlen);
+	if (run_writer(f, m, o, &s, st) < 0)
+		s.failed = 1;
+	return wp_sink_mem_take(&s, out, len);
+}
+
+void wp_sink_mem_open(struct wp_out_sink *s, char *err, size_t errlen)
+{
+	memset(s, 0, sizeof(*s));
+	s->a.fd = -1;
+	s->err = err;
+	s->errlen = errlen;
+	s->to_mem = 1;
+}
+
+int wp_sink_mem_take(struct wp_out_sink *s, char **out, size_t *len)
+{
+	if (!s->failed && !s->mem)
+		mem_write(s, "", 0); /* an empty buffer, NUL-terminated */
+	if (s->failed || !s->mem) {
+		free(s->mem);
+		s->mem = NULL;
 		return -1;
 	}
-	*out = s.mem;
-	*len = s.bytes;
+	*out = s->mem;
+	*len = s->bytes;
+	s->mem = NULL;
 	return 0;
 }
 

@@ -57,6 +57,13 @@ struct wp_out_sink {
 /* Appends `len` bytes; returns 0, or -1 once anything failed (err set). */
 int wp_sink_write(struct wp_out_sink *s, const void *data, size_t len);
 
+/* A sink into memory (a growing buffer), errors into `err`. */
+void wp_sink_mem_open(struct wp_out_sink *s, char *err, size_t errlen);
+
+/* Hands a memory sink's buffer over: `*out` (malloc'd, NUL-terminated
+ * past `*len`), 0; or frees it and returns -1 when anything failed. */
+int wp_sink_mem_take(struct wp_out_sink *s, char **out, size_t *len);
+
 /* What errors call the sink: its file's path, "standard output" or
  * "memory". */
 const char *wp_sink_name(const struct wp_out_sink *s);

@@ -205,3 +205,15 @@ json_t *wp_jtimestamp(int64_t ns)
 	snprintf(b + strlen(b), sizeof(b) - strlen(b), ".%06ldZ", (long)(ns % 1000000000 / 1000));
 	return json_string(b);
 }
+
+json_t *wp_jsdk(void)
+{
+	json_t *o = json_object();
+
+	if (wp_jset(o, "name", json_string("libwallprof")) |
+	    wp_jset(o, "version", json_string(WP_VERSION))) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}

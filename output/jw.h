@@ -70,4 +70,8 @@ json_t *wp_jrandom_hex(size_t nbytes, int uuid);
 /* RFC 3339 UTC with microseconds of a CLOCK_REALTIME time in ns. */
 json_t *wp_jtimestamp(int64_t ns);
 
+/* {"name":"libwallprof","version":WP_VERSION}: a profile's client_sdk, an
+ * envelope's and a transaction's sdk. NULL on out of memory. */
+json_t *wp_jsdk(void);
+
 #endif

@@ -101,6 +101,10 @@ struct wp_profile {
 	uint8_t profiler_id[16]; /* random, one per profiled process */
 	uint32_t chunk; /* n >= 1: the n-th periodic chunk, its samples those of
 			   [chunk_from_ns, chunk_to_ns) (CLOCK_MONOTONIC); 0: not a chunk */
+	uint32_t tail_chunk; /* not a chunk, but its samples of [chunk_from_ns,
+				chunk_to_ns) are chunk tail_chunk (a death by
+				signal: no periodic chunk took them); 0: none */
+	int chunks_on; /* the process wrote periodic chunks */
 	uint64_t chunk_from_ns, chunk_to_ns;
 	struct wp_counters counters;
 };

@@ -29,10 +29,13 @@
  *            number, 0 for the exit profile); u64 ring_bytes (the ring's
  *            memory); cmdline bytes. (v1: no ring_bytes, the snapshot word 0.)
  *   RUN! v1  u8 profiler_id[16] (random, one per process: a forked child
- *            gets its own); u32 chunk (its number, 0 for a dump that is not
- *            a periodic chunk), u32 0; u64 chunk_from_ns, chunk_to_ns
- *            (CLOCK_MONOTONIC: a chunk holds the samples of [from, to)).
- *            Optional: a dump without it has no profiler id and is no chunk.
+ *            gets its own); u32 chunk, u32 flags (WP_RUN_*); u64 chunk_from_ns,
+ *            chunk_to_ns (CLOCK_MONOTONIC). A periodic chunk (flags without
+ *            WP_RUN_TAIL, chunk its number >= 1) holds the samples of
+ *            [from, to) only. With WP_RUN_TAIL the dump is a whole window
+ *            (an exit, a fatal signal) whose samples of [from, to) no chunk
+ *            holds: they make chunk number `chunk`. Optional: a dump
+ *            without it has no profiler id and is no chunk.
  *   CTRS v1  u32 n, u32 0; n x u64 in struct wp_counters order (readers take
  *            what they know; nr_overwritten/nr_dropped_full come from RING)
  *   MODL v1  u64 bias, start, end; u32 flags, build_id_len (<= 64), path_len
@@ -69,6 +72,10 @@
 #define WP_RAW_TAG_RING WP_RAW_TAG('R', 'I', 'N', 'G')
 #define WP_RAW_TAG_END WP_RAW_TAG('E', 'N', 'D', '!')
 #define WP_RAW_TAG_RUN WP_RAW_TAG('R', 'U', 'N', '!')
+
+/* RUN!'s flags. */
+#define WP_RUN_CHUNKS_ON 0x1 /* the process writes periodic chunks */
+#define WP_RUN_TAIL 0x2      /* the window's [from, to) is the next chunk's */
 #define WP_RAW_SECTION_OVERHEAD 24 /* 16-byte section header + 8-byte checksum */
 
 #define WP_RAW_PATH_MAX 4096       /* module paths longer than this are cut */
@@ -86,6 +93,7 @@ struct wp_raw_meta {
 	uint64_t ring_bytes;        /* memory the ring was given */
 	uint8_t profiler_id[16];    /* RUN!: the process's profiler id */
 	uint32_t chunk;             /* RUN!: the chunk's number, 0 when not a chunk */
+	uint32_t run_flags;         /* RUN!: WP_RUN_* */
 	uint64_t chunk_from_ns, chunk_to_ns; /* RUN!: a chunk's samples: [from, to) */
 };
 

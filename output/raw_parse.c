@@ -136,7 +136,7 @@ static int parse_run(struct wp_raw_dump *d, struct cur *c)
 		return BAD;
 	memcpy(d->profiler_id, rdbytes(c, 16), 16);
 	d->chunk = rd32(c);
-	rd32(c);
+	d->run_flags = rd32(c);
 	d->chunk_from_ns = rd64(c);
 	d->chunk_to_ns = rd64(c);
 	if (d->chunk && d->chunk_to_ns < d->chunk_from_ns)

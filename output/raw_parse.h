@@ -26,7 +26,7 @@ struct wp_raw_dump {
 	/* RUN! (optional) */
 	int have_run;
 	uint8_t profiler_id[16];
-	uint32_t chunk;
+	uint32_t chunk, run_flags;
 	uint64_t chunk_from_ns, chunk_to_ns;
 	/* CTRS */
 	struct wp_counters ctr;

@@ -163,7 +163,8 @@ static int build_window(const struct wp_raw_dump *d, struct wp_profile *out,
 
 		if (!(st < d->nst && stack_ok[st]))
 			info->nr_bad_samples++;
-		else if (!d->chunk || (t >= d->chunk_from_ns && t < d->chunk_to_ns))
+		else if (!d->chunk || (d->run_flags & WP_RUN_TAIL) ||
+			 (t >= d->chunk_from_ns && t < d->chunk_to_ns))
 			valid[nv++] = (uint32_t)k; /* a chunk: only its own samples */
 	}
 	/* The window ends at the newest valid sample in ring order. */
@@ -500,7 +501,11 @@ int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out, struct
 	out->snapshot = (int)(d.snapshot <= 1000000u ? d.snapshot : 0);
 	out->has_profiler_id = d.have_run;
 	memcpy(out->profiler_id, d.profiler_id, sizeof(out->profiler_id));
-	out->chunk = d.chunk <= 100000000u ? d.chunk : 0;
+	out->chunks_on = !!(d.run_flags & WP_RUN_CHUNKS_ON);
+	if (d.run_flags & WP_RUN_TAIL)
+		out->tail_chunk = d.chunk <= 100000000u ? d.chunk : 0;
+	else
+		out->chunk = d.chunk <= 100000000u ? d.chunk : 0;
 	out->chunk_from_ns = d.chunk_from_ns;
 	out->chunk_to_ns = d.chunk_to_ns;
 	out->ring_bytes = d.ring_bytes;

@@ -18,13 +18,7 @@ static json_t *jid(const char *given, size_t nbytes, int uuid)
 /* `"key":{"name":...,"version":...}` for a name and version of ours. */
 static int write_sdk(struct wp_jw *w, const char *key)
 {
-	json_t *o = json_object();
-	int bad = wp_jset(o, "name", json_string("libwallprof"));
-
-	bad |= wp_jset(o, "version", json_string(WP_VERSION));
-	wp_jw_member(w, key, bad ? NULL : o, 0);
-	if (bad)
-		json_decref(o);
+	wp_jw_member(w, key, wp_jsdk(), 0);
 	return w->failed ? -1 : 0;
 }
 

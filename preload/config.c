@@ -378,12 +378,14 @@ void wp_config_load(struct wp_config *c)
 			       err);
 	}
 	s = getenv("WALLPROF_PYROSCOPE_URL");
-	if (s && *s && strncmp(s, "http://", 7) && strncmp(s, "https://", 8))
+	if (s && *s && !wp_url_is_http(s))
 		wp_log(WP_LOG_ERROR,
 		       "WALLPROF_PYROSCOPE_URL='%.64s' is not an http:// or https:// URL; nothing "
 		       "is sent to Pyroscope",
 		       s);
 
+	env_uint("WALLPROF_UPLOAD_TIMEOUT", WP_DEFAULT_UPLOAD_TIMEOUT, 1, WP_MAX_UPLOAD_TIMEOUT,
+		 &c->upload_timeout);
 	env_uint("WALLPROF_CHUNK_SECONDS", 0, 0, WP_MAX_CHUNK_SECONDS, &c->chunk_seconds);
 	if (c->chunk_seconds > c->ring_seconds) {
 		wp_log(WP_LOG_ERROR,

@@ -35,7 +35,7 @@ static char program[WP_PATH_MAX];
 static char platform[32];
 static char formats[64];
 static int debuginfod;
-static unsigned timeout_s;
+static unsigned timeout_s, chunk_s; /* WALLPROF_CONVERT_TIMEOUT, WALLPROF_CHUNK_SECONDS */
 static char env_buf[16384];
 static char *env[48];
 
@@ -101,6 +101,7 @@ void wp_convert_init(const struct wp_config *c)
 	snprintf(formats, sizeof(formats), "%s", c->formats);
 	debuginfod = c->debuginfod;
 	timeout_s = c->convert_timeout;
+	chunk_s = c->chunk_seconds;
 	for (i = 0; i < sizeof(keep) / sizeof(*keep) && k + 1 < sizeof(env) / sizeof(*env); i++) {
 		const char *v = getenv(keep[i]);
 		int n;
@@ -263,6 +264,12 @@ WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq
 		arg(cv, &an, &ac, "--index", rq->index);
 		wp_put_uint(num, 0, sizeof(num), timeout_s);
 		arg(cv, &an, &ac, "--timeout", num);
+		/* with chunks, one converter for all of them: it waits longer
+		 * than a period for the next */
+		if (chunk_s) {
+			wp_put_uint(num, 0, sizeof(num), chunk_s + 3);
+			arg(cv, &an, &ac, "--linger", num);
+		}
 	} else {
 		arg(cv, &an, &ac, "--library", NULL);
 		arg(cv, &an, &ac, "--fd", "3");

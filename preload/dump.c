@@ -50,7 +50,6 @@ struct dump_space {
 	struct dump_names n;
 	char line[WP_PATH_MAX + 200];
 	uint64_t chunk_to_ns; /* chunk_space: where this chunk ends */
-	int queue_only;       /* leave the dump to a converter already at work */
 };
 static struct dump_space exit_space, snap_space, chunk_space;
 static struct dump_names exit_names; /* computed at start and in a forked child */
@@ -196,10 +195,21 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 	meta->snapshot = (uint32_t)snapshot;
 	meta->ring_bytes = wp_ring_bytes(&g->fix.ring_cfg);
 	memcpy(meta->profiler_id, profiler_id, sizeof(profiler_id));
-	if (sp == &chunk_space) {
-		meta->chunk = chunk_seq;
-		meta->chunk_from_ns = chunk_from_ns;
-		meta->chunk_to_ns = sp->chunk_to_ns;
+	if (g->fix.cfg.chunk_seconds) {
+		meta->run_flags = WP_RUN_CHUNKS_ON;
+		meta->chunk_from_ns =
+			chunk_from_ns > meta->start_ns ? chunk_from_ns : meta->start_ns;
+		if (sp == &chunk_space) {
+			meta->chunk = chunk_seq;
+			meta->chunk_to_ns = sp->chunk_to_ns;
+		} else if (sp == &exit_space) {
+			/* what no chunk took (a fatal signal's dump: everything
+			 * since the last period) is the next one; at a normal
+			 * exit the last chunk has just taken it all */
+			meta->run_flags |= WP_RUN_TAIL;
+			meta->chunk = chunk_seq + 1;
+			meta->chunk_to_ns = wp_mono_ns() + 1;
+		}
 	}
 	memcpy(meta->cmdline, g->smp.cmdline, sizeof(meta->cmdline));
 	meta->cmdline[sizeof(meta->cmdline) - 1] = 0;
@@ -294,9 +304,8 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 		return -1;
 	}
 	if (fd < 0) {
-		/* left to the tree's converter: make sure one runs (unless
-		 * ours still does: it reads the index again before it ends) */
-		if (sp->queue_only || wp_convert_ensure_tree(&sp->conv, wp_tree_index()) >= 0)
+		/* left to the tree's converter: make sure one runs */
+		if (wp_convert_ensure_tree(&sp->conv, wp_tree_index()) >= 0)
 			return 0;
 		n = wp_put_str(sp->line, n, cap, "wrote raw profile ");
 		n = wp_put_str(sp->line, n, cap, path);
@@ -305,18 +314,6 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 		n = wp_put_str(sp->line, n, cap, " (the first process tries again at its exit)");
 		wp_log_raw(WP_LOG_ERROR, "error", path, 0, sp->line, n);
 		return -1;
-	}
-	if (sp->queue_only) {
-		/* a chunk while the last one's converter still runs: the dump
-		 * stays for `wallprof convert` */
-		wp_syscall(SYS_close, fd);
-		n = wp_put_str(sp->line, n, cap, "wrote raw chunk ");
-		n = wp_put_str(sp->line, n, cap, path);
-		n = wp_put_str(sp->line, n, cap,
-			       "; the last chunk's converter still runs: convert it with "
-			       "wallprof convert");
-		wp_log_raw(WP_LOG_INFO, "wrote", path, 0, sp->line, n);
-		return 0;
 	}
 	rq.raw_fd = fd;
 	rq.raw = path;
@@ -443,18 +440,11 @@ static uint32_t chunk_paths(struct dump_space *sp, uint32_t k)
 /* One chunk: the samples since the last one (or the start), as a dump of
  * their own left to a converter in the background. The sampler's, or the
  * exit path's once the sampler has stopped. */
-static void chunk(int final)
+static void chunk(void)
 {
 	uint64_t now = wp_mono_ns();
 	uint32_t k;
 
-	chunk_space.queue_only = 0;
-	if (chunk_space.conv.pid && !wp_convert_poll(&chunk_space.conv)) {
-		if (!final)
-			chunk_space.queue_only = 1; /* still at work: it takes this one too */
-		else
-			wp_convert_forget(&chunk_space.conv); /* detached: let it run */
-	}
 	if (chunk_from_ns < g->smp.start_ns)
 		chunk_from_ns = g->smp.start_ns; /* the first, or a restart (fork, failed exec) */
 	k = chunk_paths(&chunk_space, chunk_seq + 1);
@@ -475,7 +465,7 @@ static void chunk(int final)
 void wp_dump_chunk(void)
 {
 	wp_sample_collect();
-	chunk(0);
+	chunk();
 }
 
 /* The paths of the image's profile before an exec: "<name>.exec<k>.json",
@@ -564,7 +554,11 @@ void wp_dump_exit(int exec)
 	/* The last chunk (what the periodic ones have not taken), before the
 	 * profile: the root's report waits for both. */
 	if (g->fix.cfg.chunk_seconds)
-		chunk(1);
+		chunk();
+	/* From here, uploads have WALLPROF_UPLOAD_TIMEOUT: the tree's
+	 * converter is told when that ends. */
+	if (!exec)
+		wp_tree_exiting(wp_mono_ns() / 1000000 + g->fix.cfg.upload_timeout * 1000ull);
 	exit_space.n = exit_names;
 	if (exec && (k = exec_paths(&exit_space)) < 0)
 		wp_log(WP_LOG_ERROR,

@@ -76,7 +76,7 @@ WP_AS_SAFE static void put_run(struct wp_raw_out *o, const struct wp_raw_meta *m
 	wp_raw_sec_begin(o, WP_RAW_TAG_RUN, 1, 40);
 	wp_raw_out_bytes(o, m->profiler_id, 16);
 	wp_raw_out_u32(o, m->chunk);
-	wp_raw_out_u32(o, 0);
+	wp_raw_out_u32(o, m->run_flags);
 	wp_raw_out_u64(o, m->chunk_from_ns);
 	wp_raw_out_u64(o, m->chunk_to_ns);
 	wp_raw_sec_end(o);
@@ -162,7 +162,10 @@ WP_AS_SAFE int wp_raw_write_out(struct wp_raw_out *o, int fd, const struct wp_ra
 	}
 	wp_raw_sec_end(o);
 
-	wp_ring_raw_emit(ring, o, meta && meta->chunk ? meta->chunk_from_ns : 0);
+	wp_ring_raw_emit(ring, o,
+			 meta && meta->chunk && !(meta->run_flags & WP_RUN_TAIL)
+				 ? meta->chunk_from_ns
+				 : 0);
 
 	end_off = o->off;
 	wp_raw_sec_begin(o, WP_RAW_TAG_END, 1, 16);

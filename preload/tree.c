@@ -16,6 +16,7 @@
 #include "../output/event.h"
 #include "../output/output.h"
 #include "../output/profile.h"
+#include "../output/strput.h"
 #include "convert.h"
 #include "../output/sys.h"
 #include "runtime.h"
@@ -176,6 +177,20 @@ static char *read_index(size_t *len)
  * crashed or ran out of time: the next one skips the dump it died on).
  * Returns how many dumps are still pending; *busy says whether a converter
  * is still at work on them. */
+static int end_written;
+
+void wp_tree_exiting(uint64_t upload_deadline_ms)
+{
+	char msg[24];
+	size_t n;
+
+	if (!is_root || !index_path[0] || end_written)
+		return;
+	n = wp_put_uint(msg, 0, sizeof(msg), upload_deadline_ms);
+	/* A converter that lingers for more ends once it is through. */
+	end_written = wp_tree_record("end", NULL, 0, msg, n, 0) == 0;
+}
+
 static unsigned long wait_conversions(uint64_t deadline_ns, int *busy)
 {
 	static struct wp_conv cv;
@@ -184,8 +199,8 @@ static unsigned long wait_conversions(uint64_t deadline_ns, int *busy)
 	int starts = 0, rc;
 
 	*busy = 0;
-	/* A converter that lingers for more ends once it is through. */
-	wp_tree_record("end", NULL, 0, "", 0, 0);
+	if (!end_written)
+		wp_tree_record("end", NULL, 0, "", 0, 0);
 	if (wp_dump_queue_open(&q, index_path) < 0)
 		return 0;
 	while (wp_dump_queue_read(&q, NULL, NULL) == 0 && (left = q.nr)) {

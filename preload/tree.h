@@ -57,6 +57,11 @@ WP_AS_SAFE int wp_tree_record(const char *kind, const char *path, unsigned long 
  * not follow its children). async-signal-safe */
 WP_AS_SAFE const char *wp_tree_index(void);
 
+/* The root, as its final exit begins: appends "end" to the index (when
+ * there is one), its message the CLOCK_MONOTONIC time in ms by which the
+ * tree's converter must have ended its uploads (output/dump_queue.h). */
+void wp_tree_exiting(uint64_t upload_deadline_ms);
+
 /* The root at its final exit: one summary of its descendants' lines in the
  * index, at info level (nothing when there is no index). Dumps that
  * descendants left for the tree's converter ("raw" lines without their

@@ -40,6 +40,7 @@ struct wp_config {
 	char converter[WP_PATH_MAX]; /* WALLPROF_CONVERTER: the converter program, "" = look */
 	unsigned convert_timeout; /* WALLPROF_CONVERT_TIMEOUT: seconds an exit waits for it */
 	unsigned chunk_seconds; /* WALLPROF_CHUNK_SECONDS: a chunk every this often, 0 = off */
+	unsigned upload_timeout; /* WALLPROF_UPLOAD_TIMEOUT: seconds uploads may add to the exit */
 };
 
 #define WP_DEFAULT_HZ 101
@@ -56,6 +57,8 @@ struct wp_config {
 #define WP_DEFAULT_CONVERT_TIMEOUT 60
 #define WP_MAX_CONVERT_TIMEOUT 3600
 #define WP_MAX_CHUNK_SECONDS 60 /* Sentry refuses chunks over 66 s */
+#define WP_DEFAULT_UPLOAD_TIMEOUT 5
+#define WP_MAX_UPLOAD_TIMEOUT 300
 
 /* Reads every WALLPROF_* variable (and TMPDIR) once, with getenv, in the
  * constructor: later the program may change its environment under us. A bad

@@ -315,13 +315,16 @@ class Receiver:
                 rx._record(req)
                 out = json.dumps({"id": "0" * 32} if status < 300 else
                                  {"detail": "; ".join(req.errors) or "scripted"}).encode()
-                self.send_response(status)
-                for k, v in extra.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
+                try:
+                    self.send_response(status)
+                    for k, v in extra.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(out)))
+                    self.end_headers()
+                    self.wfile.write(out)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up waiting (its deadline): recorded anyway
 
             def do_GET(self):
                 self.send_error(405)

@@ -14,7 +14,9 @@ import glob
 import gzip
 import json
 import os
+import signal
 import socket
+import subprocess
 import sys
 import time
 
@@ -283,6 +285,76 @@ def tests(rt):
                   "chunks per profiler id: %s" % {k: len(v) for k, v in ids.items()})
             check(not spooled(spool), "left: %s" % spooled(spool))
 
+    def test_sigterm_tail(tmp):
+        """Chunks on and the process killed by SIGTERM between two periods:
+        what no chunk took goes as the next chunk, so the chunks sent hold
+        every sample the death's profile holds."""
+        spool = os.path.join(tmp, "spool")
+        with receiver.Receiver(key=KEY) as rx:
+            saved = {k: os.environ.pop(k) for k in list(os.environ)
+                     if k.lower().endswith("_proxy")}
+            try:
+                proc = subprocess.Popen(
+                    [rt.prog("chunks"), "0"], cwd=tmp, stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                    env=rt.clean_env(env({"WALLPROF_SENTRY_DSN": rx.dsn("42"),
+                                          "WALLPROF_SPOOL_DIR": spool,
+                                          "WALLPROF_CHUNK_SECONDS": "2"})))
+            finally:
+                os.environ.update(saved)
+            try:
+                check(rx.wait_for(1, timeout=15), "no chunk arrived")
+                # Half a period of samples after the first chunk: what the
+                # tail is to carry (time is the quantity here).
+                time.sleep(1.0)
+                os.kill(proc.pid, signal.SIGTERM)
+                proc.communicate(timeout=30)
+            finally:
+                rt.kill_group(proc)
+            check(proc.returncode == -signal.SIGTERM, "rc %r" % proc.returncode)
+            clean(rx)
+            chunks = [json.loads(p) for _, p in rx.items("profile_chunk")]
+            total = sum(len(c["profile"]["samples"]) for c in chunks)
+            death = rt.load_profile(os.path.join(tmp, "wallprof.%d.json" % proc.pid))
+            n = len(rt.profile_part(death)["samples"])
+            rt.note("SIGTERM: %d chunks, %d samples; the death's profile %d"
+                    % (len(chunks), total, n))
+            check(len(chunks) == 2, "%d chunks" % len(chunks))
+            check(abs(total - n) <= max(2, n // 50), "the chunks hold %d samples, the "
+                  "profile of the death %d" % (total, n))
+
+    def test_chunks_bound(tmp):
+        """A slow server (1.5 s an answer), chunks every second, a 2 s
+        timeout: the exit is delayed by about the timeout, not by the
+        chunks still waiting to be sent; what is not sent stays."""
+        spool = os.path.join(tmp, "spool")
+        with receiver.Receiver(key=KEY) as rx:
+            rx.script([(200, {}, 1.5)] * 40)
+            t0 = time.monotonic()
+            run(tmp, 4, {})
+            base = time.monotonic() - t0
+            t0 = time.monotonic()
+            r = run(tmp, 4, {"WALLPROF_SENTRY_DSN": rx.dsn("42"), "WALLPROF_SPOOL_DIR": spool,
+                             "WALLPROF_CHUNK_SECONDS": "1", "WALLPROF_UPLOAD_TIMEOUT": "2"})
+            took = time.monotonic() - t0
+        rt.note("slow server, 1 s chunks: exit %.2f s, without uploads %.2f s (timeout 2 s)"
+                % (took, base))
+        check(r.rc == 0, r.describe())
+        check(took - base <= 2.0 + 0.8, "the exit took %.2f s longer (timeout 2 s)"
+              % (took - base))
+
+    def test_chunks_bad_value(tmp):
+        """WALLPROF_CHUNK_SECONDS=10s: the library says it is not a number and
+        writes no chunks, so the exit profile is what gets sent."""
+        spool = os.path.join(tmp, "spool")
+        with receiver.Receiver(key=KEY) as rx:
+            r = run(tmp, 1.2, {"WALLPROF_SENTRY_DSN": rx.dsn("42"), "WALLPROF_SPOOL_DIR": spool,
+                               "WALLPROF_CHUNK_SECONDS": "10s"})
+            check(r.rc == 0, r.describe())
+            clean(rx)
+            check([q.item_types() for q in rx.requests] == [["transaction", "profile"]],
+                  "requests: %s" % rx.requests)
+
     def test_413(tmp):
         """413: dropped, one line says so, nothing kept."""
         spool = os.path.join(tmp, "spool")
@@ -374,6 +446,9 @@ def tests(rt):
         ("send_down_then_up", test_down_then_up),
         ("send_chunks_down", test_chunks_down),
         ("send_tree", test_tree),
+        ("send_sigterm_tail", test_sigterm_tail),
+        ("send_chunks_bound", test_chunks_bound),
+        ("send_chunks_bad_value", test_chunks_bad_value),
         ("send_413", test_413),
         ("send_unreachable", test_unreachable),
         ("send_pyroscope", test_pyroscope),
