@@ -155,6 +155,25 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool);
  * first time, one event per bad value. Returns 1 when something is to be
  * sent somewhere, 0 otherwise. */
 int wp_cv_send_load(void);
+/* A string variable of the environment without control characters, at
+ * most `max - 1` bytes, into `out` ("" when unset, or with one event when
+ * it is not such a string). */
+void wp_cv_env_str(const char *name, char *out, size_t max);
+/* A 0/1 variable of the environment; `def` when unset or (with one event)
+ * anything else. */
+int wp_cv_env_flag(const char *name, int def);
+/* Puts one request in this run's spool: 1, or -1 with an event. */
+struct wp_upload_item;
+int wp_cv_send_put(const char *run, const struct wp_upload_item *it);
+
+/* pyroscope.c: reads WALLPROF_PYROSCOPE_* (one event per bad value);
+ * returns 1 when pushes are to be made. */
+int wp_cv_pyroscope_load(void);
+/* Puts the push of `m` in the spool's run `run` (`what` names it in
+ * messages): 1, 0 when there is nothing worth sending (fewer than 2
+ * samples), -1 with an event when it could not. */
+int wp_cv_pyroscope_put(const struct wp_model *m, const char *run, const char *what);
+
 /* Whether some destination is set (after wp_cv_send_load). */
 int wp_cv_send_on(void);
 /* Sends `m` (a chunk; or, when chunks are off, an exit, exec or snapshot

@@ -2,11 +2,9 @@
  * (convert.h): a chunk as a Sentry profile_chunk envelope, an exit,
  * snapshot or exec profile as a Sentry profile with its transaction (when
  * chunks are off: they already hold those samples), and either as pprof to
- * Pyroscope's /ingest. Everything goes through the spool (upload/upload.h):
+ * Pyroscope's /ingest (pyroscope.c). Everything goes through the spool (upload/upload.h):
  * put first, then a flush bounded by WALLPROF_UPLOAD_TIMEOUT, so what is
  * not sent by then waits for the next flush or the next run. */
-#include <ctype.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,10 +23,6 @@ struct wp_cv_send {
 	int sentry, pyroscope;
 	struct wp_dsn dsn;
 	char environment[128], release[200];
-	char pyro_base[1024];  /* the URL without a trailing '/' */
-	char pyro_app[128];    /* "" : the program's name */
-	char pyro_labels[512]; /* "k=v,k=v", checked */
-	int pyro_threads;      /* thread labels in Pyroscope's pprof */
 	int send_args;         /* the command line's arguments too */
 	unsigned timeout_s;
 	char spool_dir[4096];
@@ -44,9 +38,7 @@ void wp_cv_send_cap(double deadline_ms)
 		cap_ms = deadline_ms;
 }
 
-/* A string variable without control characters, at most `max - 1` bytes,
- * into `out` (""), one event when it is not. */
-static void env_str(const char *name, char *out, size_t max)
+void wp_cv_env_str(const char *name, char *out, size_t max)
 {
 	const char *v = getenv(name);
 
@@ -67,7 +59,7 @@ static void env_str(const char *name, char *out, size_t max)
 	memcpy(out, v, strlen(v) + 1);
 }
 
-static int env_flag(const char *name, int def)
+int wp_cv_env_flag(const char *name, int def)
 {
 	const char *v = getenv(name);
 
@@ -82,72 +74,6 @@ static int env_flag(const char *name, int def)
 	return def;
 }
 
-/* Pyroscope's labels "k=v,k=v": names [A-Za-z_][A-Za-z0-9_.]*, values
- * without the braces, commas, '=' and quotes its name syntax uses. */
-static int labels_ok(const char *s)
-{
-	while (*s) {
-		const char *k = s;
-
-		if (!(isalpha((unsigned char)*s) || *s == '_'))
-			return 0;
-		while (isalnum((unsigned char)*s) || *s == '_' || *s == '.')
-			s++;
-		if (*s != '=' || s == k)
-			return 0;
-		s++;
-		if (!*s || *s == ',')
-			return 0;
-		while (*s && *s != ',') {
-			if (strchr("{}=\"' ", *s))
-				return 0;
-			s++;
-		}
-		if (*s == ',' && !*++s)
-			return 0;
-	}
-	return 1;
-}
-
-static void load_pyroscope(void)
-{
-	char url[1024];
-	size_t n;
-
-	env_str("WALLPROF_PYROSCOPE_URL", url, sizeof(url));
-	if (!url[0])
-		return;
-	if (!wp_url_is_http(url)) {
-		wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
-			    "WALLPROF_PYROSCOPE_URL='%.64s' is not an http:// or https:// URL; "
-			    "nothing sent to Pyroscope",
-			    url);
-		return;
-	}
-	n = strlen(url);
-	while (n > 0 && url[n - 1] == '/')
-		url[--n] = 0;
-	memcpy(cfg.pyro_base, url, n + 1);
-	env_str("WALLPROF_PYROSCOPE_APP", cfg.pyro_app, sizeof(cfg.pyro_app));
-	if (cfg.pyro_app[0] && strpbrk(cfg.pyro_app, "{}, =\"'")) {
-		wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
-			    "WALLPROF_PYROSCOPE_APP='%.64s' holds one of {}, =\"' or a space; "
-			    "using the program's name",
-			    cfg.pyro_app);
-		cfg.pyro_app[0] = 0;
-	}
-	env_str("WALLPROF_PYROSCOPE_LABELS", cfg.pyro_labels, sizeof(cfg.pyro_labels));
-	if (cfg.pyro_labels[0] && !labels_ok(cfg.pyro_labels)) {
-		wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
-			    "WALLPROF_PYROSCOPE_LABELS='%.64s' is not name=value,...; sent "
-			    "without labels",
-			    cfg.pyro_labels);
-		cfg.pyro_labels[0] = 0;
-	}
-	cfg.pyro_threads = env_flag("WALLPROF_PYROSCOPE_THREADS", 0);
-	cfg.pyroscope = 1;
-}
-
 int wp_cv_send_load(void)
 {
 	static int loaded;
@@ -158,18 +84,18 @@ int wp_cv_send_load(void)
 		return wp_cv_send_on();
 	loaded = 1;
 	memset(&cfg, 0, sizeof(cfg));
-	env_str("WALLPROF_SENTRY_DSN", dsn, sizeof(dsn));
+	wp_cv_env_str("WALLPROF_SENTRY_DSN", dsn, sizeof(dsn));
 	if (dsn[0]) {
 		if (wp_dsn_parse(dsn, &cfg.dsn, err, sizeof(err)) == 0)
 			cfg.sentry = 1;
 		/* else the library said so at start */
 	}
-	load_pyroscope();
+	cfg.pyroscope = wp_cv_pyroscope_load();
 	if (!cfg.sentry && !cfg.pyroscope)
 		return 0;
-	env_str("WALLPROF_SENTRY_ENVIRONMENT", cfg.environment, sizeof(cfg.environment));
-	env_str("WALLPROF_SENTRY_RELEASE", cfg.release, sizeof(cfg.release));
-	cfg.send_args = env_flag("WALLPROF_SEND_ARGS", 1);
+	wp_cv_env_str("WALLPROF_SENTRY_ENVIRONMENT", cfg.environment, sizeof(cfg.environment));
+	wp_cv_env_str("WALLPROF_SENTRY_RELEASE", cfg.release, sizeof(cfg.release));
+	cfg.send_args = wp_cv_env_flag("WALLPROF_SEND_ARGS", 1);
 	cfg.timeout_s = DEFAULT_UPLOAD_TIMEOUT;
 	/* As the library read it (it said so once, at start, if it was bad). */
 	v = getenv("WALLPROF_UPLOAD_TIMEOUT");
@@ -210,41 +136,6 @@ static void run_name(const struct wp_profile *p, char *out, size_t len)
 	snprintf(out, len, "%u-%s", p->pid, id);
 }
 
-/* Appends `s` to `out` percent-encoded (RFC 3986 unreserved kept). */
-static size_t put_escaped(char *out, size_t n, size_t len, const char *s)
-{
-	for (; *s && n + 4 < len; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (isalnum(c) || strchr("-._~", c))
-			out[n++] = (char)c;
-		else
-			n += (size_t)snprintf(out + n, len - n, "%%%02X", c);
-	}
-	out[n < len ? n : len - 1] = 0;
-	return n;
-}
-
-/* The program's name for Pyroscope: the command line's first word's base
- * name, "[_a-zA-Z0-9.-]" only. */
-static void program_name(const struct wp_profile *p, char *out, size_t len)
-{
-	const char *c = p->cmdline && *p->cmdline ? p->cmdline : "unknown";
-	const char *end = strchr(c, ' '), *base = c;
-	size_t n = 0;
-
-	if (!end)
-		end = c + strlen(c);
-	for (const char *q = c; q < end; q++)
-		if (*q == '/')
-			base = q + 1;
-	for (; base < end && n + 1 < len; base++)
-		out[n++] = isalnum((unsigned char)*base) || strchr("_.-", *base) ? *base : '_';
-	if (!n && len > 7)
-		n = (size_t)snprintf(out, len, "unknown");
-	out[n] = 0;
-}
-
 /* The flush's lines: an envelope dropped for good is said; one kept is
  * said once, in the summary (wp_cv_send_model). */
 static void say(void *ctx, int level, const char *msg)
@@ -256,9 +147,7 @@ static void say(void *ctx, int level, const char *msg)
 		wp_cv_event(WP_CV_DEBUG, "info", NULL, 0, "%s", msg);
 }
 
-/* Puts one item in the spool: 1; or -1 with an event when it cannot. The
- * put_* below return the same, or 0 when there is nothing worth sending. */
-static int put(const char *run, const struct wp_upload_item *it)
+int wp_cv_send_put(const char *run, const struct wp_upload_item *it)
 {
 	char err[512];
 
@@ -318,57 +207,7 @@ static int put_sentry(const struct wp_model *m, const char *run, const char *wha
 			.what = what,
 		};
 
-		rc = put(run, &it);
-	}
-	free(body);
-	return rc;
-}
-
-/* The Pyroscope push of `m`: pprof, its time range in whole seconds. */
-static int put_pyroscope(const struct wp_model *m, const char *run, const char *what)
-{
-	const struct wp_profile *p = &m->p;
-	const struct wp_format *f = wp_format_find("pprof");
-	struct wp_format_opts o = { .platform = m->platform,
-				    .pprof_no_thread_labels = !cfg.pyro_threads };
-	struct wp_out_stats st;
-	char err[512], name[1024], url[2048], app[128];
-	double from, until;
-	char *body = NULL;
-	size_t len = 0, n;
-	int rc;
-
-	if (p->nr_samples < 2)
-		return 0; /* a tail of a tick or two at exit: nothing to look at */
-	if (!f || wp_format_write_mem(f, m, &o, &body, &len, &st, err, sizeof(err)) < 0) {
-		wp_cv_event(WP_CV_INFO, "info", NULL, 0, "%s not sent to Pyroscope: %s", what,
-			    f ? err : "no pprof writer");
-		return -1;
-	}
-	from = (double)((int64_t)p->samples[0].t_ns + p->realtime_offset_ns) / 1e9;
-	until = (double)((int64_t)p->samples[p->nr_samples - 1].t_ns + p->realtime_offset_ns) / 1e9;
-	if (cfg.pyro_app[0])
-		snprintf(app, sizeof(app), "%s", cfg.pyro_app);
-	else
-		program_name(p, app, sizeof(app));
-	snprintf(name, sizeof(name), "%s{%s}", app, cfg.pyro_labels);
-	n = (size_t)snprintf(url, sizeof(url), "%s/ingest?name=", cfg.pyro_base);
-	n = put_escaped(url, n, sizeof(url), name);
-	snprintf(url + n, sizeof(url) - n,
-		 "&from=%.0f&until=%.0f&format=pprof&sampleRate=%u&spyName=libwallprof",
-		 floor(from), ceil(until) > floor(from) ? ceil(until) : floor(from) + 1, p->hz);
-	{
-		struct wp_upload_item it = {
-			.url = url,
-			.category = NULL,
-			.content_type = "application/octet-stream",
-			.gzip = 0, /* pprof is gzipped already */
-			.body = body,
-			.len = len,
-			.what = what,
-		};
-
-		rc = put(run, &it);
+		rc = wp_cv_send_put(run, &it);
 	}
 	free(body);
 	return rc;
@@ -423,7 +262,7 @@ int wp_cv_send_model(const struct wp_model *whole)
 	if (cfg.sentry)
 		rc = put_sentry(m, run, what), queued += rc > 0, failed += rc < 0;
 	if (cfg.pyroscope)
-		rc = put_pyroscope(m, run, what), queued += rc > 0, failed += rc < 0;
+		rc = wp_cv_pyroscope_put(m, run, what), queued += rc > 0, failed += rc < 0;
 	if (!queued) /* nothing worth sending (a tail of a tick), or nothing spooled */
 		return failed ? -1 : 1;
 	memset(&r, 0, sizeof(r));

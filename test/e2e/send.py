@@ -10,6 +10,8 @@ pprof at /ingest with the labels asked for, thread labels only on request;
 a DSN that does not parse is one line and the profile is still written.
 The program behaves as without the profiler in every case."""
 
+import email.parser
+import email.policy
 import glob
 import gzip
 import json
@@ -61,6 +63,16 @@ def pb_fields(data):
         else:
             raise ValueError("wire type %d" % wt)
     return out
+
+
+def multipart_parts(content_type, body):
+    """{name: bytes} of a multipart/form-data body ({} when it is not one)."""
+    msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + body)
+    if not msg.is_multipart():
+        return {}
+    return {part.get_param("name", header="content-disposition"): part.get_payload(decode=True)
+            for part in msg.iter_parts()}
 
 
 def pprof_summary(gz):
@@ -409,6 +421,8 @@ def tests(rt):
             with receiver.Receiver(key=KEY) as rx:
                 t0 = time.time()
                 r = run(tmp, 1.2, {"WALLPROF_PYROSCOPE_URL": rx.url("/"),
+                                   "WALLPROF_PYROSCOPE_TENANT": "team-a",
+                                   "WALLPROF_PYROSCOPE_TOKEN": "s3cret",
                                    "WALLPROF_PYROSCOPE_APP": "chunky",
                                    "WALLPROF_PYROSCOPE_LABELS": "env=test,region=eu-1",
                                    "WALLPROF_PYROSCOPE_THREADS": threads,
@@ -423,7 +437,15 @@ def tests(rt):
                       and qs.get("spyName") == "libwallprof", "query %s" % qs)
                 check(t0 - 1 <= int(qs["from"]) < int(qs["until"]) <= time.time() + 1,
                       "from %s until %s" % (qs["from"], qs["until"]))
-                strings, n = pprof_summary(q.body)
+                check(q.headers.get("x-scope-orgid") == "team-a" and
+                      q.headers.get("authorization") == "Bearer s3cret",
+                      "headers %s" % q.headers)
+                parts = multipart_parts(q.headers.get("content-type", ""), q.body)
+                check(set(parts) == {"profile", "sample_type_config"}, "parts %s" % list(parts))
+                config = json.loads(parts.get("sample_type_config") or b"{}")
+                check(list(config) == ["wall"] and config["wall"]["units"] == "nanoseconds"
+                      and config["wall"]["display-name"] == "wall", "config %s" % config)
+                strings, n = pprof_summary(parts["profile"])
                 check(n > 100 and "spin_work" in strings, "pprof: %d samples" % n)
                 check(("thread_name" in strings) == (threads == "1"),
                       "thread labels with WALLPROF_PYROSCOPE_THREADS=%s" % threads)
