@@ -174,6 +174,12 @@ int wp_cv_pyroscope_load(void);
  * samples), -1 with an event when it could not. */
 int wp_cv_pyroscope_put(const struct wp_model *m, const char *run, const char *what);
 
+/* The part of `m` no periodic chunk took (m->p.tail_chunk: the process
+ * ended between two periods), as that chunk: a shallow copy over m's
+ * samples from chunk_from_ns on (sorted by time), for writers, which only
+ * read; never freed itself. */
+void wp_cv_tail_model(const struct wp_model *m, struct wp_model *t);
+
 /* Whether some destination is set (after wp_cv_send_load). */
 int wp_cv_send_on(void);
 /* Sends `m` (a chunk; or, when chunks are off, an exit, exec or snapshot

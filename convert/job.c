@@ -130,6 +130,72 @@ static char *write_one(const struct wp_cv_job *j, const struct wp_format *f,
 	return path;
 }
 
+void wp_cv_tail_model(const struct wp_model *m, struct wp_model *t)
+{
+	size_t k = 0;
+
+	*t = *m;
+	while (k < m->p.nr_samples && m->p.samples[k].t_ns < m->p.chunk_from_ns)
+		k++;
+	t->p.samples += k;
+	t->p.nr_samples -= k;
+	t->p.chunk = m->p.tail_chunk;
+	t->p.tail_chunk = 0;
+	if (t->p.nr_samples)
+		t->p.start_ns = t->p.samples[0].t_ns;
+}
+
+/* The tail of `m` (wp_cv_tail_model) as chunk files beside j->out,
+ * "<name>.chunk<k>.json" and the other formats' (the first k on with
+ * neither it nor its raw dump there), when it has samples enough; said at
+ * debug level only (the exit's own line is enough). */
+static void write_tail(const struct wp_cv_job *j, const struct wp_model *m,
+		       const struct wp_format *const *fmts, int nf)
+{
+	struct wp_cv_job cj = *j;
+	struct wp_out_stats st;
+	struct wp_model t;
+	char err[1200], *base = strdup(j->out), *name, *raw, *path;
+	size_t n = base ? strlen(base) : 0;
+	unsigned k = m->p.tail_chunk, last = k + 1000;
+	int fell_back;
+
+	wp_cv_tail_model(m, &t);
+	if (!base || !wp_profile_sentry_ok(&t.p)) {
+		free(base);
+		return;
+	}
+	if (n > 5 && !strcmp(base + n - 5, ".json"))
+		base[n - 5] = 0;
+	name = malloc(n + 32);
+	raw = malloc(n + 32);
+	for (; name && raw && k < last; k++) {
+		sprintf(name, "%s.chunk%u.json", base, k);
+		sprintf(raw, "%s.chunk%u.raw", base, k);
+		if (access(name, F_OK) != 0 && access(raw, F_OK) != 0)
+			break;
+	}
+	if (name && raw && k < last) {
+		cj.out = name;
+		cj.fallback = NULL;
+		t.p.chunk = k;
+		for (int f = 0; f < nf; f++) {
+			path = write_one(&cj, fmts[f], &t, &st, &fell_back, err, sizeof(err));
+			if (path)
+				wp_cv_event(WP_CV_DEBUG, "wrote", path, 0,
+					    "wrote %s (chunk %u, %zu samples, %.1f s)", path, k,
+					    st.nr_samples, st.duration_s);
+			else
+				wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
+					    "the last chunk not written: %s", err);
+			free(path);
+		}
+	}
+	free(name);
+	free(raw);
+	free(base);
+}
+
 int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 {
 	double t0 = wp_cv_mono_ms();
@@ -240,7 +306,11 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 		nw++;
 		free(written[k]);
 	}
-	if (!m.p.chunk && wp_cv_send_load())
+	/* What no periodic chunk took (the process ended between two
+	 * periods) goes where chunks go: sent, or beside the profile. */
+	if (m.p.tail_chunk && !(wp_cv_send_load() && wp_cv_send_model(&m) > 0))
+		write_tail(j, &m, fmts, nf);
+	else if (!m.p.chunk && !m.p.tail_chunk && wp_cv_send_load())
 		wp_cv_send_model(&m);
 	wp_model_free(&m);
 	return 0;

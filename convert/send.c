@@ -213,24 +213,6 @@ static int put_sentry(const struct wp_model *m, const char *run, const char *wha
 	return rc;
 }
 
-/* The part of `m` no periodic chunk took (m->p.tail_chunk: a death by
- * signal), as that chunk: a shallow copy over m's samples from
- * chunk_from_ns on (they are sorted by time); writers only read it. */
-static void tail_model(const struct wp_model *m, struct wp_model *t)
-{
-	size_t k = 0;
-
-	*t = *m;
-	while (k < m->p.nr_samples && m->p.samples[k].t_ns < m->p.chunk_from_ns)
-		k++;
-	t->p.samples += k;
-	t->p.nr_samples -= k;
-	t->p.chunk = m->p.tail_chunk;
-	t->p.tail_chunk = 0;
-	if (t->p.nr_samples)
-		t->p.start_ns = t->p.samples[0].t_ns;
-}
-
 int wp_cv_send_model(const struct wp_model *whole)
 {
 	const struct wp_model *m = whole;
@@ -246,7 +228,7 @@ int wp_cv_send_model(const struct wp_model *whole)
 	/* With chunks on, an exit, exec or snapshot profile holds samples the
 	 * chunks carry: only what no chunk took goes, as the next chunk. */
 	if (whole->p.tail_chunk) {
-		tail_model(whole, &tail);
+		wp_cv_tail_model(whole, &tail);
 		m = &tail;
 	} else if (!whole->p.chunk && whole->p.chunks_on) {
 		return 0;

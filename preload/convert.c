@@ -110,8 +110,13 @@ void wp_convert_init(const struct wp_config *c)
 		if (!v)
 			continue;
 		n = snprintf(env_buf + off, sizeof(env_buf) - off, "%s=%s", keep[i], v);
-		if (n < 0 || (size_t)n >= sizeof(env_buf) - off)
+		if (n < 0 || (size_t)n >= sizeof(env_buf) - off) {
+			wp_log(WP_LOG_ERROR,
+			       "%s is too long to pass to the converter (%zu bytes left of %zu); "
+			       "it is not passed",
+			       keep[i], sizeof(env_buf) - off, sizeof(env_buf));
 			continue;
+		}
 		env[k++] = env_buf + off;
 		off += (size_t)n + 1;
 	}
@@ -392,6 +397,14 @@ WP_AS_SAFE int wp_convert_ensure_tree(struct wp_conv *cv, const char *index)
 
 /* ---- its report -------------------------------------------------------- */
 
+static volatile int said_upload; /* a relayed line said where uploads stand */
+
+/* async-signal-safe */
+WP_AS_SAFE int wp_convert_said_upload(void)
+{
+	return said_upload;
+}
+
 /* One report line: "<level> TAB <kind> TAB <path> TAB <lost> TAB <message>".
  * async-signal-safe when `as_safe` */
 WP_AS_SAFE static void relay(struct wp_conv *cv, char *line, size_t len, int as_safe)
@@ -409,6 +422,8 @@ WP_AS_SAFE static void relay(struct wp_conv *cv, char *line, size_t len, int as_
 		f[1] = "info";
 	else
 		cv->final = 1;
+	if (level <= WP_LOG_INFO && !strncmp(f[4], "upload: ", 8))
+		said_upload = 1;
 	if (as_safe)
 		wp_log_raw(level, f[1], f[2][0] ? f[2] : NULL, lost, f[4], (size_t)(end - f[4]));
 	else

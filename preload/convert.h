@@ -76,6 +76,11 @@ WP_AS_SAFE int wp_convert_ensure_tree(struct wp_conv *cv, const char *index);
  * async-signal-safe when `as_safe` */
 WP_AS_SAFE int wp_convert_wait(struct wp_conv *cv, uint64_t deadline_ns, int as_safe);
 
+/* Whether a converter's relayed line already said where the uploads stand
+ * ("upload: ..."): the tree's report then does not say it again.
+ * async-signal-safe */
+WP_AS_SAFE int wp_convert_said_upload(void);
+
 /* In a forked child: the parent's conversion is none of its business; its
  * descriptors are closed. async-signal-safe */
 WP_AS_SAFE void wp_convert_forget(struct wp_conv *cv);

@@ -460,6 +460,8 @@ static void chunk(void)
 	/* no line for a chunk too short for a profile: the converter says */
 	dump(&chunk_space, 0, 0, 1);
 	chunk_from_ns = now + 1;
+	wp_log(WP_LOG_DEBUG, "chunk %u: written in %.2f ms (sampling paused meanwhile)", k,
+	       (double)(wp_mono_ns() - now) / 1e6);
 }
 
 void wp_dump_chunk(void)
@@ -551,9 +553,11 @@ void wp_dump_exit(int exec)
 		return;
 	}
 	wp_threads_refresh_names();
-	/* The last chunk (what the periodic ones have not taken), before the
-	 * profile: the root's report waits for both. */
-	if (g->fix.cfg.chunk_seconds)
+	/* Before an exec, the image's last chunk (what the periodic ones have
+	 * not taken). At the exit, the exit dump says what that is (RUN!'s
+	 * tail) and its converter makes the chunk of it: no dump more for
+	 * every short process of a tree. */
+	if (exec && g->fix.cfg.chunk_seconds)
 		chunk();
 	/* From here, uploads have WALLPROF_UPLOAD_TIMEOUT: the tree's
 	 * converter is told when that ends. */

@@ -311,7 +311,7 @@ void wp_tree_report(uint64_t deadline_ns)
 		wp_log(WP_LOG_INFO, "%lu chunk%s %s; see %s", left, left == 1 ? "" : "s",
 		       busy ? "still converting in the background" : "not converted", index_path);
 	}
-	if (upload && !strstr(upload, ", 0 left"))
+	if (upload && !strstr(upload, ", 0 left") && !wp_convert_said_upload())
 		wp_log(WP_LOG_INFO, "%s", upload);
 	free(pids);
 	free(buf);
