@@ -191,7 +191,8 @@ int wp_cv_send_on(void);
 int wp_cv_send_model(const struct wp_model *m);
 /* The first process of the tree is exiting: every flush from now on ends
  * by `deadline_ms` (CLOCK_MONOTONIC), whatever WALLPROF_UPLOAD_TIMEOUT
- * would allow (the root's exit is delayed by at most that, once). */
+ * would allow (the root's exit is delayed by at most that, once); 0 lifts
+ * it. */
 void wp_cv_send_cap(double deadline_ms);
 
 /* Tree mode (--tree): converts every dump pending in the index `index`

@@ -34,8 +34,7 @@ static double cap_ms; /* CLOCK_MONOTONIC ms by which flushes must end (0: none) 
 
 void wp_cv_send_cap(double deadline_ms)
 {
-	if (deadline_ms > 0 && (cap_ms == 0 || deadline_ms < cap_ms))
-		cap_ms = deadline_ms;
+	cap_ms = deadline_ms > 0 ? deadline_ms : 0;
 }
 
 void wp_cv_env_str(const char *name, char *out, size_t max)

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,8 +245,12 @@ int wp_cv_tree(const char *index, int lock_fd, const char *platform, const char 
 			rc = 1;
 			break;
 		}
-		if (q.end_deadline_ms)
-			wp_cv_send_cap((double)q.end_deadline_ms);
+		/* While the root's exit waits for us, uploads end by its
+		 * deadline; once it is gone (descendants that outlive it),
+		 * each flush has its own timeout again. */
+		wp_cv_send_cap(q.end_deadline_ms && q.end_pid && kill((pid_t)q.end_pid, 0) == 0
+				       ? (double)q.end_deadline_ms
+				       : 0);
 		if (q.nr && tried < q.nr) {
 			struct wp_dump_entry e;
 

@@ -41,6 +41,7 @@ static void clear(struct wp_dump_queue *q)
 	q->nr = 0;
 	q->end = 0;
 	q->end_deadline_ms = 0;
+	q->end_pid = 0;
 }
 
 int wp_dump_queue_open(struct wp_dump_queue *q, const char *index_path)
@@ -99,6 +100,7 @@ static int feed(struct wp_dump_queue *q, char *const f[WP_EVENT_FIELDS],
 		/* its message: when the root's uploads must be done */
 		if (e != f[4] && !*e)
 			q->end_deadline_ms = ms;
+		q->end_pid = pid;
 		return 0;
 	}
 	if (!f[2][0] || !pid)

@@ -41,6 +41,7 @@ struct wp_dump_queue {
 	struct wp_dump_entry *v; /* in the order of their "raw" lines */
 	size_t nr, cap;
 	int end;   /* the root has appended "end" */
+	unsigned end_pid;                   /* the root that appended it */
 	unsigned long long end_deadline_ms; /* its message: CLOCK_MONOTONIC ms by which
 					       uploads must end (0: none) */
 	/* the reader's state */
