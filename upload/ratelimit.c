@@ -90,13 +90,85 @@ static double seconds(const char *s, const char *end)
 	return v > WP_UP_LIMIT_MAX_S ? WP_UP_LIMIT_MAX_S : v;
 }
 
-int wp_up_parse_retry_after(const char *v, double *out)
+/* `n` decimal digits at `s`, or -1. */
+static int digits(const char *s, int n)
 {
-	double s = v ? seconds(v, v + strlen(v)) : -1;
+	int v = 0;
 
-	if (s < 0)
+	for (int i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	return v;
+}
+
+/* The index of the three letters at `s` in `names` (`n` of them), or -1. */
+static int name3(const char *s, const char *const *names, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!memcmp(s, names[i], 3))
+			return i;
+	return -1;
+}
+
+/* An HTTP date in its IMF-fixdate form (RFC 9110: "Sun, 06 Nov 1994
+ * 08:49:37 GMT", exactly 29 characters), as seconds since the epoch; -1
+ * when not one. Parsed by hand: strptime's names follow the locale. */
+static double imf_fixdate(const char *s, size_t n)
+{
+	static const char *const wdays[] = { "Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun" };
+	static const char *const months[] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
+					      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+	struct tm tm = { 0 };
+	time_t t;
+
+	if (n != 29 || name3(s, wdays, 7) < 0 || memcmp(s + 3, ", ", 2) || s[7] != ' ' ||
+	    s[11] != ' ' || s[16] != ' ' || s[19] != ':' || s[22] != ':' ||
+	    memcmp(s + 25, " GMT", 4))
 		return -1;
-	*out = s;
+	tm.tm_mday = digits(s + 5, 2);
+	tm.tm_mon = name3(s + 8, months, 12);
+	tm.tm_year = digits(s + 12, 4) - 1900;
+	tm.tm_hour = digits(s + 17, 2);
+	tm.tm_min = digits(s + 20, 2);
+	tm.tm_sec = digits(s + 23, 2);
+	if (tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_mon < 0 || tm.tm_year < 70 ||
+	    tm.tm_hour < 0 || tm.tm_hour > 23 || tm.tm_min < 0 || tm.tm_min > 59 || tm.tm_sec < 0 ||
+	    tm.tm_sec > 60)
+		return -1;
+	{
+		int mday = tm.tm_mday;
+
+		t = timegm(&tm);
+		if (t == (time_t)-1 || tm.tm_mday != mday) /* 31 Feb */
+			return -1;
+	}
+	return (double)t;
+}
+
+int wp_up_parse_retry_after(const char *v, double now_ms, double *out)
+{
+	const char *end;
+	double s, date;
+
+	if (!v)
+		return -1;
+	end = v + strnlen(v, 64);
+	s = seconds(v, end);
+	if (s >= 0) {
+		*out = s;
+		return 0;
+	}
+	while (v < end && *v == ' ')
+		v++;
+	while (end > v && end[-1] == ' ')
+		end--;
+	date = imf_fixdate(v, (size_t)(end - v));
+	if (date < 0)
+		return -1;
+	s = date - now_ms / 1e3;
+	*out = s < 0 ? 0 : s > WP_UP_LIMIT_MAX_S ? WP_UP_LIMIT_MAX_S : s;
 	return 0;
 }
 
@@ -177,7 +249,7 @@ void wp_up_on_response(struct wp_up_state *st, long status, const char *retry_af
 	if (status == 429 && !n) {
 		double s;
 
-		if (wp_up_parse_retry_after(retry_after, &s))
+		if (wp_up_parse_retry_after(retry_after, now_ms, &s))
 			s = WP_UP_429_DEFAULT_S;
 		limit(st, WP_UP_CAT_ALL, now_ms + s * 1e3);
 	}

@@ -139,9 +139,11 @@ int wp_up_category(const char *name);
  * applied. */
 int wp_up_parse_rate_limits(const char *v, double now_ms, struct wp_up_state *st);
 
-/* A Retry-After value in seconds (a decimal number; HTTP dates are not
- * supported). Returns 0, or -1 when it is not one. */
-int wp_up_parse_retry_after(const char *v, double *seconds);
+/* A Retry-After value in seconds from `now_ms` (wall-clock): a decimal
+ * number, or an HTTP date in the IMF-fixdate form ("Wed, 21 Oct 2015
+ * 07:28:00 GMT"; a date past is 0); cut to a day. Returns 0, or -1 when it
+ * is neither (the other obsolete date forms included). */
+int wp_up_parse_retry_after(const char *v, double now_ms, double *seconds);
 
 /* Applies one response (`status` 0: a network error) with its headers ("" when
  * absent) to `st`: X-Sentry-Rate-Limits on any response; on a 429 without

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../output/dsn.h"
@@ -142,15 +143,54 @@ static void test_rate_limits(void)
 	report("rate_limits_parse");
 }
 
+static void test_retry_after(void)
+{
+	double now = 1e12, s;
+
+	REQ(!wp_up_parse_retry_after("3", now, &s) && s == 3);
+	REQ(!wp_up_parse_retry_after(" 1.5 ", now, &s) && s == 1.5);
+	REQ(wp_up_parse_retry_after("", now, &s) == -1 &&
+	    wp_up_parse_retry_after(NULL, now, &s) == -1);
+	report("retry_after_seconds");
+}
+
+/* Retry-After as an HTTP date (IMF-fixdate): seconds from now, 0 when
+ * past, cut to a day; other date forms and near misses are not dates. */
+static void test_retry_after_date(void)
+{
+	struct tm tm = { .tm_year = 115, .tm_mon = 9, .tm_mday = 21, .tm_hour = 7, .tm_min = 27 };
+	double now = (double)timegm(&tm) * 1e3, s = -1; /* Wed, 21 Oct 2015 07:27:00 GMT */
+	struct wp_up_state st;
+	static const char *const bad[] = {
+		"Wednesday, 21-Oct-15 07:28:00 GMT", /* RFC 850 */
+		"Wed Oct 21 07:28:00 2015",          /* asctime */
+		"Wed, 21 Oct 2015 07:28:00 UTC",     "Wed, 21 Oct 2015 07:28:00",
+		"Wed, 1 Oct 2015 07:28:00 GMT",      "Wed, 21 oct 2015 07:28:00 GMT",
+		"Xyz, 21 Oct 2015 07:28:00 GMT",     "Wed, 31 Feb 2015 07:28:00 GMT",
+		"Wed, 21 Oct 2015 24:28:00 GMT",     "Wed, 21 Oct 2015 07:28:0x GMT",
+		"Wed, 21 Oct 1969 07:28:00 GMT",     "Wed, 21 Oct 2015 07:28:00 GMTx",
+	};
+
+	REQ(!wp_up_parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now, &s) && s == 60);
+	REQ(!wp_up_parse_retry_after(" Wed, 21 Oct 2015 07:27:30 GMT ", now + 500, &s) &&
+	    s == 29.5);
+	REQ(!wp_up_parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now, &s) && s == 0);
+	REQ(!wp_up_parse_retry_after("Fri, 21 Oct 2016 07:28:00 GMT", now, &s) &&
+	    s == WP_UP_LIMIT_MAX_S);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+		REQ(wp_up_parse_retry_after(bad[i], now, &s) == -1);
+	/* a 429 with a date: limited until then, not the default 60 s */
+	memset(&st, 0, sizeof(st));
+	wp_up_on_response(&st, 429, "Wed, 21 Oct 2015 07:27:05 GMT", "", now);
+	REQ(st.until[WP_UP_CAT_ALL] == now + 5000);
+	report("retry_after_date");
+}
+
 static void test_responses(void)
 {
 	struct wp_up_state st;
-	double now = 1e12, s;
+	double now = 1e12;
 
-	REQ(!wp_up_parse_retry_after("3", &s) && s == 3);
-	REQ(!wp_up_parse_retry_after(" 1.5 ", &s) && s == 1.5);
-	REQ(wp_up_parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", &s) == -1);
-	REQ(wp_up_parse_retry_after("", &s) == -1 && wp_up_parse_retry_after(NULL, &s) == -1);
 
 	memset(&st, 0, sizeof(st));
 	wp_up_on_response(&st, 429, "3", "", now);
@@ -604,6 +644,8 @@ int main(void)
 	test_dsn_good();
 	test_dsn_bad();
 	test_rate_limits();
+	test_retry_after();
+	test_retry_after_date();
 	test_responses();
 	test_state_file();
 	test_item_roundtrip();
