@@ -268,13 +268,18 @@ void wp_up_on_response(struct wp_up_state *st, long status, const char *retry_af
 	}
 }
 
-double wp_up_limited(const struct wp_up_state *st, const char *category, double now_ms)
+double wp_up_limited(const struct wp_up_state *st, const char *categories, double now_ms)
 {
-	int k = wp_up_category(category);
 	double until = st->until[WP_UP_CAT_ALL];
 
-	if (k > 0 && st->until[k] > until)
-		until = st->until[k];
+	for (const char *p = categories; p && *p;) {
+		size_t n = strcspn(p, ";");
+		int k = category_n(p, n);
+
+		if (k > 0 && st->until[k] > until)
+			until = st->until[k];
+		p += n + (p[n] == ';');
+	}
 	return until > now_ms ? until - now_ms : 0;
 }
 

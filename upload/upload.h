@@ -26,8 +26,12 @@
 /* One HTTP POST to make. */
 struct wp_upload_item {
 	const char *url;          /* the whole URL, query included */
-	const char *category;     /* Sentry's rate-limit data category ("profile",
-				     "profile_chunk"), NULL for a Pyroscope push */
+	const char *category;     /* Sentry's rate-limit data categories the request
+				     counts against: one ("profile_chunk") or a
+				     ';'-separated list ("profile;transaction": a v1
+				     envelope), each [a-z_]{1,32}, at most 8; held back
+				     while any of them (or all) is limited. NULL for a
+				     Pyroscope push */
 	const char *content_type; /* "application/x-sentry-envelope", ... */
 	const char *headers[4];   /* extra "Name: value" lines (X-Sentry-Auth): up to 4,
 				     the first NULL ends them */

@@ -30,7 +30,7 @@
  * buffer (NUL-terminated there). */
 struct wp_up_parsed {
 	const char *url;
-	const char *category; /* NULL: none (Pyroscope) */
+	const char *category; /* NULL: none (Pyroscope); may be a ';' list */
 	const char *content_type;
 	const char *headers[WP_UP_MAX_HEADERS + 1]; /* NULL-ended */
 	int gzip;       /* the body is stored gzip-compressed */
@@ -152,9 +152,11 @@ int wp_up_parse_retry_after(const char *v, double now_ms, double *seconds);
 void wp_up_on_response(struct wp_up_state *st, long status, const char *retry_after,
 		       const char *rate_limits, double now_ms);
 
-/* Milliseconds until an item of `category` may be sent (0: now); a NULL
- * or unknown category waits for the limits on all only. */
-double wp_up_limited(const struct wp_up_state *st, const char *category, double now_ms);
+/* Milliseconds until an item counted against `categories` (one, or a
+ * ';'-separated list: "profile;transaction") may be sent (0: now): the
+ * latest end of the limits on any of them and on all. NULL, or categories
+ * we do not know, wait for the limits on all only. */
+double wp_up_limited(const struct wp_up_state *st, const char *categories, double now_ms);
 
 /* The endpoint an item's state is kept under: its URL up to the query. */
 size_t wp_up_endpoint_len(const char *url);

@@ -326,6 +326,61 @@ static void test_item_roundtrip(void)
 	report("item_roundtrip");
 }
 
+/* An item counts against several categories (a v1 envelope: its profile
+ * and its transaction): written and read back as a ';' list, held back
+ * while any of them, or all, is limited. */
+static void test_item_categories(void)
+{
+	static const char *const bad[] = { "profile;",
+					   ";profile",
+					   "profile;;transaction",
+					   "profile; transaction",
+					   "a;b;c;d;e;f;g;h;i",
+					   "Profile;transaction" };
+	struct wp_upload_item it;
+	struct wp_up_parsed p;
+	struct wp_up_state st;
+	char err[200], *file = NULL;
+	double now = 1e12;
+	size_t len = 0;
+
+	mkitem(&it, "v1", "{}");
+	it.category = "profile;transaction";
+	REQ(!wp_up_item_encode(&it, it.body, it.len, 0, &file, &len, err, sizeof(err)));
+	REQ(strstr(file, "\ncategory: profile;transaction\n"));
+	REQ(!wp_up_item_parse(file, len, &p, err, sizeof(err)) &&
+	    !strcmp(p.category, "profile;transaction"));
+	free(file);
+	it.category = "a;b;c;d;e;f;g;h";
+	REQ(!wp_up_item_encode(&it, it.body, it.len, 0, &file, &len, err, sizeof(err)));
+	free(file);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		it.category = bad[i];
+		REQ(wp_up_item_encode(&it, it.body, it.len, 0, &file, &len, err, sizeof(err)) ==
+		    -1);
+	}
+	{
+		char text[] = "WALLPROF-SPOOL 1\nurl: http://h/\ncategory: profile;\n"
+			      "content-type: a\ngzip: 0\nlength: 0\n\n";
+
+		REQ(wp_up_item_parse(text, strlen(text), &p, err, sizeof(err)) == -1);
+	}
+
+	memset(&st, 0, sizeof(st));
+	REQ(wp_up_parse_rate_limits("30:transaction:organization", now, &st) == 1);
+	REQ(wp_up_limited(&st, "profile;transaction", now) == 30000);
+	REQ(wp_up_limited(&st, "transaction;profile", now) == 30000);
+	REQ(wp_up_limited(&st, "profile", now) == 0);
+	REQ(wp_up_limited(&st, "profile_chunk", now) == 0);
+	REQ(wp_up_limited(&st, "error;profile", now) == 0);
+	REQ(wp_up_parse_rate_limits("50:profile", now, &st) == 1);
+	REQ(wp_up_limited(&st, "profile;transaction", now) == 50000);
+	REQ(wp_up_parse_rate_limits("70:", now, &st) == 1);
+	REQ(wp_up_limited(&st, "profile;transaction", now) == 70000);
+	REQ(wp_up_limited(&st, NULL, now) == 70000);
+	report("item_categories");
+}
+
 /* Every cut of a good file, and some edits, parse as errors, never crash. */
 static void test_item_corrupt(void)
 {
@@ -649,6 +704,7 @@ int main(void)
 	test_responses();
 	test_state_file();
 	test_item_roundtrip();
+	test_item_categories();
 	test_item_corrupt();
 	test_spool_put_prune();
 	test_spool_root();
