@@ -206,7 +206,7 @@ static void send_item(struct flush *f, int runfd, const char *run, const char *n
 	before = ep->st;
 	wp_up_on_response(&ep->st, rs.status, rs.retry_after, rs.rate_limits, wp_up_real_ms());
 	if (memcmp(&before, &ep->st, sizeof(before)))
-		wp_up_state_save(f->rootfd, it.url, &ep->st);
+		wp_up_state_save(f->rootfd, it.url, &ep->st, rs.status >= 200 && rs.status < 300);
 
 	if (rs.status >= 200 && rs.status < 300) {
 		if (!unlinkat(runfd, name, 0) || errno == ENOENT)
@@ -369,6 +369,7 @@ int wp_spool_flush(const struct wp_spool_config *sc, const char *run, double dea
 		return -1;
 	pruned = wp_up_take_pruned(f.rootfd) +
 		 wp_up_prune(f.rootfd, sc->max_files, sc->max_bytes, 0);
+	wp_up_state_sweep(f.rootfd);
 	if (pruned) {
 		r->dropped += pruned;
 		say(&f, 2,

@@ -1,21 +1,13 @@
 /* ratelimit: Sentry's rate limits (X-Sentry-Rate-Limits, Retry-After on a
- * 429), our backoff after network errors and 5xx, and the state file that
- * keeps both per endpoint in the spool, so that the next converter process
- * honours them (docs/FORMATS.md, "The upload spool"). */
+ * 429) and our backoff after network errors and 5xx, as a per-endpoint
+ * state (state.c keeps it in the spool). */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "upload_int.h"
-
-#define STATE_MAGIC "WALLPROF-SPOOL-STATE 1"
-#define STATE_MAX 4096
 
 static const char *const categories[WP_UP_NCAT] = {
 	[WP_UP_CAT_ALL] = "*",
@@ -38,6 +30,11 @@ double wp_up_mono_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+const char *wp_up_category_name(int k)
+{
+	return k >= 0 && k < WP_UP_NCAT ? categories[k] : "";
 }
 
 int wp_up_category(const char *name)
@@ -286,108 +283,4 @@ double wp_up_limited(const struct wp_up_state *st, const char *categories, doubl
 size_t wp_up_endpoint_len(const char *url)
 {
 	return strcspn(url, "?#");
-}
-
-/* "state-<16 hex>": FNV-1a of the endpoint. */
-static void state_name(const char *url, char *out, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	size_t n = wp_up_endpoint_len(url);
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)url[i];
-		h *= 0x100000001b3ull;
-	}
-	snprintf(out, len, "state-%016llx", (unsigned long long)h);
-}
-
-/* A time read back: finite, not negative, and not absurdly far ahead (a
- * day past now for a limit, the longest backoff for the backoff). */
-static double sane(double v, double now_ms, double max_ahead_ms)
-{
-	if (!isfinite(v) || v < 0)
-		return 0;
-	return v > now_ms + max_ahead_ms ? now_ms + max_ahead_ms : v;
-}
-
-int wp_up_state_load(int rootfd, const char *url, struct wp_up_state *st)
-{
-	char name[40], buf[STATE_MAX + 1], *line, *save = NULL;
-	double now = wp_up_real_ms();
-	size_t elen = wp_up_endpoint_len(url);
-	int fd, ok = 0;
-	struct stat sb;
-	ssize_t n;
-
-	memset(st, 0, sizeof(*st));
-	state_name(url, name, sizeof(name));
-	fd = openat(rootfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -1;
-	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid()) {
-		close(fd);
-		return -1;
-	}
-	n = read(fd, buf, STATE_MAX);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char word[32], cat[32];
-		double a, b;
-
-		if (!strcmp(line, STATE_MAGIC)) {
-			ok |= 1;
-		} else if (!strncmp(line, "endpoint ", 9)) {
-			/* another endpoint with the same hash: not ours */
-			if (strlen(line + 9) != elen || memcmp(line + 9, url, elen))
-				break;
-			ok |= 2;
-		} else if (sscanf(line, "%31s %31s %lf", word, cat, &a) == 3 &&
-			   !strcmp(word, "limit")) {
-			int k = strcmp(cat, "*") ? wp_up_category(cat) : WP_UP_CAT_ALL;
-
-			if (k >= 0)
-				st->until[k] = sane(a, now, WP_UP_LIMIT_MAX_S * 1e3);
-		} else if (sscanf(line, "%31s %lf %lf", word, &a, &b) == 3 &&
-			   !strcmp(word, "backoff")) {
-			st->backoff_until = sane(a, now, WP_UP_BACKOFF_MAX_MS);
-			st->backoff_ms = sane(b, 0, WP_UP_BACKOFF_MAX_MS);
-		}
-	}
-	if (ok != 3) {
-		memset(st, 0, sizeof(*st));
-		return -1;
-	}
-	return 0;
-}
-
-int wp_up_state_save(int rootfd, const char *url, const struct wp_up_state *st)
-{
-	char name[40], tmp[64], buf[STATE_MAX];
-	size_t elen = wp_up_endpoint_len(url);
-	int fd, n, len;
-
-	state_name(url, name, sizeof(name));
-	if (elen > 2048)
-		return -1;
-	len = snprintf(buf, sizeof(buf), STATE_MAGIC "\nendpoint %.*s\nbackoff %.0f %.0f\n",
-		       (int)elen, url, st->backoff_until, st->backoff_ms);
-	for (int k = 0; k < WP_UP_NCAT && len > 0 && (size_t)len < sizeof(buf); k++)
-		if (st->until[k] > 0)
-			len += snprintf(buf + len, sizeof(buf) - (size_t)len, "limit %s %.0f\n",
-					categories[k], ceil(st->until[k]));
-	if (len <= 0 || (size_t)len >= sizeof(buf))
-		return -1;
-	snprintf(tmp, sizeof(tmp), ".%s.%d.tmp", name, (int)getpid());
-	fd = openat(rootfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -1;
-	n = (int)write(fd, buf, (size_t)len);
-	if (close(fd) || n != len || renameat(rootfd, tmp, rootfd, name)) {
-		unlinkat(rootfd, tmp, 0);
-		return -1;
-	}
-	return 0;
 }

@@ -4,8 +4,9 @@
  *   spool.c      the spool's directories: the root's checks, runs, items
  *                listed oldest first, put, prune, the default dir and the
  *                environment
- *   ratelimit.c  X-Sentry-Rate-Limits, Retry-After, the backoff, and the
- *                per-endpoint state file that keeps them across processes
+ *   ratelimit.c  X-Sentry-Rate-Limits, Retry-After, the backoff
+ *   state.c      the per-endpoint state file that keeps them across
+ *                processes: merged under a lock, removed once over
  *   http.c       one POST with libcurl; gzip with zlib
  *   flush.c      wp_spool_flush: runs, their locks, the transport rules
  *
@@ -161,10 +162,26 @@ double wp_up_limited(const struct wp_up_state *st, const char *categories, doubl
 /* The endpoint an item's state is kept under: its URL up to the query. */
 size_t wp_up_endpoint_len(const char *url);
 
+/* The name of category index `k` ("*" for all). */
+const char *wp_up_category_name(int k);
+
+/* ---- state.c ---- */
+
 /* Loads the state of the endpoint of `url` from the spool (zero when none,
- * unreadable or someone else's). Saves it atomically. Returns 0 or -1. */
+ * unreadable or someone else's). A file whose limits are all over and
+ * whose backoff ended more than WP_UP_BACKOFF_MAX_MS ago is removed (the
+ * state zero). Returns 0 or -1. */
 int wp_up_state_load(int rootfd, const char *url, struct wp_up_state *st);
-int wp_up_state_save(int rootfd, const char *url, const struct wp_up_state *st);
+/* Saves `st` for the endpoint of `url`, merged with what the file holds
+ * now (another converter may have saved since we loaded), under the
+ * spool's state lock: the later end of each limit and of the backoff,
+ * except that `reset` (the response was a success) keeps our reset
+ * backoff. `st` becomes the merged state. Written atomically, or the file
+ * removed when nothing in it matters any more. Returns 0 or -1. */
+int wp_up_state_save(int rootfd, const char *url, struct wp_up_state *st, int reset);
+/* Removes every state file of the spool whose limits and backoff are over
+ * (as wp_up_state_load would); returns how many. */
+unsigned wp_up_state_sweep(int rootfd);
 
 /* CLOCK_REALTIME and CLOCK_MONOTONIC in ms. */
 double wp_up_real_ms(void);

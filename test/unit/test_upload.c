@@ -243,7 +243,7 @@ static void test_state_file(void)
 	st.until[WP_UP_CAT_ALL] = ceil(now + 1000);
 	st.backoff_ms = 4000;
 	st.backoff_until = ceil(now + 4000);
-	REQ(!wp_up_state_save(fd, url, &st));
+	REQ(!wp_up_state_save(fd, url, &st, 0));
 	REQ(!wp_up_state_load(fd, "http://127.0.0.1:1/api/42/envelope/?q=1", &back));
 	REQ(!memcmp(&st, &back, sizeof(st)));
 	/* another endpoint: nothing */
@@ -282,6 +282,132 @@ static void test_state_file(void)
 	}
 	close(fd);
 	report("state_file");
+}
+
+/* The path of the state file of `url`'s endpoint under `dir`. */
+static void state_path(const char *dir, const char *url, char *out, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < wp_up_endpoint_len(url); i++) {
+		h ^= (unsigned char)url[i];
+		h *= 0x100000001b3ull;
+	}
+	snprintf(out, len, "%s/state-%016llx", dir, (unsigned long long)h);
+}
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f || fputs(text, f) < 0 || fclose(f))
+		abort();
+}
+
+/* Two converters load the same endpoint's state and save in turn: the
+ * second's save keeps the first's limit (and the later backoff), unless
+ * it saw a success, which resets the backoff only. */
+static void test_state_merge(void)
+{
+	const char *url = "http://127.0.0.1:3/api/42/envelope/";
+	struct wp_up_state a, b, back;
+	double now = wp_up_real_ms();
+	int fd = rootfd();
+
+	/* a backoff both load */
+	memset(&a, 0, sizeof(a));
+	wp_up_on_response(&a, 503, "", "", now);
+	wp_up_on_response(&a, 503, "", "", now);
+	REQ(a.backoff_ms == 2000 && !wp_up_state_save(fd, url, &a, 0));
+	REQ(!wp_up_state_load(fd, url, &a) && !wp_up_state_load(fd, url, &b));
+	REQ(a.backoff_ms == 2000 && b.backoff_ms == 2000);
+	/* a: 429 for 30 s; b: a success, then its save */
+	wp_up_on_response(&a, 429, "30", "", now);
+	REQ(!wp_up_state_save(fd, url, &a, 0));
+	wp_up_on_response(&b, 200, "", "", now);
+	REQ(!wp_up_state_save(fd, url, &b, 1));
+	REQ(b.until[WP_UP_CAT_ALL] >= now + 30000); /* b's state is the merged one */
+	REQ(!wp_up_state_load(fd, url, &back));
+	REQ(back.until[WP_UP_CAT_ALL] >= now + 30000 && back.until[WP_UP_CAT_ALL] <= now + 30001);
+	REQ(back.backoff_ms == 0 && back.backoff_until == 0);
+
+	/* two failures: the longer backoff stays */
+	REQ(!wp_up_state_load(fd, url, &a) && !wp_up_state_load(fd, url, &b));
+	for (int i = 0; i < 3; i++)
+		wp_up_on_response(&a, 502, "", "", now);
+	REQ(a.backoff_ms == 4000 && !wp_up_state_save(fd, url, &a, 0));
+	wp_up_on_response(&b, 0, "", "7:profile", now);
+	REQ(b.backoff_ms == 1000 && !wp_up_state_save(fd, url, &b, 0));
+	REQ(!wp_up_state_load(fd, url, &back));
+	REQ(back.backoff_ms == 4000 && fabs(back.backoff_until - (now + 4000)) < 1 &&
+	    fabs(back.until[WP_UP_CAT_PROFILE] - (now + 7000)) < 1 &&
+	    back.until[WP_UP_CAT_ALL] >= now + 30000);
+	close(fd);
+	report("state_merge");
+}
+
+/* State files whose limits and backoff are over are removed: when loaded,
+ * by a sweep, and by a save with nothing left to keep; a recent backoff's
+ * length is kept (the doubling goes on), another endpoint's file and
+ * garbage are left alone. */
+static void test_state_expiry(void)
+{
+	const char *url = "http://127.0.0.1:4/api/42/envelope/";
+	char dir[600], path[800], text[600], other[800], junk[800];
+	struct wp_up_state st;
+	double now = wp_up_real_ms();
+	struct stat sb;
+	int fd;
+
+	snprintf(dir, sizeof(dir), "%s/expiry", root);
+	fd = wp_up_root_open(dir, 1, NULL, 0);
+	REQ(fd >= 0);
+	state_path(dir, url, path, sizeof(path));
+	/* over: removed when loaded, the state zero */
+	snprintf(text, sizeof(text),
+		 "WALLPROF-SPOOL-STATE 1\nendpoint %s\nbackoff %.0f 300000\n"
+		 "limit profile %.0f\nlimit * %.0f\n",
+		 url, now - WP_UP_BACKOFF_MAX_MS - 1000, now - 1, now - 5000);
+	write_text(path, text);
+	REQ(!wp_up_state_load(fd, url, &st) && st.backoff_ms == 0 && st.until[1] == 0);
+	REQ(stat(path, &sb) == -1);
+	/* a backoff over a minute ago: kept, and its length */
+	snprintf(text, sizeof(text), "WALLPROF-SPOOL-STATE 1\nendpoint %s\nbackoff %.0f 8000\n",
+		 url, now - 60000);
+	write_text(path, text);
+	REQ(!wp_up_state_load(fd, url, &st) && st.backoff_ms == 8000);
+	REQ(stat(path, &sb) == 0);
+	/* a success with nothing else to keep: the file goes */
+	wp_up_on_response(&st, 204, "", "", now);
+	REQ(!wp_up_state_save(fd, url, &st, 1) && stat(path, &sb) == -1);
+
+	/* a sweep: the expired file of an endpoint no longer used goes, a live
+	 * one and garbage stay */
+	snprintf(other, sizeof(other), "%s/state-00000000000000aa", dir);
+	snprintf(text, sizeof(text),
+		 "WALLPROF-SPOOL-STATE 1\nendpoint http://gone.example/api/1/envelope/\n"
+		 "backoff 0 0\nlimit profile_chunk %.0f\n",
+		 now - 1);
+	write_text(other, text);
+	snprintf(text, sizeof(text),
+		 "WALLPROF-SPOOL-STATE 1\nendpoint %s\nbackoff 0 0\nlimit transaction %.0f\n", url,
+		 now + 60000);
+	write_text(path, text);
+	snprintf(junk, sizeof(junk), "%s/state-00000000000000bb", dir);
+	write_text(junk, "garbage\n");
+	REQ(wp_up_state_sweep(fd) == 1);
+	REQ(stat(other, &sb) == -1 && stat(path, &sb) == 0 && stat(junk, &sb) == 0);
+	/* a flush sweeps too */
+	write_text(other, "WALLPROF-SPOOL-STATE 1\nendpoint http://gone.example/\nbackoff 0 0\n");
+	{
+		struct wp_spool_config sc = { .dir = dir, .max_files = 10, .max_bytes = 1 << 20 };
+		struct wp_flush_result r;
+
+		REQ(!wp_spool_flush(&sc, NULL, wp_up_mono_ms() + 1000, &r, NULL, NULL));
+		REQ(stat(other, &sb) == -1 && stat(path, &sb) == 0);
+	}
+	close(fd);
+	report("state_expiry");
 }
 
 static void mkitem(struct wp_upload_item *it, const char *what, const char *body)
@@ -703,6 +829,8 @@ int main(void)
 	test_retry_after_date();
 	test_responses();
 	test_state_file();
+	test_state_merge();
+	test_state_expiry();
 	test_item_roundtrip();
 	test_item_categories();
 	test_item_corrupt();
