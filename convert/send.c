@@ -112,10 +112,13 @@ static void load_pyroscope(void)
 	if (!url[0])
 		return;
 	if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8)) {
+		char shown[1024];
+
+		wp_upload_redact(url, shown, sizeof(shown));
 		wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
 			    "WALLPROF_PYROSCOPE_URL='%.64s' is not an http:// or https:// URL; "
 			    "nothing sent to Pyroscope",
-			    url);
+			    shown);
 		return;
 	}
 	n = strlen(url);

@@ -42,16 +42,49 @@ struct flush {
 	int stop; /* out of time */
 };
 
+void wp_upload_redact(const char *in, char *out, size_t len)
+{
+	size_t o = 0;
+
+	if (!len)
+		return;
+	while (*in && o + 1 < len) {
+		const char *auth, *at = NULL;
+		size_t n;
+
+		if (strncmp(in, "://", 3)) {
+			out[o++] = *in++;
+			continue;
+		}
+		/* the authority: up to a path, query, fragment, blank or quote */
+		auth = in + 3;
+		n = strcspn(auth, "/?#\"'<> \t\r\n");
+		for (size_t i = 0; i < n; i++)
+			if (auth[i] == '@')
+				at = auth + i;
+		if (!at) {
+			out[o++] = *in++;
+			continue;
+		}
+		for (const char *r = "://***"; *r && o + 1 < len; r++)
+			out[o++] = *r;
+		in = at; /* the '@' and the host follow */
+	}
+	out[o] = '\0';
+}
+
 static void say(struct flush *f, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static void say(struct flush *f, int level, const char *fmt, ...)
 {
-	char msg[512];
+	char raw[512], msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	/* URLs (items', Location's, libcurl's messages) may carry user:pass@ */
+	wp_upload_redact(raw, msg, sizeof(msg));
 	for (char *p = msg; *p; p++)
 		if ((unsigned char)*p < ' ' || *p == 0x7f)
 			*p = '?';

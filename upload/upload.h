@@ -81,7 +81,14 @@ struct wp_flush_result {
 typedef void wp_upload_say_fn(void *ctx, int level, const char *msg);
 /* What flush says: level 1 an item dropped (4xx, corrupt), 2 an item kept
  * (429, network error, 5xx) or items pruned, 3 each item sent or skipped.
- * Messages have no control characters and no "wallprof: " prefix. */
+ * Messages have no control characters, no "wallprof: " prefix, and no
+ * URL's userinfo (wp_upload_redact); so has r->last_error. */
+
+/* Copies `in` into `out` (`len` bytes, NUL-terminated, cut when longer)
+ * with the userinfo of every URL in it replaced by three stars
+ * ("https://user:pass@host/x" becomes "https://" "***" "@host/x"): what a
+ * message may show of a URL. */
+void wp_upload_redact(const char *in, char *out, size_t len);
 
 /* Stores `it` in run `run` of the spool, pruning the oldest items of the
  * whole spool beyond its bounds (counted in the next flush's `dropped`).

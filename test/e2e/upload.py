@@ -385,6 +385,32 @@ def tests(rt):
                   "the symlink or its target was touched")
             check([item_tag(h, p) for h, p in rx.items()] == ["good"], "items: %s" % rx.items())
 
+    def test_credentials_redacted(tmp):
+        """A URL with user:pass@ (sent, as Basic auth): the line about its
+        5xx shows https://***@host, never the password; the state file
+        keeping its backoff is the user's alone (0600)."""
+        spool = os.path.join(tmp, "spool")
+        with receiver.Receiver(key=KEY) as rx:
+            rx.script([(500, {})])
+            run = run_name(dead_pid())
+            url = "http://wpuser:s3cret@127.0.0.1:%d/api/42/envelope/" % rx.port
+            put(spool, run, url, envelope("creds"))
+            rc, out, err, _ = upload(spool)
+            check(rc == 1 and summary(out) == (0, 0, 1, 0),
+                  "rc %s, stdout %r, stderr %r" % (rc, out, err))
+            check(len(rx.requests) == 1 and
+                  rx.requests[0].headers.get("authorization", "").startswith("Basic "),
+                  "requests: %s" % rx.requests)
+            want = "http://***@127.0.0.1:%d/api/42/envelope/" % rx.port
+            check(len(err.splitlines()) == 1 and want in err and "HTTP 500" in err,
+                  "stderr: %r" % err)
+            check("s3cret" not in err + out and "wpuser" not in err + out,
+                  "credentials shown: %r %r" % (out, err))
+            states = [n for n in os.listdir(spool) if n.startswith("state-")]
+            check(len(states) == 1 and
+                  os.stat(os.path.join(spool, states[0])).st_mode & 0o777 == 0o600,
+                  "state files: %s" % states)
+
     def test_usage(tmp):
         """--help, bad arguments (exit 2), a spool someone else could write (exit 1)."""
         p = subprocess.run([wallprof, "upload", "--help"], capture_output=True, text=True,
@@ -416,4 +442,5 @@ def tests(rt):
             ("upload_concurrent", test_concurrent),
             ("upload_live_run_kept", test_live_run_kept),
             ("upload_corrupt", test_corrupt),
+            ("upload_credentials_redacted", test_credentials_redacted),
             ("upload_usage", test_usage)]

@@ -778,6 +778,77 @@ static void test_flush_refused(void)
 	report("flush_refused");
 }
 
+/* Messages show no URL's userinfo. */
+static void test_redact(void)
+{
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+		{ "to https://user:pass@host/api/1/envelope/: refused",
+		  "to https://***@host/api/1/envelope/: refused" },
+		{ "http://u@h:1", "http://***@h:1" },
+		{ "a http://k:p@ss@h/x and https://x:y@z?q=a@b, done",
+		  "a http://***@h/x and https://***@z?q=a@b, done" },
+		{ "http://h/x@y http://h?x@y 'http://h'@",
+		  "http://h/x@y http://h?x@y 'http://h'@" },
+		{ "no url @ here ://", "no url @ here ://" },
+		{ "Location http://a:b@c; kept", "Location http://***@c; kept" },
+		{ "", "" },
+	};
+	char out[200], small[12];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		wp_upload_redact(cases[i].in, out, sizeof(out));
+		REQ(!strcmp(out, cases[i].out));
+		if (why[0]) {
+			printf("    %s -> %s\n", cases[i].in, out);
+			break;
+		}
+	}
+	wp_upload_redact("http://user:secret@h/", small, sizeof(small));
+	REQ(!strcmp(small, "http://***@"));
+	report("redact");
+}
+
+/* What the spool holds may carry credentials (X-Sentry-Auth, a URL's
+ * userinfo): items and state files 0600, run directories 0700. */
+static void test_spool_modes(void)
+{
+	const char *url = "http://user:secret@127.0.0.1:5/api/42/envelope/";
+	struct wp_spool_config sc;
+	struct wp_upload_item it;
+	struct wp_up_state st;
+	struct wp_up_list l = { 0 };
+	char err[300], path[900];
+	struct stat sb;
+	mode_t old = umask(0);
+	int fd;
+
+	config(&sc, 10, 1 << 20);
+	mkitem(&it, "modes", "{}");
+	it.url = url;
+	REQ(!wp_spool_put(&sc, RUN_A, &it, err, sizeof(err)));
+	fd = rootfd();
+	memset(&st, 0, sizeof(st));
+	wp_up_on_response(&st, 503, "", "", wp_up_real_ms());
+	REQ(!wp_up_state_save(fd, url, &st, 0));
+	REQ(!wp_up_list_all(fd, &l) && l.n >= 1);
+	for (size_t i = 0; i < l.n; i++) {
+		snprintf(path, sizeof(path), "%s/%s/%s", root, l.e[i].run, l.e[i].name);
+		REQ(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600);
+		snprintf(path, sizeof(path), "%s/%s", root, l.e[i].run);
+		REQ(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0700);
+	}
+	wp_up_list_free(&l);
+	state_path(root, url, path, sizeof(path));
+	REQ(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600);
+	snprintf(path, sizeof(path), "%s/state.lock", root);
+	REQ(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600);
+	close(fd);
+	umask(old);
+	report("spool_modes");
+}
+
 static void test_env(void)
 {
 	struct wp_spool_config sc;
@@ -837,6 +908,8 @@ int main(void)
 	test_spool_put_prune();
 	test_spool_root();
 	test_flush_refused();
+	test_redact();
+	test_spool_modes();
 	test_env();
 	{
 		char cmd[700];
