@@ -236,6 +236,12 @@ static void send_item(struct flush *f, int runfd, const char *run, const char *n
 	rq.body = it.body;
 	rq.len = it.len;
 	wp_up_http_post(f->http, &rq, f->deadline - wp_up_mono_ms(), &rs);
+	if (!rs.status && rs.permanent) {
+		/* the URL itself: the endpoint is not backed off for it */
+		say(f, 1, "dropped %s: %s: %s", what, ep->key, rs.error);
+		drop(f, runfd, run, name);
+		goto out;
+	}
 	before = ep->st;
 	wp_up_on_response(&ep->st, rs.status, rs.retry_after, rs.rate_limits, wp_up_real_ms());
 	if (memcmp(&before, &ep->st, sizeof(before)))
@@ -252,14 +258,26 @@ static void send_item(struct flush *f, int runfd, const char *run, const char *n
 	} else if (rs.status >= 400 && rs.status < 500) {
 		say(f, 1, "dropped %s: HTTP %ld from %s", what, rs.status, ep->key);
 		drop(f, runfd, run, name);
+	} else if (rs.status >= 300 && rs.status < 400) {
+		/* redirects are not followed (a POST's body and credentials
+		 * would go elsewhere): the address is wrong, for good */
+		say(f, 1,
+		    "dropped %s: HTTP %ld from %s, a redirect to %s (not followed: fix the address)",
+		    what, rs.status, ep->key,
+		    rs.location[0] ? rs.location : "nowhere (no Location)");
+		drop(f, runfd, run, name);
 	} else {
 		ep->stopped = 1;
 		if (rs.status)
 			say(f, 2, "cannot send %s: HTTP %ld from %s; kept, retried after %.0f s",
 			    what, rs.status, ep->key, ep->st.backoff_ms / 1e3);
 		else
-			say(f, 2, "cannot send %s to %s: %s; kept, retried after %.0f s", what,
-			    ep->key, rs.error, ep->st.backoff_ms / 1e3);
+			say(f, 2, "cannot send %s to %s: %s%s; kept, retried after %.0f s", what,
+			    ep->key, rs.error,
+			    rs.tls ? " (a TLS certificate problem: the server's certificate or "
+				     "the CA store needs fixing)"
+				   : "",
+			    ep->st.backoff_ms / 1e3);
 	}
 out:
 	free(buf);

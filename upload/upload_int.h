@@ -202,7 +202,11 @@ struct wp_up_response {
 	long status;          /* the HTTP status, 0 after a network error */
 	char retry_after[64]; /* the headers' values, "" when absent */
 	char rate_limits[1024];
+	char location[512];   /* a redirect's target (not followed) */
 	char error[256];      /* a network error's reason */
+	int permanent;        /* the error is the URL's own (malformed, not
+				 http(s)): no retry can fix it */
+	int tls;              /* the error is a TLS certificate problem */
 };
 
 struct wp_up_http;

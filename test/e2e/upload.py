@@ -385,6 +385,41 @@ def tests(rt):
                   "the symlink or its target was touched")
             check([item_tag(h, p) for h, p in rx.items()] == ["good"], "items: %s" % rx.items())
 
+    def test_redirect_dropped(tmp):
+        """A 3xx (redirects are not followed): the item dropped with one line
+        naming its Location (credentials in it shown as ***), the endpoint not
+        backed off: the next item goes in the same flush."""
+        spool = os.path.join(tmp, "spool")
+        with receiver.Receiver(key=KEY) as rx:
+            rx.script([(301, {"Location": "https://mv:pw9@elsewhere.example/api/42/envelope/"}),
+                       (200, {})])
+            run = run_name(dead_pid())
+            put(spool, run, rx.envelope_url(), envelope("moved"), what="moved one", ms=1000)
+            put(spool, run, rx.envelope_url(), envelope("next"), ms=2000)
+            rc, out, err, _ = upload(spool)
+            check(rc == 0 and summary(out) == (1, 1, 0, 0),
+                  "rc %s, stdout %r, stderr %r" % (rc, out, err))
+            lines = err.splitlines()
+            check(len(lines) == 1 and "dropped moved one: HTTP 301" in lines[0] and
+                  "https://***@elsewhere.example/api/42/envelope/" in lines[0] and
+                  "pw9" not in err, "stderr: %r" % err)
+            check(len(rx.requests) == 2 and not items_in(spool),
+                  "requests %s, left %s" % (rx.requests, items_in(spool)))
+
+    def test_bad_url_dropped(tmp):
+        """A URL libcurl cannot parse (no request can ever go): dropped with
+        one line, not kept and retried forever; no backoff saved."""
+        spool = os.path.join(tmp, "spool")
+        run = run_name(dead_pid())
+        put(spool, run, "http://[::1/api/42/envelope/", envelope("bad"), what="bad one")
+        rc, out, err, _ = upload(spool)
+        check(rc == 0 and summary(out) == (0, 1, 0, 0),
+              "rc %s, stdout %r, stderr %r" % (rc, out, err))
+        check(len(err.splitlines()) == 1 and err.startswith("wallprof: dropped bad one: "),
+              "stderr: %r" % err)
+        check(not [n for n in os.listdir(spool) if n.startswith("state-")],
+              "a state file: %s" % os.listdir(spool))
+
     def test_credentials_redacted(tmp):
         """A URL with user:pass@ (sent, as Basic auth): the line about its
         5xx shows https://***@host, never the password; the state file
@@ -442,5 +477,7 @@ def tests(rt):
             ("upload_concurrent", test_concurrent),
             ("upload_live_run_kept", test_live_run_kept),
             ("upload_corrupt", test_corrupt),
+            ("upload_redirect_dropped", test_redirect_dropped),
+            ("upload_bad_url_dropped", test_bad_url_dropped),
             ("upload_credentials_redacted", test_credentials_redacted),
             ("upload_usage", test_usage)]
