@@ -283,9 +283,11 @@ out:
 	free(buf);
 }
 
-/* Takes the run's lock: tried without blocking until the deadline. Returns
+/* Takes the run's lock: when `wait` (our own run: its other converters
+ * hold it briefly) tried without blocking until the deadline; else (a run
+ * adopted) tried once, a busy run being another flush's to send. Returns
  * the lock's descriptor, or -1. */
-static int lock_run(struct flush *f, int runfd, const char *run)
+static int lock_run(struct flush *f, int runfd, const char *run, int wait)
 {
 	int fd = openat(runfd, RUN_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 
@@ -303,8 +305,10 @@ static int lock_run(struct flush *f, int runfd, const char *run)
 			close(fd);
 			return -1;
 		}
-		if (left <= 0) {
-			say(f, 3, "spool: %s is being flushed by another process", run);
+		if (errno == EINTR)
+			continue;
+		if (!wait || left <= 0) {
+			say(f, 3, "spool: %s is being flushed by another process; skipped", run);
 			close(fd);
 			return -1;
 		}
@@ -321,8 +325,9 @@ static int cmp_name(const void *a, const void *b)
 }
 
 /* Sends run `run`'s items, oldest first, then those put meanwhile, under
- * the run's lock; removes the run once empty if its process is gone. */
-static void flush_run(struct flush *f, const char *run)
+ * the run's lock (waited for when `own`); removes the run once empty if
+ * its process is gone. */
+static void flush_run(struct flush *f, const char *run, int own)
 {
 	char(*tried)[WP_UP_NAME_MAX] = NULL;
 	size_t ntried = 0;
@@ -331,7 +336,7 @@ static void flush_run(struct flush *f, const char *run)
 	runfd = wp_up_run_open(f->rootfd, run, 0);
 	if (runfd < 0)
 		return;
-	lockfd = lock_run(f, runfd, run);
+	lockfd = lock_run(f, runfd, run, own);
 	if (lockfd < 0) {
 		close(runfd);
 		return;
@@ -378,27 +383,68 @@ static void flush_run(struct flush *f, const char *run)
 	close(runfd);
 }
 
-/* Whether a run other than ours is left to its own process: its pid lives
- * and its newest item is younger than an hour (an older one means the pid
- * was reused, or its converter cannot send). */
-static int run_live(struct flush *f, const char *run)
+/* Whether a run other than ours, whose items are `l`, is left to its own
+ * process: its pid lives and its newest item is younger than an hour (an
+ * older one means the pid was reused, or its converter cannot send). */
+static int live(const char *run, const struct wp_up_list *l)
 {
-	struct wp_up_list l = { 0 };
 	int64_t newest = 0;
-	int fd;
 
 	if (!pid_alive(wp_up_run_pid(run)))
 		return 0;
-	fd = wp_up_run_open(f->rootfd, run, 0);
-	if (fd < 0)
-		return 1;
-	wp_up_list_run(fd, run, &l);
-	close(fd);
-	for (size_t i = 0; i < l.n; i++)
-		if (l.e[i].mtime_s > newest)
-			newest = l.e[i].mtime_s;
-	wp_up_list_free(&l);
+	for (size_t i = 0; i < l->n; i++)
+		if (l->e[i].mtime_s > newest)
+			newest = l->e[i].mtime_s;
 	return !newest || (int64_t)time(NULL) - newest < STALE_S;
+}
+
+/* Lists run `run`'s items into `l`; -1 when it cannot be opened. */
+static int list_run(struct flush *f, const char *run, struct wp_up_list *l)
+{
+	int fd = wp_up_run_open(f->rootfd, run, 0);
+
+	if (fd < 0)
+		return -1;
+	wp_up_list_run(fd, run, l);
+	close(fd);
+	return 0;
+}
+
+static int run_live(struct flush *f, const char *run)
+{
+	struct wp_up_list l = { 0 };
+	int rc;
+
+	if (!pid_alive(wp_up_run_pid(run)))
+		return 0;
+	rc = list_run(f, run, &l) ? 1 : live(run, &l);
+	wp_up_list_free(&l);
+	return rc;
+}
+
+/* What is still spooled once the flush ends: r->left, the items of the
+ * runs this flush answers for (its own, and those of processes gone, which
+ * it adopted or could adopt); r->running, those of live processes, their
+ * own converters' to send. */
+static void count_left(struct flush *f, const char *run)
+{
+	char(*runs)[WP_UP_RUN_MAX] = NULL;
+	size_t n = 0;
+
+	if (wp_up_list_runs(f->rootfd, &runs, &n))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct wp_up_list l = { 0 };
+
+		if (!list_run(f, runs[i], &l)) {
+			if ((run && !strcmp(runs[i], run)) || !live(runs[i], &l))
+				f->r->left += (unsigned)l.n;
+			else
+				f->r->running += (unsigned)l.n;
+		}
+		wp_up_list_free(&l);
+	}
+	free(runs);
 }
 
 int wp_spool_flush(const struct wp_spool_config *sc, const char *run, double deadline_ms,
@@ -406,7 +452,6 @@ int wp_spool_flush(const struct wp_spool_config *sc, const char *run, double dea
 {
 	struct flush f = { .sc = sc, .deadline = deadline_ms, .r = r, .say = say_fn, .ctx = ctx };
 	char(*runs)[WP_UP_RUN_MAX] = NULL;
-	struct wp_up_list all = { 0 };
 	size_t nruns = 0;
 	unsigned pruned;
 
@@ -443,18 +488,16 @@ int wp_spool_flush(const struct wp_spool_config *sc, const char *run, double dea
 		}
 	}
 	if (run && wp_up_run_name_ok(run))
-		flush_run(&f, run);
+		flush_run(&f, run, 1);
 	for (size_t i = 0; i < nruns && !f.stop; i++)
 		if ((!run || strcmp(runs[i], run)) && !run_live(&f, runs[i]))
-			flush_run(&f, runs[i]);
+			flush_run(&f, runs[i], 0);
 	free(runs);
 	wp_up_http_free(f.http);
 	for (size_t i = 0; i < f.nep; i++)
 		free(f.ep[i].key);
 	free(f.ep);
-	if (!wp_up_list_all(f.rootfd, &all))
-		r->left = (unsigned)all.n;
-	wp_up_list_free(&all);
+	count_left(&f, run);
 	close(f.rootfd);
 	return 0;
 }

@@ -71,9 +71,12 @@ struct wp_flush_result {
 	unsigned sent;         /* accepted (2xx) */
 	unsigned dropped;      /* refused for good (413, other 4xx), pruned (by this
 				  flush, or by puts since the last one), or corrupt */
-	unsigned left;         /* still spooled when the flush ended, all runs (those
-				  of live processes too) */
+	unsigned left;         /* still spooled when the flush ended in the runs it
+				  answers for: its own, and those of processes gone
+				  (adopted, or busy with another flush) */
 	unsigned rate_limited; /* left because their category (or all) is limited */
+	unsigned running;      /* still spooled in the runs of live processes (their
+				  own converters send them): not in `left` */
 	char last_error[256];  /* the last failure, "" when none */
 };
 
@@ -101,8 +104,8 @@ int wp_spool_put(const struct wp_spool_config *sc, const char *run, const struct
 
 /* Sends what is spooled, oldest first: run `run`'s items (none when `run`
  * is NULL), then those of runs whose process is gone or whose newest item
- * is over an hour old; each run under its lock (waited for until the
- * deadline); stops at `deadline_ms` (CLOCK_MONOTONIC, in
+ * is over an hour old; each run under its lock (for run `run` waited for
+ * until the deadline; another run's tried once, skipped when busy); stops at `deadline_ms` (CLOCK_MONOTONIC, in
  * ms; no request outlives it), at a network error or 5xx of an endpoint
  * (backed off: its items wait for a later flush), and skips items whose
  * category is rate-limited. Items written meanwhile by another converter

@@ -9,8 +9,11 @@ X-Sentry-Rate-Limits on a 200 holding a category back in the next flush;
 connection refused kept and backed off, then delivered), the deadline with
 an address that never answers, the spool's bounds (oldest dropped first),
 two concurrent flushes of one run (each item sent once), runs of live
-processes left alone, corrupt items deleted, and the usage errors."""
+processes left alone and counted apart, a dead run busy with another flush
+skipped at once, redirects and unparsable URLs dropped, credentials never
+shown, corrupt items deleted, and the usage errors."""
 
+import fcntl
 import gzip
 import json
 import os
@@ -28,7 +31,8 @@ import sentry_check  # noqa: E402
 TIMEOUT = 60
 KEY = "0123456789abcdef0123456789abcdef"
 ENVELOPE = "application/x-sentry-envelope"
-SUMMARY = re.compile(r"^wallprof: sent (\d+), dropped (\d+), left (\d+) \(rate-limited (\d+)\)$")
+SUMMARY = re.compile(r"^wallprof: sent (\d+), dropped (\d+), left (\d+) \(rate-limited (\d+)\), "
+                     r"(\d+) more of running processes$")
 
 
 def dead_pid():
@@ -116,10 +120,15 @@ def tests(rt):
                            capture_output=True, text=True, env=e, timeout=timeout)
         return p.returncode, p.stdout, p.stderr, time.monotonic() - t0
 
-    def summary(out):
+    def summary(out, running=0):
+        """(sent, dropped, left, rate-limited) of the summary line, which must
+        count `running` items of running processes."""
         m = SUMMARY.match(out.strip())
         check(m and len(out.strip().splitlines()) == 1, "not one summary line: %r" % out)
-        return tuple(int(x) for x in m.groups())
+        n = tuple(int(x) for x in m.groups())
+        check(n[4] == running, "%d items of running processes, want %d: %r"
+              % (n[4], running, out))
+        return n[:4]
 
     def clean(rx):
         for r in rx.requests:
@@ -313,7 +322,8 @@ def tests(rt):
 
     def test_concurrent(tmp):
         """Two flushes of the same run at once (a slow receiver): each item
-        reaches the receiver exactly once."""
+        reaches the receiver exactly once, all through the flush that holds
+        the run's lock (the other skips it, not waiting)."""
         spool = os.path.join(tmp, "spool")
         n = 12
         with receiver.Receiver(key=KEY) as rx:
@@ -333,7 +343,9 @@ def tests(rt):
                 t.join(TIMEOUT)
             check(len(results) == 2, "a flush did not finish")
             sent = sum(summary(r[1])[0] for r in results)
-            check(all(r[0] == 0 for r in results) and sent == n,
+            # One sends them all; the other found the run busy (skipped at
+            # once, its items counted as left: exit 1) or already empty.
+            check(sent == n and any(r[0] == 0 and summary(r[1])[0] == n for r in results),
                   "results: %s" % [(r[0], r[1]) for r in results])
             tags = sorted(item_tag(h, p) for h, p in rx.items())
             check(tags == sorted("c%d" % i for i in range(n)),
@@ -342,14 +354,35 @@ def tests(rt):
 
     def test_live_run_kept(tmp):
         """The run of a live process (ours) with a fresh item is its own
-        converters' to send: left alone, counted as left."""
+        converters' to send: left alone, counted apart (not as left: exit
+        0)."""
         spool = os.path.join(tmp, "spool")
         with receiver.Receiver(key=KEY) as rx:
             run = run_name(os.getpid())
             put(spool, run, rx.envelope_url(), envelope("mine"))
             rc, out, err, _ = upload(spool)
-            check(rc == 1 and summary(out) == (0, 0, 1, 0) and not rx.requests,
+            check(rc == 0 and summary(out, running=1) == (0, 0, 0, 0) and not rx.requests,
                   "rc %s, stdout %r, %d requests" % (rc, out, len(rx.requests)))
+
+    def test_busy_run_skipped(tmp):
+        """A dead run whose lock another flush holds is skipped at once, not
+        waited for until the --timeout: its item counted as left (exit 1),
+        nothing sent; once free, the next flush sends it."""
+        spool = os.path.join(tmp, "spool")
+        with receiver.Receiver(key=KEY) as rx:
+            run = run_name(dead_pid())
+            put(spool, run, rx.envelope_url(), envelope("busy"))
+            with open(os.path.join(spool, run, "lock"), "w") as lk:
+                fcntl.flock(lk, fcntl.LOCK_EX)
+                rc, out, err, took = upload(spool, "--timeout", "6")
+            rt.note("a flush with the only run busy took %.2f s (--timeout 6)" % took)
+            check(took < 3, "the flush took %.2f s: it waited for the busy run" % took)
+            check(rc == 1 and summary(out) == (0, 0, 1, 0) and not rx.requests,
+                  "rc %s, stdout %r, stderr %r, %d requests" % (rc, out, err, len(rx.requests)))
+            rc, out, err, _ = upload(spool)
+            check(rc == 0 and summary(out) == (1, 0, 0, 0),
+                  "once free: rc %s, stdout %r, stderr %r" % (rc, out, err))
+            clean(rx)
 
     def test_corrupt(tmp):
         """Items that do not parse (truncated, garbage, an unknown line) are
@@ -476,6 +509,7 @@ def tests(rt):
             ("upload_bounds", test_bounds),
             ("upload_concurrent", test_concurrent),
             ("upload_live_run_kept", test_live_run_kept),
+            ("upload_busy_run_skipped", test_busy_run_skipped),
             ("upload_corrupt", test_corrupt),
             ("upload_redirect_dropped", test_redirect_dropped),
             ("upload_bad_url_dropped", test_bad_url_dropped),
