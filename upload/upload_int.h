@@ -67,8 +67,9 @@ unsigned wp_up_run_pid(const char *run);
 
 /* Opens the spool's root, creating it (and missing parents) 0700 when
  * `create`. Refuses a root that is not a directory, is owned by another
- * user, or is group- or world-writable without the sticky bit. Returns the
- * descriptor, -2 when missing and not `create`, or -1 with a reason. */
+ * user, or is group- or world-writable (sticky or not: one spool per
+ * user). Returns the descriptor, -2 when missing and not `create`, or -1
+ * with a reason. */
 int wp_up_root_open(const char *dir, int create, char *err, size_t errlen);
 /* Opens run `run`'s directory under `rootfd` (never through a symlink;
  * ours only); created 0700 when `create`. Returns the descriptor, or -1

@@ -480,7 +480,8 @@ def tests(rt):
                   "state files: %s" % states)
 
     def test_usage(tmp):
-        """--help, bad arguments (exit 2), a spool someone else could write (exit 1)."""
+        """--help, bad arguments (exit 2), a spool someone else could write
+        (sticky or not) or owns (exit 1, one line: one spool per user)."""
         p = subprocess.run([wallprof, "upload", "--help"], capture_output=True, text=True,
                            env=rt.clean_env(preload=False), timeout=TIMEOUT)
         check(p.returncode == 0 and p.stdout.startswith("usage: wallprof upload"), p.stdout)
@@ -497,6 +498,22 @@ def tests(rt):
         rc, out, err, _ = upload(spool)
         check(rc == 1 and not out and len(err.splitlines()) == 1 and "writable" in err,
               "world-writable spool: rc %s, %r, %r" % (rc, out, err))
+        # sticky and shared (WALLPROF_SPOOL_DIR=/tmp/spool for several users):
+        # refused too, one line saying the spool must be one per user
+        shared = os.path.join(tmp, "shared")
+        os.mkdir(shared)
+        os.chmod(shared, 0o1777)
+        rc, out, err, _ = upload(shared)
+        check(rc == 1 and not out and len(err.splitlines()) == 1 and "one per user" in err,
+              "sticky shared spool: rc %s, %r, %r" % (rc, out, err))
+        if os.geteuid() == 0:
+            theirs = os.path.join(tmp, "theirs")
+            os.mkdir(theirs, 0o700)
+            os.chown(theirs, 65534, 65534)
+            rc, out, err, _ = upload(theirs)
+            check(rc == 1 and not out and len(err.splitlines()) == 1 and
+                  "owned by another user" in err and "one per user" in err,
+                  "another user's spool: rc %s, %r, %r" % (rc, out, err))
         rc, out, err, _ = upload(os.path.join(tmp, "missing"))
         check(rc == 0 and summary(out) == (0, 0, 0, 0), "no spool: rc %s, %r" % (rc, out))
 

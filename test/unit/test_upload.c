@@ -394,10 +394,24 @@ static void test_spool_root(void)
 	mkdir(dir, 0700);
 	chmod(dir, 0777);
 	REQ(wp_up_root_open(dir, 1, err, sizeof(err)) == -1 && strstr(err, "writable"));
+	/* sticky (/tmp-like) and shared: others could create its lock,
+	 * pruned and state-* first; one spool per user */
 	chmod(dir, 01777);
+	REQ(wp_up_root_open(dir, 1, err, sizeof(err)) == -1 && strstr(err, "one per user") &&
+	    !strchr(err, '\n'));
+	chmod(dir, 0770);
+	REQ(wp_up_root_open(dir, 0, err, sizeof(err)) == -1 && strstr(err, "writable"));
+	chmod(dir, 0700);
 	fd = wp_up_root_open(dir, 1, err, sizeof(err));
 	REQ(fd >= 0);
 	close(fd);
+	/* another user's (root can make one): refused, whatever its mode */
+	if (geteuid() == 0) {
+		REQ(!chown(dir, 65534, 65534));
+		REQ(wp_up_root_open(dir, 1, err, sizeof(err)) == -1 &&
+		    strstr(err, "owned by another user") && strstr(err, "one per user"));
+		REQ(!chown(dir, 0, 0));
+	}
 	snprintf(dir, sizeof(dir), "%s/a/b/c", root);
 	fd = wp_up_root_open(dir, 0, err, sizeof(err));
 	REQ(fd == -2);
