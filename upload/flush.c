@@ -77,7 +77,7 @@ static void say(struct flush *f, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static void say(struct flush *f, int level, const char *fmt, ...)
 {
-	char raw[512], msg[512];
+	char raw[8192], msg[512]; /* raw holds a whole URL: none is cut before redaction */
 	va_list ap;
 
 	va_start(ap, fmt);
