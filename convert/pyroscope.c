@@ -108,10 +108,13 @@ int wp_cv_pyroscope_load(void)
 	if (!url[0])
 		return 0;
 	if (!wp_url_is_http(url)) {
+		char shown[1024];
+
+		wp_upload_redact(url, shown, sizeof(shown));
 		wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
 			    "WALLPROF_PYROSCOPE_URL='%.64s' is not an http:// or https:// URL; "
 			    "nothing sent to Pyroscope",
-			    url);
+			    shown);
 		return 0;
 	}
 	n = strlen(url);

@@ -197,7 +197,7 @@ static int put_sentry(const struct wp_model *m, const char *run, const char *wha
 	{
 		struct wp_upload_item it = {
 			.url = cfg.dsn.endpoint,
-			.category = p->chunk ? "profile_chunk" : "profile",
+			.category = p->chunk ? "profile_chunk" : "profile;transaction",
 			.content_type = "application/x-sentry-envelope",
 			.headers = { cfg.dsn.auth, NULL },
 			.gzip = 1,

@@ -1,7 +1,8 @@
 /* upload_cmd: `wallprof upload [--spool DIR] [--timeout S]`: flushes the
  * upload spool now (upload/upload.h): every run whose process is gone, or
  * whose newest item is older than an hour. One summary line on stdout;
- * exit 0 when nothing is left, 1 otherwise, 2 on a usage error. */
+ * exit 0 when nothing of those runs is left (live processes' items are
+ * theirs to send), 1 otherwise, 2 on a usage error. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +26,11 @@ static void usage(FILE *f)
 		"  --timeout S    give up after S seconds (default 30; decimals allowed)\n"
 		"  -h, --help     this text\n"
 		"\n"
-		"Prints \"wallprof: sent N, dropped N, left N (rate-limited N)\".\n"
-		"Exit status: 0 nothing left, 1 items left or the spool unreadable, 2 usage.\n");
+		"Prints \"wallprof: sent N, dropped N, left N (rate-limited N), N more of\n"
+		"running processes\": left counts what it had to send and could not; the\n"
+		"items of processes still running are their own converters' to send.\n"
+		"Exit status: 0 when nothing is left (running processes' items aside), 1 when\n"
+		"items are left or the spool is unreadable, 2 on a usage error.\n");
 }
 
 static void on_say(void *ctx, int level, const char *msg)
@@ -83,7 +87,8 @@ int wp_cmd_upload(int argc, char **argv)
 		sc.dir = spool;
 	if (wp_spool_flush(&sc, NULL, wp_cv_mono_ms() + timeout * 1e3, &r, on_say, NULL))
 		return wp_cli_fail(WP_EXIT_FAIL, "%s", r.last_error);
-	printf("wallprof: sent %u, dropped %u, left %u (rate-limited %u)\n", r.sent, r.dropped,
-	       r.left, r.rate_limited);
+	printf("wallprof: sent %u, dropped %u, left %u (rate-limited %u), %u more of running "
+	       "processes\n",
+	       r.sent, r.dropped, r.left, r.rate_limited, r.running);
 	return r.left ? WP_EXIT_FAIL : WP_EXIT_OK;
 }

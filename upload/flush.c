@@ -42,16 +42,49 @@ struct flush {
 	int stop; /* out of time */
 };
 
+void wp_upload_redact(const char *in, char *out, size_t len)
+{
+	size_t o = 0;
+
+	if (!len)
+		return;
+	while (*in && o + 1 < len) {
+		const char *auth, *at = NULL;
+		size_t n;
+
+		if (strncmp(in, "://", 3)) {
+			out[o++] = *in++;
+			continue;
+		}
+		/* the authority: up to a path, query, fragment, blank or quote */
+		auth = in + 3;
+		n = strcspn(auth, "/?#\"'<> \t\r\n");
+		for (size_t i = 0; i < n; i++)
+			if (auth[i] == '@')
+				at = auth + i;
+		if (!at) {
+			out[o++] = *in++;
+			continue;
+		}
+		for (const char *r = "://***"; *r && o + 1 < len; r++)
+			out[o++] = *r;
+		in = at; /* the '@' and the host follow */
+	}
+	out[o] = '\0';
+}
+
 static void say(struct flush *f, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static void say(struct flush *f, int level, const char *fmt, ...)
 {
-	char msg[512];
+	char raw[8192], msg[512]; /* raw holds a whole URL: none is cut before redaction */
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	/* URLs (items', Location's, libcurl's messages) may carry user:pass@ */
+	wp_upload_redact(raw, msg, sizeof(msg));
 	for (char *p = msg; *p; p++)
 		if ((unsigned char)*p < ' ' || *p == 0x7f)
 			*p = '?';
@@ -203,10 +236,16 @@ static void send_item(struct flush *f, int runfd, const char *run, const char *n
 	rq.body = it.body;
 	rq.len = it.len;
 	wp_up_http_post(f->http, &rq, f->deadline - wp_up_mono_ms(), &rs);
+	if (!rs.status && rs.permanent) {
+		/* the URL itself: the endpoint is not backed off for it */
+		say(f, 1, "dropped %s: %s: %s", what, ep->key, rs.error);
+		drop(f, runfd, run, name);
+		goto out;
+	}
 	before = ep->st;
 	wp_up_on_response(&ep->st, rs.status, rs.retry_after, rs.rate_limits, wp_up_real_ms());
 	if (memcmp(&before, &ep->st, sizeof(before)))
-		wp_up_state_save(f->rootfd, it.url, &ep->st);
+		wp_up_state_save(f->rootfd, it.url, &ep->st, rs.status >= 200 && rs.status < 300);
 
 	if (rs.status >= 200 && rs.status < 300) {
 		if (!unlinkat(runfd, name, 0) || errno == ENOENT)
@@ -219,22 +258,36 @@ static void send_item(struct flush *f, int runfd, const char *run, const char *n
 	} else if (rs.status >= 400 && rs.status < 500) {
 		say(f, 1, "dropped %s: HTTP %ld from %s", what, rs.status, ep->key);
 		drop(f, runfd, run, name);
+	} else if (rs.status >= 300 && rs.status < 400) {
+		/* redirects are not followed (a POST's body and credentials
+		 * would go elsewhere): the address is wrong, for good */
+		say(f, 1,
+		    "dropped %s: HTTP %ld from %s, a redirect to %s (not followed: fix the address)",
+		    what, rs.status, ep->key,
+		    rs.location[0] ? rs.location : "nowhere (no Location)");
+		drop(f, runfd, run, name);
 	} else {
 		ep->stopped = 1;
 		if (rs.status)
 			say(f, 2, "cannot send %s: HTTP %ld from %s; kept, retried after %.0f s",
 			    what, rs.status, ep->key, ep->st.backoff_ms / 1e3);
 		else
-			say(f, 2, "cannot send %s to %s: %s; kept, retried after %.0f s", what,
-			    ep->key, rs.error, ep->st.backoff_ms / 1e3);
+			say(f, 2, "cannot send %s to %s: %s%s; kept, retried after %.0f s", what,
+			    ep->key, rs.error,
+			    rs.tls ? " (a TLS certificate problem: the server's certificate or "
+				     "the CA store needs fixing)"
+				   : "",
+			    ep->st.backoff_ms / 1e3);
 	}
 out:
 	free(buf);
 }
 
-/* Takes the run's lock: tried without blocking until the deadline. Returns
+/* Takes the run's lock: when `wait` (our own run: its other converters
+ * hold it briefly) tried without blocking until the deadline; else (a run
+ * adopted) tried once, a busy run being another flush's to send. Returns
  * the lock's descriptor, or -1. */
-static int lock_run(struct flush *f, int runfd, const char *run)
+static int lock_run(struct flush *f, int runfd, const char *run, int wait)
 {
 	int fd = openat(runfd, RUN_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 
@@ -252,8 +305,10 @@ static int lock_run(struct flush *f, int runfd, const char *run)
 			close(fd);
 			return -1;
 		}
-		if (left <= 0) {
-			say(f, 3, "spool: %s is being flushed by another process", run);
+		if (errno == EINTR)
+			continue;
+		if (!wait || left <= 0) {
+			say(f, 3, "spool: %s is being flushed by another process; skipped", run);
 			close(fd);
 			return -1;
 		}
@@ -270,8 +325,9 @@ static int cmp_name(const void *a, const void *b)
 }
 
 /* Sends run `run`'s items, oldest first, then those put meanwhile, under
- * the run's lock; removes the run once empty if its process is gone. */
-static void flush_run(struct flush *f, const char *run)
+ * the run's lock (waited for when `own`); removes the run once empty if
+ * its process is gone. */
+static void flush_run(struct flush *f, const char *run, int own)
 {
 	char(*tried)[WP_UP_NAME_MAX] = NULL;
 	size_t ntried = 0;
@@ -280,7 +336,7 @@ static void flush_run(struct flush *f, const char *run)
 	runfd = wp_up_run_open(f->rootfd, run, 0);
 	if (runfd < 0)
 		return;
-	lockfd = lock_run(f, runfd, run);
+	lockfd = lock_run(f, runfd, run, own);
 	if (lockfd < 0) {
 		close(runfd);
 		return;
@@ -327,27 +383,68 @@ static void flush_run(struct flush *f, const char *run)
 	close(runfd);
 }
 
-/* Whether a run other than ours is left to its own process: its pid lives
- * and its newest item is younger than an hour (an older one means the pid
- * was reused, or its converter cannot send). */
-static int run_live(struct flush *f, const char *run)
+/* Whether a run other than ours, whose items are `l`, is left to its own
+ * process: its pid lives and its newest item is younger than an hour (an
+ * older one means the pid was reused, or its converter cannot send). */
+static int live(const char *run, const struct wp_up_list *l)
 {
-	struct wp_up_list l = { 0 };
 	int64_t newest = 0;
-	int fd;
 
 	if (!pid_alive(wp_up_run_pid(run)))
 		return 0;
-	fd = wp_up_run_open(f->rootfd, run, 0);
-	if (fd < 0)
-		return 1;
-	wp_up_list_run(fd, run, &l);
-	close(fd);
-	for (size_t i = 0; i < l.n; i++)
-		if (l.e[i].mtime_s > newest)
-			newest = l.e[i].mtime_s;
-	wp_up_list_free(&l);
+	for (size_t i = 0; i < l->n; i++)
+		if (l->e[i].mtime_s > newest)
+			newest = l->e[i].mtime_s;
 	return !newest || (int64_t)time(NULL) - newest < STALE_S;
+}
+
+/* Lists run `run`'s items into `l`; -1 when it cannot be opened. */
+static int list_run(struct flush *f, const char *run, struct wp_up_list *l)
+{
+	int fd = wp_up_run_open(f->rootfd, run, 0);
+
+	if (fd < 0)
+		return -1;
+	wp_up_list_run(fd, run, l);
+	close(fd);
+	return 0;
+}
+
+static int run_live(struct flush *f, const char *run)
+{
+	struct wp_up_list l = { 0 };
+	int rc;
+
+	if (!pid_alive(wp_up_run_pid(run)))
+		return 0;
+	rc = list_run(f, run, &l) ? 1 : live(run, &l);
+	wp_up_list_free(&l);
+	return rc;
+}
+
+/* What is still spooled once the flush ends: r->left, the items of the
+ * runs this flush answers for (its own, and those of processes gone, which
+ * it adopted or could adopt); r->running, those of live processes, their
+ * own converters' to send. */
+static void count_left(struct flush *f, const char *run)
+{
+	char(*runs)[WP_UP_RUN_MAX] = NULL;
+	size_t n = 0;
+
+	if (wp_up_list_runs(f->rootfd, &runs, &n))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct wp_up_list l = { 0 };
+
+		if (!list_run(f, runs[i], &l)) {
+			if ((run && !strcmp(runs[i], run)) || !live(runs[i], &l))
+				f->r->left += (unsigned)l.n;
+			else
+				f->r->running += (unsigned)l.n;
+		}
+		wp_up_list_free(&l);
+	}
+	free(runs);
 }
 
 int wp_spool_flush(const struct wp_spool_config *sc, const char *run, double deadline_ms,
@@ -355,7 +452,6 @@ int wp_spool_flush(const struct wp_spool_config *sc, const char *run, double dea
 {
 	struct flush f = { .sc = sc, .deadline = deadline_ms, .r = r, .say = say_fn, .ctx = ctx };
 	char(*runs)[WP_UP_RUN_MAX] = NULL;
-	struct wp_up_list all = { 0 };
 	size_t nruns = 0;
 	unsigned pruned;
 
@@ -369,6 +465,7 @@ int wp_spool_flush(const struct wp_spool_config *sc, const char *run, double dea
 		return -1;
 	pruned = wp_up_take_pruned(f.rootfd) +
 		 wp_up_prune(f.rootfd, sc->max_files, sc->max_bytes, 0);
+	wp_up_state_sweep(f.rootfd);
 	if (pruned) {
 		r->dropped += pruned;
 		say(&f, 2,
@@ -391,18 +488,16 @@ int wp_spool_flush(const struct wp_spool_config *sc, const char *run, double dea
 		}
 	}
 	if (run && wp_up_run_name_ok(run))
-		flush_run(&f, run);
+		flush_run(&f, run, 1);
 	for (size_t i = 0; i < nruns && !f.stop; i++)
 		if ((!run || strcmp(runs[i], run)) && !run_live(&f, runs[i]))
-			flush_run(&f, runs[i]);
+			flush_run(&f, runs[i], 0);
 	free(runs);
 	wp_up_http_free(f.http);
 	for (size_t i = 0; i < f.nep; i++)
 		free(f.ep[i].key);
 	free(f.ep);
-	if (!wp_up_list_all(f.rootfd, &all))
-		r->left = (unsigned)all.n;
-	wp_up_list_free(&all);
+	count_left(&f, run);
 	close(f.rootfd);
 	return 0;
 }

@@ -71,12 +71,17 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
 {
 	struct wp_up_response *rs = arg;
 	size_t n = size * nmemb;
-	static const char ra[] = "retry-after:", rl[] = "x-sentry-rate-limits:";
+	static const char ra[] = "retry-after:", rl[] = "x-sentry-rate-limits:", lo[] = "location:";
 
 	/* A new status line (a 100 Continue before the answer): start over. */
 	if (n >= 5 && !memcmp(data, "HTTP/", 5)) {
 		rs->retry_after[0] = '\0';
 		rs->rate_limits[0] = '\0';
+		rs->location[0] = '\0';
+	} else if (n > sizeof(lo) - 1 && !strncasecmp(data, lo, sizeof(lo) - 1)) {
+		rs->location[0] = '\0'; /* one, the last */
+		keep_value(rs->location, sizeof(rs->location), data + sizeof(lo) - 1,
+			   n - (sizeof(lo) - 1));
 	} else if (n > sizeof(ra) - 1 && !strncasecmp(data, ra, sizeof(ra) - 1)) {
 		keep_value(rs->retry_after, sizeof(rs->retry_after), data + sizeof(ra) - 1,
 			   n - (sizeof(ra) - 1));
@@ -130,6 +135,52 @@ static CURLcode perform(CURL *c)
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc;
+}
+
+/* Whether error `rc` is the URL's own: one that no retry can fix. A
+ * malformed URL or an unsupported scheme can also come of a proxy's URL
+ * (https_proxy), which the operator fixes: so only when libcurl's parser
+ * refuses the URL itself. */
+static int permanent(CURLcode rc, const char *url)
+{
+	CURLU *u;
+	int bad;
+
+	if (rc == CURLE_TOO_MANY_REDIRECTS)
+		return 1;
+	if (rc != CURLE_URL_MALFORMAT && rc != CURLE_UNSUPPORTED_PROTOCOL)
+		return 0;
+	u = curl_url();
+	if (!u)
+		return 0;
+	bad = curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK;
+	if (!bad) {
+		char *scheme = NULL;
+
+		bad = curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK || !scheme ||
+		      (strcmp(scheme, "http") && strcmp(scheme, "https"));
+		curl_free(scheme);
+	}
+	curl_url_cleanup(u);
+	return bad;
+}
+
+/* Whether error `rc` is a TLS certificate problem (the server's, the CA
+ * store's, a pinned key's): kept and retried, as an operator may fix it,
+ * but said as such. */
+static int tls_problem(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CRL_BADFILE:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+		return 1;
+	default:
+		return 0;
+	}
 }
 
 int wp_up_http_post(struct wp_up_http *h, const struct wp_up_request *rq, double timeout_ms,
@@ -186,6 +237,8 @@ int wp_up_http_post(struct wp_up_http *h, const struct wp_up_request *rq, double
 		snprintf(rs->error, sizeof(rs->error), "%s",
 			 errbuf[0] ? errbuf : curl_easy_strerror(rc));
 		rs->status = 0;
+		rs->permanent = permanent(rc, rq->url);
+		rs->tls = tls_problem(rc);
 		return -1;
 	}
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &rs->status);

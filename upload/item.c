@@ -27,13 +27,23 @@ static int clean(const char *s, size_t max)
 	return 1;
 }
 
+/* Sentry's rate-limit categories an item counts against: one or more
+ * [a-z_]{1,32} separated by ';' ("profile;transaction"), at most 8. */
 static int category_ok(const char *c)
 {
-	size_t n = 0;
+	size_t n = 0, words = 1;
 
-	for (; *c; c++, n++)
-		if (!((*c >= 'a' && *c <= 'z') || *c == '_') || n >= 32)
+	for (; *c; c++) {
+		if (*c == ';') {
+			if (!n || ++words > 8)
+				return 0;
+			n = 0;
+		} else if (((*c >= 'a' && *c <= 'z') || *c == '_') && n < 32) {
+			n++;
+		} else {
 			return 0;
+		}
+	}
 	return n > 0;
 }
 

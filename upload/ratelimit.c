@@ -1,21 +1,13 @@
 /* ratelimit: Sentry's rate limits (X-Sentry-Rate-Limits, Retry-After on a
- * 429), our backoff after network errors and 5xx, and the state file that
- * keeps both per endpoint in the spool, so that the next converter process
- * honours them (docs/FORMATS.md, "The upload spool"). */
+ * 429) and our backoff after network errors and 5xx, as a per-endpoint
+ * state (state.c keeps it in the spool). */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "upload_int.h"
-
-#define STATE_MAGIC "WALLPROF-SPOOL-STATE 1"
-#define STATE_MAX 4096
 
 static const char *const categories[WP_UP_NCAT] = {
 	[WP_UP_CAT_ALL] = "*",
@@ -38,6 +30,11 @@ double wp_up_mono_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+const char *wp_up_category_name(int k)
+{
+	return k >= 0 && k < WP_UP_NCAT ? categories[k] : "";
 }
 
 int wp_up_category(const char *name)
@@ -90,13 +87,85 @@ static double seconds(const char *s, const char *end)
 	return v > WP_UP_LIMIT_MAX_S ? WP_UP_LIMIT_MAX_S : v;
 }
 
-int wp_up_parse_retry_after(const char *v, double *out)
+/* `n` decimal digits at `s`, or -1. */
+static int digits(const char *s, int n)
 {
-	double s = v ? seconds(v, v + strlen(v)) : -1;
+	int v = 0;
 
-	if (s < 0)
+	for (int i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	return v;
+}
+
+/* The index of the three letters at `s` in `names` (`n` of them), or -1. */
+static int name3(const char *s, const char *const *names, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!memcmp(s, names[i], 3))
+			return i;
+	return -1;
+}
+
+/* An HTTP date in its IMF-fixdate form (RFC 9110: "Sun, 06 Nov 1994
+ * 08:49:37 GMT", exactly 29 characters), as seconds since the epoch; -1
+ * when not one. Parsed by hand: strptime's names follow the locale. */
+static double imf_fixdate(const char *s, size_t n)
+{
+	static const char *const wdays[] = { "Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun" };
+	static const char *const months[] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
+					      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+	struct tm tm = { 0 };
+	time_t t;
+
+	if (n != 29 || name3(s, wdays, 7) < 0 || memcmp(s + 3, ", ", 2) || s[7] != ' ' ||
+	    s[11] != ' ' || s[16] != ' ' || s[19] != ':' || s[22] != ':' ||
+	    memcmp(s + 25, " GMT", 4))
 		return -1;
-	*out = s;
+	tm.tm_mday = digits(s + 5, 2);
+	tm.tm_mon = name3(s + 8, months, 12);
+	tm.tm_year = digits(s + 12, 4) - 1900;
+	tm.tm_hour = digits(s + 17, 2);
+	tm.tm_min = digits(s + 20, 2);
+	tm.tm_sec = digits(s + 23, 2);
+	if (tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_mon < 0 || tm.tm_year < 70 ||
+	    tm.tm_hour < 0 || tm.tm_hour > 23 || tm.tm_min < 0 || tm.tm_min > 59 || tm.tm_sec < 0 ||
+	    tm.tm_sec > 60)
+		return -1;
+	{
+		int mday = tm.tm_mday;
+
+		t = timegm(&tm);
+		if (t == (time_t)-1 || tm.tm_mday != mday) /* 31 Feb */
+			return -1;
+	}
+	return (double)t;
+}
+
+int wp_up_parse_retry_after(const char *v, double now_ms, double *out)
+{
+	const char *end;
+	double s, date;
+
+	if (!v)
+		return -1;
+	end = v + strnlen(v, 64);
+	s = seconds(v, end);
+	if (s >= 0) {
+		*out = s;
+		return 0;
+	}
+	while (v < end && *v == ' ')
+		v++;
+	while (end > v && end[-1] == ' ')
+		end--;
+	date = imf_fixdate(v, (size_t)(end - v));
+	if (date < 0)
+		return -1;
+	s = date - now_ms / 1e3;
+	*out = s < 0 ? 0 : s > WP_UP_LIMIT_MAX_S ? WP_UP_LIMIT_MAX_S : s;
 	return 0;
 }
 
@@ -177,7 +246,7 @@ void wp_up_on_response(struct wp_up_state *st, long status, const char *retry_af
 	if (status == 429 && !n) {
 		double s;
 
-		if (wp_up_parse_retry_after(retry_after, &s))
+		if (wp_up_parse_retry_after(retry_after, now_ms, &s))
 			s = WP_UP_429_DEFAULT_S;
 		limit(st, WP_UP_CAT_ALL, now_ms + s * 1e3);
 	}
@@ -196,121 +265,22 @@ void wp_up_on_response(struct wp_up_state *st, long status, const char *retry_af
 	}
 }
 
-double wp_up_limited(const struct wp_up_state *st, const char *category, double now_ms)
+double wp_up_limited(const struct wp_up_state *st, const char *categories, double now_ms)
 {
-	int k = wp_up_category(category);
 	double until = st->until[WP_UP_CAT_ALL];
 
-	if (k > 0 && st->until[k] > until)
-		until = st->until[k];
+	for (const char *p = categories; p && *p;) {
+		size_t n = strcspn(p, ";");
+		int k = category_n(p, n);
+
+		if (k > 0 && st->until[k] > until)
+			until = st->until[k];
+		p += n + (p[n] == ';');
+	}
 	return until > now_ms ? until - now_ms : 0;
 }
 
 size_t wp_up_endpoint_len(const char *url)
 {
 	return strcspn(url, "?#");
-}
-
-/* "state-<16 hex>": FNV-1a of the endpoint. */
-static void state_name(const char *url, char *out, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	size_t n = wp_up_endpoint_len(url);
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)url[i];
-		h *= 0x100000001b3ull;
-	}
-	snprintf(out, len, "state-%016llx", (unsigned long long)h);
-}
-
-/* A time read back: finite, not negative, and not absurdly far ahead (a
- * day past now for a limit, the longest backoff for the backoff). */
-static double sane(double v, double now_ms, double max_ahead_ms)
-{
-	if (!isfinite(v) || v < 0)
-		return 0;
-	return v > now_ms + max_ahead_ms ? now_ms + max_ahead_ms : v;
-}
-
-int wp_up_state_load(int rootfd, const char *url, struct wp_up_state *st)
-{
-	char name[40], buf[STATE_MAX + 1], *line, *save = NULL;
-	double now = wp_up_real_ms();
-	size_t elen = wp_up_endpoint_len(url);
-	int fd, ok = 0;
-	struct stat sb;
-	ssize_t n;
-
-	memset(st, 0, sizeof(*st));
-	state_name(url, name, sizeof(name));
-	fd = openat(rootfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -1;
-	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid()) {
-		close(fd);
-		return -1;
-	}
-	n = read(fd, buf, STATE_MAX);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char word[32], cat[32];
-		double a, b;
-
-		if (!strcmp(line, STATE_MAGIC)) {
-			ok |= 1;
-		} else if (!strncmp(line, "endpoint ", 9)) {
-			/* another endpoint with the same hash: not ours */
-			if (strlen(line + 9) != elen || memcmp(line + 9, url, elen))
-				break;
-			ok |= 2;
-		} else if (sscanf(line, "%31s %31s %lf", word, cat, &a) == 3 &&
-			   !strcmp(word, "limit")) {
-			int k = strcmp(cat, "*") ? wp_up_category(cat) : WP_UP_CAT_ALL;
-
-			if (k >= 0)
-				st->until[k] = sane(a, now, WP_UP_LIMIT_MAX_S * 1e3);
-		} else if (sscanf(line, "%31s %lf %lf", word, &a, &b) == 3 &&
-			   !strcmp(word, "backoff")) {
-			st->backoff_until = sane(a, now, WP_UP_BACKOFF_MAX_MS);
-			st->backoff_ms = sane(b, 0, WP_UP_BACKOFF_MAX_MS);
-		}
-	}
-	if (ok != 3) {
-		memset(st, 0, sizeof(*st));
-		return -1;
-	}
-	return 0;
-}
-
-int wp_up_state_save(int rootfd, const char *url, const struct wp_up_state *st)
-{
-	char name[40], tmp[64], buf[STATE_MAX];
-	size_t elen = wp_up_endpoint_len(url);
-	int fd, n, len;
-
-	state_name(url, name, sizeof(name));
-	if (elen > 2048)
-		return -1;
-	len = snprintf(buf, sizeof(buf), STATE_MAGIC "\nendpoint %.*s\nbackoff %.0f %.0f\n",
-		       (int)elen, url, st->backoff_until, st->backoff_ms);
-	for (int k = 0; k < WP_UP_NCAT && len > 0 && (size_t)len < sizeof(buf); k++)
-		if (st->until[k] > 0)
-			len += snprintf(buf + len, sizeof(buf) - (size_t)len, "limit %s %.0f\n",
-					categories[k], ceil(st->until[k]));
-	if (len <= 0 || (size_t)len >= sizeof(buf))
-		return -1;
-	snprintf(tmp, sizeof(tmp), ".%s.%d.tmp", name, (int)getpid());
-	fd = openat(rootfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -1;
-	n = (int)write(fd, buf, (size_t)len);
-	if (close(fd) || n != len || renameat(rootfd, tmp, rootfd, name)) {
-		unlinkat(rootfd, tmp, 0);
-		return -1;
-	}
-	return 0;
 }

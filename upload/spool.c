@@ -135,16 +135,22 @@ int wp_up_root_open(const char *dir, int create, char *err, size_t errlen)
 		close(fd);
 		return errf(err, errlen, "spool: cannot stat %s: %s", dir, strerror(errno));
 	}
+	/* Its lock, pruned and state-* files are shared by whoever uses it: a
+	 * root others can write (even sticky: they could create those names
+	 * first) is not ours alone. */
 	if (st.st_uid != geteuid()) {
 		close(fd);
-		return errf(err, errlen, "spool: %s is owned by another user; not used%s", dir, "");
+		return errf(err, errlen,
+			    "spool: %s is owned by another user; not used: the spool must be "
+			    "yours, use one per user (WALLPROF_SPOOL_DIR)%s",
+			    dir, "");
 	}
-	if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX)) {
+	if (st.st_mode & 022) {
 		close(fd);
-		return errf(
-			err, errlen,
-			"spool: %s is group- or world-writable (without the sticky bit); not used%s",
-			dir, "");
+		return errf(err, errlen,
+			    "spool: %s is group- or world-writable; not used: the spool must be "
+			    "yours alone, use one per user (chmod 700 it, or WALLPROF_SPOOL_DIR)%s",
+			    dir, "");
 	}
 	return fd;
 }

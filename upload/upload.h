@@ -26,8 +26,12 @@
 /* One HTTP POST to make. */
 struct wp_upload_item {
 	const char *url;          /* the whole URL, query included */
-	const char *category;     /* Sentry's rate-limit data category ("profile",
-				     "profile_chunk"), NULL for a Pyroscope push */
+	const char *category;     /* Sentry's rate-limit data categories the request
+				     counts against: one ("profile_chunk") or a
+				     ';'-separated list ("profile;transaction": a v1
+				     envelope), each [a-z_]{1,32}, at most 8; held back
+				     while any of them (or all) is limited. NULL for a
+				     Pyroscope push */
 	const char *content_type; /* "application/x-sentry-envelope", ... */
 	const char *headers[4];   /* extra "Name: value" lines (X-Sentry-Auth): up to 4,
 				     the first NULL ends them */
@@ -67,9 +71,12 @@ struct wp_flush_result {
 	unsigned sent;         /* accepted (2xx) */
 	unsigned dropped;      /* refused for good (413, other 4xx), pruned (by this
 				  flush, or by puts since the last one), or corrupt */
-	unsigned left;         /* still spooled when the flush ended, all runs (those
-				  of live processes too) */
+	unsigned left;         /* still spooled when the flush ended in the runs it
+				  answers for: its own, and those of processes gone
+				  (adopted, or busy with another flush) */
 	unsigned rate_limited; /* left because their category (or all) is limited */
+	unsigned running;      /* still spooled in the runs of live processes (their
+				  own converters send them): not in `left` */
 	char last_error[256];  /* the last failure, "" when none */
 };
 
@@ -77,7 +84,14 @@ struct wp_flush_result {
 typedef void wp_upload_say_fn(void *ctx, int level, const char *msg);
 /* What flush says: level 1 an item dropped (4xx, corrupt), 2 an item kept
  * (429, network error, 5xx) or items pruned, 3 each item sent or skipped.
- * Messages have no control characters and no "wallprof: " prefix. */
+ * Messages have no control characters, no "wallprof: " prefix, and no
+ * URL's userinfo (wp_upload_redact); so has r->last_error. */
+
+/* Copies `in` into `out` (`len` bytes, NUL-terminated, cut when longer)
+ * with the userinfo of every URL in it replaced by three stars
+ * ("https://user:pass@host/x" becomes "https://" "***" "@host/x"): what a
+ * message may show of a URL. */
+void wp_upload_redact(const char *in, char *out, size_t len);
 
 /* Stores `it` in run `run` of the spool, pruning the oldest items of the
  * whole spool beyond its bounds (counted in the next flush's `dropped`).
@@ -90,8 +104,8 @@ int wp_spool_put(const struct wp_spool_config *sc, const char *run, const struct
 
 /* Sends what is spooled, oldest first: run `run`'s items (none when `run`
  * is NULL), then those of runs whose process is gone or whose newest item
- * is over an hour old; each run under its lock (waited for until the
- * deadline); stops at `deadline_ms` (CLOCK_MONOTONIC, in
+ * is over an hour old; each run under its lock (for run `run` waited for
+ * until the deadline; another run's tried once, skipped when busy); stops at `deadline_ms` (CLOCK_MONOTONIC, in
  * ms; no request outlives it), at a network error or 5xx of an endpoint
  * (backed off: its items wait for a later flush), and skips items whose
  * category is rate-limited. Items written meanwhile by another converter

@@ -4,8 +4,9 @@
  *   spool.c      the spool's directories: the root's checks, runs, items
  *                listed oldest first, put, prune, the default dir and the
  *                environment
- *   ratelimit.c  X-Sentry-Rate-Limits, Retry-After, the backoff, and the
- *                per-endpoint state file that keeps them across processes
+ *   ratelimit.c  X-Sentry-Rate-Limits, Retry-After, the backoff
+ *   state.c      the per-endpoint state file that keeps them across
+ *                processes: merged under a lock, removed once over
  *   http.c       one POST with libcurl; gzip with zlib
  *   flush.c      wp_spool_flush: runs, their locks, the transport rules
  *
@@ -30,7 +31,7 @@
  * buffer (NUL-terminated there). */
 struct wp_up_parsed {
 	const char *url;
-	const char *category; /* NULL: none (Pyroscope) */
+	const char *category; /* NULL: none (Pyroscope); may be a ';' list */
 	const char *content_type;
 	const char *headers[WP_UP_MAX_HEADERS + 1]; /* NULL-ended */
 	int gzip;       /* the body is stored gzip-compressed */
@@ -66,8 +67,9 @@ unsigned wp_up_run_pid(const char *run);
 
 /* Opens the spool's root, creating it (and missing parents) 0700 when
  * `create`. Refuses a root that is not a directory, is owned by another
- * user, or is group- or world-writable without the sticky bit. Returns the
- * descriptor, -2 when missing and not `create`, or -1 with a reason. */
+ * user, or is group- or world-writable (sticky or not: one spool per
+ * user). Returns the descriptor, -2 when missing and not `create`, or -1
+ * with a reason. */
 int wp_up_root_open(const char *dir, int create, char *err, size_t errlen);
 /* Opens run `run`'s directory under `rootfd` (never through a symlink;
  * ours only); created 0700 when `create`. Returns the descriptor, or -1
@@ -139,9 +141,11 @@ int wp_up_category(const char *name);
  * applied. */
 int wp_up_parse_rate_limits(const char *v, double now_ms, struct wp_up_state *st);
 
-/* A Retry-After value in seconds (a decimal number; HTTP dates are not
- * supported). Returns 0, or -1 when it is not one. */
-int wp_up_parse_retry_after(const char *v, double *seconds);
+/* A Retry-After value in seconds from `now_ms` (wall-clock): a decimal
+ * number, or an HTTP date in the IMF-fixdate form ("Wed, 21 Oct 2015
+ * 07:28:00 GMT"; a date past is 0); cut to a day. Returns 0, or -1 when it
+ * is neither (the other obsolete date forms included). */
+int wp_up_parse_retry_after(const char *v, double now_ms, double *seconds);
 
 /* Applies one response (`status` 0: a network error) with its headers ("" when
  * absent) to `st`: X-Sentry-Rate-Limits on any response; on a 429 without
@@ -150,17 +154,35 @@ int wp_up_parse_retry_after(const char *v, double *seconds);
 void wp_up_on_response(struct wp_up_state *st, long status, const char *retry_after,
 		       const char *rate_limits, double now_ms);
 
-/* Milliseconds until an item of `category` may be sent (0: now); a NULL
- * or unknown category waits for the limits on all only. */
-double wp_up_limited(const struct wp_up_state *st, const char *category, double now_ms);
+/* Milliseconds until an item counted against `categories` (one, or a
+ * ';'-separated list: "profile;transaction") may be sent (0: now): the
+ * latest end of the limits on any of them and on all. NULL, or categories
+ * we do not know, wait for the limits on all only. */
+double wp_up_limited(const struct wp_up_state *st, const char *categories, double now_ms);
 
 /* The endpoint an item's state is kept under: its URL up to the query. */
 size_t wp_up_endpoint_len(const char *url);
 
+/* The name of category index `k` ("*" for all). */
+const char *wp_up_category_name(int k);
+
+/* ---- state.c ---- */
+
 /* Loads the state of the endpoint of `url` from the spool (zero when none,
- * unreadable or someone else's). Saves it atomically. Returns 0 or -1. */
+ * unreadable or someone else's). A file whose limits are all over and
+ * whose backoff ended more than WP_UP_BACKOFF_MAX_MS ago is removed (the
+ * state zero). Returns 0 or -1. */
 int wp_up_state_load(int rootfd, const char *url, struct wp_up_state *st);
-int wp_up_state_save(int rootfd, const char *url, const struct wp_up_state *st);
+/* Saves `st` for the endpoint of `url`, merged with what the file holds
+ * now (another converter may have saved since we loaded), under the
+ * spool's state lock: the later end of each limit and of the backoff,
+ * except that `reset` (the response was a success) keeps our reset
+ * backoff. `st` becomes the merged state. Written atomically, or the file
+ * removed when nothing in it matters any more. Returns 0 or -1. */
+int wp_up_state_save(int rootfd, const char *url, struct wp_up_state *st, int reset);
+/* Removes every state file of the spool whose limits and backoff are over
+ * (as wp_up_state_load would); returns how many. */
+unsigned wp_up_state_sweep(int rootfd);
 
 /* CLOCK_REALTIME and CLOCK_MONOTONIC in ms. */
 double wp_up_real_ms(void);
@@ -181,7 +203,11 @@ struct wp_up_response {
 	long status;          /* the HTTP status, 0 after a network error */
 	char retry_after[64]; /* the headers' values, "" when absent */
 	char rate_limits[1024];
+	char location[512];   /* a redirect's target (not followed) */
 	char error[256];      /* a network error's reason */
+	int permanent;        /* the error is the URL's own (malformed, not
+				 http(s)): no retry can fix it */
+	int tls;              /* the error is a TLS certificate problem */
 };
 
 struct wp_up_http;

@@ -9,8 +9,11 @@ X-Sentry-Rate-Limits on a 200 holding a category back in the next flush;
 connection refused kept and backed off, then delivered), the deadline with
 an address that never answers, the spool's bounds (oldest dropped first),
 two concurrent flushes of one run (each item sent once), runs of live
-processes left alone, corrupt items deleted, and the usage errors."""
+processes left alone and counted apart, a dead run busy with another flush
+skipped at once, redirects and unparsable URLs dropped, credentials never
+shown, corrupt items deleted, and the usage errors."""
 
+import fcntl
 import gzip
 import json
 import os
@@ -28,7 +31,8 @@ import sentry_check  # noqa: E402
 TIMEOUT = 60
 KEY = "0123456789abcdef0123456789abcdef"
 ENVELOPE = "application/x-sentry-envelope"
-SUMMARY = re.compile(r"^wallprof: sent (\d+), dropped (\d+), left (\d+) \(rate-limited (\d+)\)$")
+SUMMARY = re.compile(r"^wallprof: sent (\d+), dropped (\d+), left (\d+) \(rate-limited (\d+)\), "
+                     r"(\d+) more of running processes$")
 
 
 def dead_pid():
@@ -116,10 +120,15 @@ def tests(rt):
                            capture_output=True, text=True, env=e, timeout=timeout)
         return p.returncode, p.stdout, p.stderr, time.monotonic() - t0
 
-    def summary(out):
+    def summary(out, running=0):
+        """(sent, dropped, left, rate-limited) of the summary line, which must
+        count `running` items of running processes."""
         m = SUMMARY.match(out.strip())
         check(m and len(out.strip().splitlines()) == 1, "not one summary line: %r" % out)
-        return tuple(int(x) for x in m.groups())
+        n = tuple(int(x) for x in m.groups())
+        check(n[4] == running, "%d items of running processes, want %d: %r"
+              % (n[4], running, out))
+        return n[:4]
 
     def clean(rx):
         for r in rx.requests:
@@ -313,7 +322,8 @@ def tests(rt):
 
     def test_concurrent(tmp):
         """Two flushes of the same run at once (a slow receiver): each item
-        reaches the receiver exactly once."""
+        reaches the receiver exactly once, all through the flush that holds
+        the run's lock (the other skips it, not waiting)."""
         spool = os.path.join(tmp, "spool")
         n = 12
         with receiver.Receiver(key=KEY) as rx:
@@ -333,7 +343,9 @@ def tests(rt):
                 t.join(TIMEOUT)
             check(len(results) == 2, "a flush did not finish")
             sent = sum(summary(r[1])[0] for r in results)
-            check(all(r[0] == 0 for r in results) and sent == n,
+            # One sends them all; the other found the run busy (skipped at
+            # once, its items counted as left: exit 1) or already empty.
+            check(sent == n and any(r[0] == 0 and summary(r[1])[0] == n for r in results),
                   "results: %s" % [(r[0], r[1]) for r in results])
             tags = sorted(item_tag(h, p) for h, p in rx.items())
             check(tags == sorted("c%d" % i for i in range(n)),
@@ -342,14 +354,35 @@ def tests(rt):
 
     def test_live_run_kept(tmp):
         """The run of a live process (ours) with a fresh item is its own
-        converters' to send: left alone, counted as left."""
+        converters' to send: left alone, counted apart (not as left: exit
+        0)."""
         spool = os.path.join(tmp, "spool")
         with receiver.Receiver(key=KEY) as rx:
             run = run_name(os.getpid())
             put(spool, run, rx.envelope_url(), envelope("mine"))
             rc, out, err, _ = upload(spool)
-            check(rc == 1 and summary(out) == (0, 0, 1, 0) and not rx.requests,
+            check(rc == 0 and summary(out, running=1) == (0, 0, 0, 0) and not rx.requests,
                   "rc %s, stdout %r, %d requests" % (rc, out, len(rx.requests)))
+
+    def test_busy_run_skipped(tmp):
+        """A dead run whose lock another flush holds is skipped at once, not
+        waited for until the --timeout: its item counted as left (exit 1),
+        nothing sent; once free, the next flush sends it."""
+        spool = os.path.join(tmp, "spool")
+        with receiver.Receiver(key=KEY) as rx:
+            run = run_name(dead_pid())
+            put(spool, run, rx.envelope_url(), envelope("busy"))
+            with open(os.path.join(spool, run, "lock"), "w") as lk:
+                fcntl.flock(lk, fcntl.LOCK_EX)
+                rc, out, err, took = upload(spool, "--timeout", "6")
+            rt.note("a flush with the only run busy took %.2f s (--timeout 6)" % took)
+            check(took < 3, "the flush took %.2f s: it waited for the busy run" % took)
+            check(rc == 1 and summary(out) == (0, 0, 1, 0) and not rx.requests,
+                  "rc %s, stdout %r, stderr %r, %d requests" % (rc, out, err, len(rx.requests)))
+            rc, out, err, _ = upload(spool)
+            check(rc == 0 and summary(out) == (1, 0, 0, 0),
+                  "once free: rc %s, stdout %r, stderr %r" % (rc, out, err))
+            clean(rx)
 
     def test_corrupt(tmp):
         """Items that do not parse (truncated, garbage, an unknown line) are
@@ -385,8 +418,70 @@ def tests(rt):
                   "the symlink or its target was touched")
             check([item_tag(h, p) for h, p in rx.items()] == ["good"], "items: %s" % rx.items())
 
+    def test_redirect_dropped(tmp):
+        """A 3xx (redirects are not followed): the item dropped with one line
+        naming its Location (credentials in it shown as ***), the endpoint not
+        backed off: the next item goes in the same flush."""
+        spool = os.path.join(tmp, "spool")
+        with receiver.Receiver(key=KEY) as rx:
+            rx.script([(301, {"Location": "https://mv:pw9@elsewhere.example/api/42/envelope/"}),
+                       (200, {})])
+            run = run_name(dead_pid())
+            put(spool, run, rx.envelope_url(), envelope("moved"), what="moved one", ms=1000)
+            put(spool, run, rx.envelope_url(), envelope("next"), ms=2000)
+            rc, out, err, _ = upload(spool)
+            check(rc == 0 and summary(out) == (1, 1, 0, 0),
+                  "rc %s, stdout %r, stderr %r" % (rc, out, err))
+            lines = err.splitlines()
+            check(len(lines) == 1 and "dropped moved one: HTTP 301" in lines[0] and
+                  "https://***@elsewhere.example/api/42/envelope/" in lines[0] and
+                  "pw9" not in err, "stderr: %r" % err)
+            check(len(rx.requests) == 2 and not items_in(spool),
+                  "requests %s, left %s" % (rx.requests, items_in(spool)))
+
+    def test_bad_url_dropped(tmp):
+        """A URL libcurl cannot parse (no request can ever go): dropped with
+        one line, not kept and retried forever; no backoff saved."""
+        spool = os.path.join(tmp, "spool")
+        run = run_name(dead_pid())
+        put(spool, run, "http://[::1/api/42/envelope/", envelope("bad"), what="bad one")
+        rc, out, err, _ = upload(spool)
+        check(rc == 0 and summary(out) == (0, 1, 0, 0),
+              "rc %s, stdout %r, stderr %r" % (rc, out, err))
+        check(len(err.splitlines()) == 1 and err.startswith("wallprof: dropped bad one: "),
+              "stderr: %r" % err)
+        check(not [n for n in os.listdir(spool) if n.startswith("state-")],
+              "a state file: %s" % os.listdir(spool))
+
+    def test_credentials_redacted(tmp):
+        """A URL with user:pass@ (sent, as Basic auth): the line about its
+        5xx shows https://***@host, never the password; the state file
+        keeping its backoff is the user's alone (0600)."""
+        spool = os.path.join(tmp, "spool")
+        with receiver.Receiver(key=KEY) as rx:
+            rx.script([(500, {})])
+            run = run_name(dead_pid())
+            url = "http://wpuser:s3cret@127.0.0.1:%d/api/42/envelope/" % rx.port
+            put(spool, run, url, envelope("creds"))
+            rc, out, err, _ = upload(spool)
+            check(rc == 1 and summary(out) == (0, 0, 1, 0),
+                  "rc %s, stdout %r, stderr %r" % (rc, out, err))
+            check(len(rx.requests) == 1 and
+                  rx.requests[0].headers.get("authorization", "").startswith("Basic "),
+                  "requests: %s" % rx.requests)
+            want = "http://***@127.0.0.1:%d/api/42/envelope/" % rx.port
+            check(len(err.splitlines()) == 1 and want in err and "HTTP 500" in err,
+                  "stderr: %r" % err)
+            check("s3cret" not in err + out and "wpuser" not in err + out,
+                  "credentials shown: %r %r" % (out, err))
+            states = [n for n in os.listdir(spool) if n.startswith("state-")]
+            check(len(states) == 1 and
+                  os.stat(os.path.join(spool, states[0])).st_mode & 0o777 == 0o600,
+                  "state files: %s" % states)
+
     def test_usage(tmp):
-        """--help, bad arguments (exit 2), a spool someone else could write (exit 1)."""
+        """--help, bad arguments (exit 2), a spool someone else could write
+        (sticky or not) or owns (exit 1, one line: one spool per user)."""
         p = subprocess.run([wallprof, "upload", "--help"], capture_output=True, text=True,
                            env=rt.clean_env(preload=False), timeout=TIMEOUT)
         check(p.returncode == 0 and p.stdout.startswith("usage: wallprof upload"), p.stdout)
@@ -403,6 +498,22 @@ def tests(rt):
         rc, out, err, _ = upload(spool)
         check(rc == 1 and not out and len(err.splitlines()) == 1 and "writable" in err,
               "world-writable spool: rc %s, %r, %r" % (rc, out, err))
+        # sticky and shared (WALLPROF_SPOOL_DIR=/tmp/spool for several users):
+        # refused too, one line saying the spool must be one per user
+        shared = os.path.join(tmp, "shared")
+        os.mkdir(shared)
+        os.chmod(shared, 0o1777)
+        rc, out, err, _ = upload(shared)
+        check(rc == 1 and not out and len(err.splitlines()) == 1 and "one per user" in err,
+              "sticky shared spool: rc %s, %r, %r" % (rc, out, err))
+        if os.geteuid() == 0:
+            theirs = os.path.join(tmp, "theirs")
+            os.mkdir(theirs, 0o700)
+            os.chown(theirs, 65534, 65534)
+            rc, out, err, _ = upload(theirs)
+            check(rc == 1 and not out and len(err.splitlines()) == 1 and
+                  "owned by another user" in err and "one per user" in err,
+                  "another user's spool: rc %s, %r, %r" % (rc, out, err))
         rc, out, err, _ = upload(os.path.join(tmp, "missing"))
         check(rc == 0 and summary(out) == (0, 0, 0, 0), "no spool: rc %s, %r" % (rc, out))
 
@@ -415,5 +526,9 @@ def tests(rt):
             ("upload_bounds", test_bounds),
             ("upload_concurrent", test_concurrent),
             ("upload_live_run_kept", test_live_run_kept),
+            ("upload_busy_run_skipped", test_busy_run_skipped),
             ("upload_corrupt", test_corrupt),
+            ("upload_redirect_dropped", test_redirect_dropped),
+            ("upload_bad_url_dropped", test_bad_url_dropped),
+            ("upload_credentials_redacted", test_credentials_redacted),
             ("upload_usage", test_usage)]

@@ -1,17 +1,21 @@
 /* test_upload: unit tests of the transport's pure parts and the spool:
- * DSNs (output/dsn.h), X-Sentry-Rate-Limits and Retry-After, the backoff
- * and the state file (upload/ratelimit.c), the item file read back
- * (upload/item.c), put, listing order and pruning across runs, and the
- * environment (upload/spool.c). No network: flushes are e2e/upload.py's. */
+ * DSNs (output/dsn.h), the item file read back and its categories
+ * (upload/item.c), put, listing order, pruning across runs, the root's
+ * checks, modes and the environment (upload/spool.c), flushes against a
+ * closed loopback port (kept, busy runs skipped, live runs counted apart),
+ * and redaction. Rate limits and the state file: test_upload_state.c. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../output/dsn.h"
@@ -105,83 +109,6 @@ static void test_dsn_bad(void)
 	report("dsn_bad");
 }
 
-static void test_rate_limits(void)
-{
-	struct wp_up_state st;
-	double now = 1e12;
-
-	memset(&st, 0, sizeof(st));
-	REQ(wp_up_parse_rate_limits("60:profile;transaction:organization, 2.5::key", now, &st) ==
-	    2);
-	REQ(st.until[WP_UP_CAT_PROFILE] == now + 60000);
-	REQ(st.until[WP_UP_CAT_TRANSACTION] == now + 60000);
-	REQ(st.until[WP_UP_CAT_PROFILE_CHUNK] == 0);
-	REQ(st.until[WP_UP_CAT_ALL] == now + 2500);
-	/* overlap: the later end stays */
-	REQ(wp_up_parse_rate_limits("10:profile", now, &st) == 1);
-	REQ(st.until[WP_UP_CAT_PROFILE] == now + 60000);
-	REQ(wp_up_parse_rate_limits("120.25:profile_chunk;error:project:reason:ns", now, &st) == 1);
-	REQ(st.until[WP_UP_CAT_PROFILE_CHUNK] == now + 120250);
-	REQ(wp_up_limited(&st, "profile", now) == 60000);
-	REQ(wp_up_limited(&st, "profile_chunk", now) == 120250);
-	REQ(wp_up_limited(&st, NULL, now) == 2500);
-	REQ(wp_up_limited(&st, "other", now + 3000) == 0);
-
-	memset(&st, 0, sizeof(st));
-	/* garbage, unknown categories only, negative, inf, nan, hex, no colon */
-	REQ(wp_up_parse_rate_limits("x:profile, 60:error;security, -1:profile, inf:profile, "
-				    "nan:profile, 0x10:profile, 60, :, ,,, 1e3:profile",
-				    now, &st) == 0);
-	for (int k = 0; k < WP_UP_NCAT; k++)
-		REQ(st.until[k] == 0);
-	/* a huge value is cut to a day */
-	REQ(wp_up_parse_rate_limits("99999999999:profile", now, &st) == 1);
-	REQ(st.until[WP_UP_CAT_PROFILE] == now + WP_UP_LIMIT_MAX_S * 1e3);
-	REQ(wp_up_parse_rate_limits(" 5 : profile ; transaction ", now, &st) == 1);
-	REQ(st.until[WP_UP_CAT_TRANSACTION] == now + 5000);
-	report("rate_limits_parse");
-}
-
-static void test_responses(void)
-{
-	struct wp_up_state st;
-	double now = 1e12, s;
-
-	REQ(!wp_up_parse_retry_after("3", &s) && s == 3);
-	REQ(!wp_up_parse_retry_after(" 1.5 ", &s) && s == 1.5);
-	REQ(wp_up_parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", &s) == -1);
-	REQ(wp_up_parse_retry_after("", &s) == -1 && wp_up_parse_retry_after(NULL, &s) == -1);
-
-	memset(&st, 0, sizeof(st));
-	wp_up_on_response(&st, 429, "3", "", now);
-	REQ(st.until[WP_UP_CAT_ALL] == now + 3000 && st.backoff_ms == 0);
-	memset(&st, 0, sizeof(st));
-	wp_up_on_response(&st, 429, "", "", now);
-	REQ(st.until[WP_UP_CAT_ALL] == now + 60000);
-	/* the header wins over Retry-After on a 429 */
-	memset(&st, 0, sizeof(st));
-	wp_up_on_response(&st, 429, "3", "7:profile", now);
-	REQ(st.until[WP_UP_CAT_ALL] == 0 && st.until[WP_UP_CAT_PROFILE] == now + 7000);
-	/* on a 200 too */
-	memset(&st, 0, sizeof(st));
-	wp_up_on_response(&st, 200, "", "7:profile", now);
-	REQ(st.until[WP_UP_CAT_PROFILE] == now + 7000);
-	/* backoff: 1 s doubling to 5 min, reset by a success; a 4xx leaves it */
-	memset(&st, 0, sizeof(st));
-	wp_up_on_response(&st, 0, "", "", now);
-	REQ(st.backoff_ms == 1000 && st.backoff_until == now + 1000);
-	wp_up_on_response(&st, 503, "", "", now);
-	REQ(st.backoff_ms == 2000);
-	for (int i = 0; i < 20; i++)
-		wp_up_on_response(&st, 502, "", "", now);
-	REQ(st.backoff_ms == WP_UP_BACKOFF_MAX_MS);
-	wp_up_on_response(&st, 413, "", "", now);
-	REQ(st.backoff_ms == WP_UP_BACKOFF_MAX_MS);
-	wp_up_on_response(&st, 204, "", "", now);
-	REQ(st.backoff_ms == 0 && st.backoff_until == 0);
-	report("responses");
-}
-
 static int rootfd(void)
 {
 	int fd = wp_up_root_open(root, 1, NULL, 0);
@@ -189,59 +116,6 @@ static int rootfd(void)
 	if (fd < 0)
 		abort();
 	return fd;
-}
-
-static void test_state_file(void)
-{
-	struct wp_up_state st, back;
-	const char *url = "http://127.0.0.1:1/api/42/envelope/";
-	double now = wp_up_real_ms();
-	int fd = rootfd();
-
-	memset(&st, 0, sizeof(st));
-	st.until[WP_UP_CAT_PROFILE] = ceil(now + 5000);
-	st.until[WP_UP_CAT_ALL] = ceil(now + 1000);
-	st.backoff_ms = 4000;
-	st.backoff_until = ceil(now + 4000);
-	REQ(!wp_up_state_save(fd, url, &st));
-	REQ(!wp_up_state_load(fd, "http://127.0.0.1:1/api/42/envelope/?q=1", &back));
-	REQ(!memcmp(&st, &back, sizeof(st)));
-	/* another endpoint: nothing */
-	REQ(!wp_up_state_load(fd, "http://127.0.0.1:2/api/42/envelope/", &back));
-	REQ(back.until[WP_UP_CAT_PROFILE] == 0);
-	/* absurd times read back are cut; garbage reads as no state */
-	{
-		char path[800];
-		struct dirent *de;
-		DIR *d = opendir(root);
-		FILE *f;
-
-		path[0] = '\0';
-		while (d && (de = readdir(d)))
-			if (!strncmp(de->d_name, "state-", 6))
-				snprintf(path, sizeof(path), "%s/%s", root, de->d_name);
-		if (d)
-			closedir(d);
-		REQ(path[0]);
-		f = fopen(path, "w");
-		fprintf(f,
-			"WALLPROF-SPOOL-STATE 1\nendpoint %s\nbackoff 1e300 nan\n"
-			"limit profile 1e300\nlimit * -5\nlimit bogus 7\n",
-			url);
-		fclose(f);
-		REQ(!wp_up_state_load(fd, url, &back));
-		REQ(back.backoff_until <= wp_up_real_ms() + WP_UP_BACKOFF_MAX_MS + 1000 &&
-		    back.backoff_ms == 0);
-		REQ(back.until[WP_UP_CAT_PROFILE] <=
-		    wp_up_real_ms() + WP_UP_LIMIT_MAX_S * 1e3 + 1000);
-		REQ(back.until[WP_UP_CAT_ALL] == 0);
-		f = fopen(path, "w");
-		fprintf(f, "garbage\n");
-		fclose(f);
-		REQ(wp_up_state_load(fd, url, &back) == -1 && back.until[WP_UP_CAT_PROFILE] == 0);
-	}
-	close(fd);
-	report("state_file");
 }
 
 static void mkitem(struct wp_upload_item *it, const char *what, const char *body)
@@ -284,6 +158,61 @@ static void test_item_roundtrip(void)
 	it.category = "Profile!";
 	REQ(wp_up_item_encode(&it, it.body, it.len, 0, &file, &len, err, sizeof(err)) == -1);
 	report("item_roundtrip");
+}
+
+/* An item counts against several categories (a v1 envelope: its profile
+ * and its transaction): written and read back as a ';' list, held back
+ * while any of them, or all, is limited. */
+static void test_item_categories(void)
+{
+	static const char *const bad[] = { "profile;",
+					   ";profile",
+					   "profile;;transaction",
+					   "profile; transaction",
+					   "a;b;c;d;e;f;g;h;i",
+					   "Profile;transaction" };
+	struct wp_upload_item it;
+	struct wp_up_parsed p;
+	struct wp_up_state st;
+	char err[200], *file = NULL;
+	double now = 1e12;
+	size_t len = 0;
+
+	mkitem(&it, "v1", "{}");
+	it.category = "profile;transaction";
+	REQ(!wp_up_item_encode(&it, it.body, it.len, 0, &file, &len, err, sizeof(err)));
+	REQ(strstr(file, "\ncategory: profile;transaction\n"));
+	REQ(!wp_up_item_parse(file, len, &p, err, sizeof(err)) &&
+	    !strcmp(p.category, "profile;transaction"));
+	free(file);
+	it.category = "a;b;c;d;e;f;g;h";
+	REQ(!wp_up_item_encode(&it, it.body, it.len, 0, &file, &len, err, sizeof(err)));
+	free(file);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		it.category = bad[i];
+		REQ(wp_up_item_encode(&it, it.body, it.len, 0, &file, &len, err, sizeof(err)) ==
+		    -1);
+	}
+	{
+		char text[] = "WALLPROF-SPOOL 1\nurl: http://h/\ncategory: profile;\n"
+			      "content-type: a\ngzip: 0\nlength: 0\n\n";
+
+		REQ(wp_up_item_parse(text, strlen(text), &p, err, sizeof(err)) == -1);
+	}
+
+	memset(&st, 0, sizeof(st));
+	REQ(wp_up_parse_rate_limits("30:transaction:organization", now, &st) == 1);
+	REQ(wp_up_limited(&st, "profile;transaction", now) == 30000);
+	REQ(wp_up_limited(&st, "transaction;profile", now) == 30000);
+	REQ(wp_up_limited(&st, "profile", now) == 0);
+	REQ(wp_up_limited(&st, "profile_chunk", now) == 0);
+	REQ(wp_up_limited(&st, "error;profile", now) == 0);
+	REQ(wp_up_parse_rate_limits("50:profile", now, &st) == 1);
+	REQ(wp_up_limited(&st, "profile;transaction", now) == 50000);
+	REQ(wp_up_parse_rate_limits("70:", now, &st) == 1);
+	REQ(wp_up_limited(&st, "profile;transaction", now) == 70000);
+	REQ(wp_up_limited(&st, NULL, now) == 70000);
+	report("item_categories");
 }
 
 /* Every cut of a good file, and some edits, parse as errors, never crash. */
@@ -465,10 +394,24 @@ static void test_spool_root(void)
 	mkdir(dir, 0700);
 	chmod(dir, 0777);
 	REQ(wp_up_root_open(dir, 1, err, sizeof(err)) == -1 && strstr(err, "writable"));
+	/* sticky (/tmp-like) and shared: others could create its lock,
+	 * pruned and state-* first; one spool per user */
 	chmod(dir, 01777);
+	REQ(wp_up_root_open(dir, 1, err, sizeof(err)) == -1 && strstr(err, "one per user") &&
+	    !strchr(err, '\n'));
+	chmod(dir, 0770);
+	REQ(wp_up_root_open(dir, 0, err, sizeof(err)) == -1 && strstr(err, "writable"));
+	chmod(dir, 0700);
 	fd = wp_up_root_open(dir, 1, err, sizeof(err));
 	REQ(fd >= 0);
 	close(fd);
+	/* another user's (root can make one): refused, whatever its mode */
+	if (geteuid() == 0) {
+		REQ(!chown(dir, 65534, 65534));
+		REQ(wp_up_root_open(dir, 1, err, sizeof(err)) == -1 &&
+		    strstr(err, "owned by another user") && strstr(err, "one per user"));
+		REQ(!chown(dir, 0, 0));
+	}
 	snprintf(dir, sizeof(dir), "%s/a/b/c", root);
 	fd = wp_up_root_open(dir, 0, err, sizeof(err));
 	REQ(fd == -2);
@@ -552,9 +495,150 @@ static void test_flush_refused(void)
 	REQ(r.sent == 0 && r.dropped == 0 && r.left == 1 && !r.last_error[0]);
 	/* NULL run, a live run (ours): left alone */
 	REQ(!wp_spool_flush(&sc, NULL, wp_up_mono_ms() + 5000, &r, on_say, NULL));
-	REQ(r.left == 1 && !r.last_error[0]);
+	REQ(r.left == 0 && r.running == 1 && !r.last_error[0]);
 	root[strlen(root) - 1] = '\0';
 	report("flush_refused");
+}
+
+/* The pid of a process that has ended (reaped). */
+static unsigned dead_pid(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(0);
+	if (pid < 0 || waitpid(pid, NULL, 0) != pid)
+		abort();
+	return (unsigned)pid;
+}
+
+/* A flush waits for its own run's lock, but not for another's: a dead run
+ * busy with another flush (`wallprof upload`) is skipped at once, its item
+ * still counted as left (the flush answers for dead runs); a live
+ * process's item is counted apart, as running, not as left. */
+static void test_flush_busy(void)
+{
+	struct wp_spool_config sc;
+	struct wp_upload_item it;
+	struct wp_flush_result r;
+	char url[128], own[64], dead[64], other[64], err[300], path[900];
+	double t0;
+	int lk;
+
+	snprintf(root + strlen(root), sizeof(root) - strlen(root), "3");
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/api/1/envelope/", closed_port());
+	snprintf(own, sizeof(own), "%d-00000000000000000000000000000002", (int)getpid());
+	snprintf(other, sizeof(other), "%d-00000000000000000000000000000003", (int)getpid());
+	snprintf(dead, sizeof(dead), "%u-00000000000000000000000000000004", dead_pid());
+	config(&sc, 10, 1 << 20);
+	mkitem(&it, "dead one", "{}");
+	it.url = url;
+	REQ(!wp_spool_put(&sc, dead, &it, err, sizeof(err)));
+	mkitem(&it, "live one", "{}");
+	it.url = url;
+	REQ(!wp_spool_put(&sc, other, &it, err, sizeof(err)));
+	snprintf(path, sizeof(path), "%s/%s/lock", root, dead);
+	lk = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	REQ(lk >= 0 && !flock(lk, LOCK_EX | LOCK_NB));
+
+	t0 = wp_up_mono_ms();
+	REQ(!wp_spool_flush(&sc, own, t0 + 3000, &r, on_say, NULL));
+	REQ(wp_up_mono_ms() - t0 < 1500);
+	REQ(r.sent == 0 && r.left == 1 && r.running == 1 && !r.last_error[0]);
+	t0 = wp_up_mono_ms();
+	REQ(!wp_spool_flush(&sc, NULL, t0 + 3000, &r, on_say, NULL));
+	REQ(wp_up_mono_ms() - t0 < 1500);
+	REQ(r.sent == 0 && r.left == 1 && r.running == 1);
+	/* unlocked: the dead run is tried (refused: kept, still left) */
+	close(lk);
+	REQ(!wp_spool_flush(&sc, own, wp_up_mono_ms() + 3000, &r, on_say, NULL));
+	REQ(r.left == 1 && r.running == 1 && strstr(r.last_error, "dead one"));
+	root[strlen(root) - 1] = '\0';
+	report("flush_busy");
+}
+
+/* Messages show no URL's userinfo. */
+static void test_redact(void)
+{
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+		{ "to https://user:pass@host/api/1/envelope/: refused",
+		  "to https://***@host/api/1/envelope/: refused" },
+		{ "http://u@h:1", "http://***@h:1" },
+		{ "a http://k:p@ss@h/x and https://x:y@z?q=a@b, done",
+		  "a http://***@h/x and https://***@z?q=a@b, done" },
+		{ "http://h/x@y http://h?x@y 'http://h'@",
+		  "http://h/x@y http://h?x@y 'http://h'@" },
+		{ "no url @ here ://", "no url @ here ://" },
+		{ "Location http://a:b@c; kept", "Location http://***@c; kept" },
+		{ "", "" },
+	};
+	char out[200], small[12];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		wp_upload_redact(cases[i].in, out, sizeof(out));
+		REQ(!strcmp(out, cases[i].out));
+		if (why[0]) {
+			printf("    %s -> %s\n", cases[i].in, out);
+			break;
+		}
+	}
+	wp_upload_redact("http://user:secret@h/", small, sizeof(small));
+	REQ(!strcmp(small, "http://***@"));
+	report("redact");
+}
+
+/* What the spool holds may carry credentials (X-Sentry-Auth, a URL's
+ * userinfo): items and state files 0600, run directories 0700. */
+static void test_spool_modes(void)
+{
+	const char *url = "http://user:secret@127.0.0.1:5/api/42/envelope/";
+	struct wp_spool_config sc;
+	struct wp_upload_item it;
+	struct wp_up_state st;
+	struct wp_up_list l = { 0 };
+	char err[300], path[900];
+	struct stat sb;
+	mode_t old = umask(0);
+	int fd;
+
+	config(&sc, 10, 1 << 20);
+	mkitem(&it, "modes", "{}");
+	it.url = url;
+	REQ(!wp_spool_put(&sc, RUN_A, &it, err, sizeof(err)));
+	fd = rootfd();
+	memset(&st, 0, sizeof(st));
+	wp_up_on_response(&st, 503, "", "", wp_up_real_ms());
+	REQ(!wp_up_state_save(fd, url, &st, 0));
+	REQ(!wp_up_list_all(fd, &l) && l.n >= 1);
+	for (size_t i = 0; i < l.n; i++) {
+		snprintf(path, sizeof(path), "%s/%s/%s", root, l.e[i].run, l.e[i].name);
+		REQ(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600);
+		snprintf(path, sizeof(path), "%s/%s", root, l.e[i].run);
+		REQ(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0700);
+	}
+	wp_up_list_free(&l);
+	{
+		struct dirent *de;
+		DIR *d = opendir(root);
+		int n = 0;
+
+		while (d && (de = readdir(d)))
+			if (!strncmp(de->d_name, "state-", 6)) {
+				snprintf(path, sizeof(path), "%s/%s", root, de->d_name);
+				REQ(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600);
+				n++;
+			}
+		if (d)
+			closedir(d);
+		REQ(n == 1);
+	}
+	snprintf(path, sizeof(path), "%s/state.lock", root);
+	REQ(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600);
+	close(fd);
+	umask(old);
+	report("spool_modes");
 }
 
 static void test_env(void)
@@ -603,14 +687,15 @@ int main(void)
 		 (int)getpid());
 	test_dsn_good();
 	test_dsn_bad();
-	test_rate_limits();
-	test_responses();
-	test_state_file();
 	test_item_roundtrip();
+	test_item_categories();
 	test_item_corrupt();
 	test_spool_put_prune();
 	test_spool_root();
 	test_flush_refused();
+	test_flush_busy();
+	test_redact();
+	test_spool_modes();
 	test_env();
 	{
 		char cmd[700];
