@@ -43,6 +43,7 @@ import gzip
 import http.server
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -58,6 +59,40 @@ try:
     import sentry_check
 except ImportError:  # pragma: no cover
     sentry_check = None
+
+
+class Blackhole:
+    """A loopback port that never answers: a listening socket whose backlog
+    is full, so that new connections' SYNs are dropped (a client's connect
+    hangs until its own timeout). `with Blackhole() as port: ...`"""
+
+    def __enter__(self):
+        self._lsock = socket.socket()
+        self._lsock.bind(("127.0.0.1", 0))
+        self._lsock.listen(0)
+        self.port = self._lsock.getsockname()[1]
+        self._fillers = []
+        for _ in range(4):
+            c = socket.socket()
+            c.setblocking(False)
+            c.connect_ex(("127.0.0.1", self.port))
+            self._fillers.append(c)
+        return self.port
+
+    def __exit__(self, *exc):
+        for c in self._fillers:
+            c.close()
+        self._lsock.close()
+        return False
+
+
+def free_port():
+    """A loopback port nothing listens on (connections are refused)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 class Request:

@@ -200,20 +200,31 @@ static int list_add(struct wp_up_list *l, const char *run, const char *name, con
 	return 0;
 }
 
-int wp_up_list_run(int runfd, const char *run, struct wp_up_list *l)
+/* A listing of the directory open as `dirfd` (which stays open), from its
+ * start; NULL on failure. */
+static DIR *listing(int dirfd)
 {
-	struct dirent *de;
-	int fd = dup(runfd);
+	int fd = dup(dirfd);
 	DIR *d;
 
 	if (fd < 0)
-		return -1;
+		return NULL;
 	d = fdopendir(fd);
 	if (!d) {
 		close(fd);
-		return -1;
+		return NULL;
 	}
 	rewinddir(d);
+	return d;
+}
+
+int wp_up_list_run(int runfd, const char *run, struct wp_up_list *l)
+{
+	struct dirent *de;
+	DIR *d = listing(runfd);
+
+	if (!d)
+		return -1;
 	while ((de = readdir(d))) {
 		struct stat st;
 
@@ -260,19 +271,12 @@ int wp_up_list_runs(int rootfd, char (**out)[WP_UP_RUN_MAX], size_t *n)
 	char(*v)[WP_UP_RUN_MAX] = NULL;
 	size_t cap = 0;
 	struct dirent *de;
-	int fd = dup(rootfd);
-	DIR *d;
+	DIR *d = listing(rootfd);
 
 	*out = NULL;
 	*n = 0;
-	if (fd < 0)
+	if (!d)
 		return -1;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -1;
-	}
-	rewinddir(d);
 	while ((de = readdir(d))) {
 		if (!wp_up_run_name_ok(de->d_name))
 			continue;

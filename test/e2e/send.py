@@ -17,7 +17,6 @@ import gzip
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -236,10 +235,7 @@ def tests(rt):
         exit says so in one line; the next run, with the receiver up,
         delivers both."""
         spool = os.path.join(tmp, "spool")
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
+        port = receiver.free_port()
         dsn = "http://%s@127.0.0.1:%d/42" % (KEY, port)
         r1 = run(tmp, 1.2, {"WALLPROF_SENTRY_DSN": dsn, "WALLPROF_SPOOL_DIR": spool})
         check(r1.rc == 0, r1.describe())
@@ -259,10 +255,7 @@ def tests(rt):
         """Chunks with the receiver down: they wait in the spool, and the
         first process's exit says so in one line."""
         spool = os.path.join(tmp, "spool")
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
+        port = receiver.free_port()
         r = run(tmp, 2.5, {"WALLPROF_SENTRY_DSN": "http://%s@127.0.0.1:%d/42" % (KEY, port),
                            "WALLPROF_SPOOL_DIR": spool, "WALLPROF_CHUNK_SECONDS": "1"})
         same_as_plain(tmp, r, 2.5)
@@ -384,17 +377,7 @@ def tests(rt):
         takes at most WALLPROF_UPLOAD_TIMEOUT (2 s) longer; the envelope
         stays in the spool."""
         spool = os.path.join(tmp, "spool")
-        lsock = socket.socket()
-        lsock.bind(("127.0.0.1", 0))
-        lsock.listen(0)
-        port = lsock.getsockname()[1]
-        fillers = []
-        try:
-            for _ in range(4):
-                c = socket.socket()
-                c.setblocking(False)
-                c.connect_ex(("127.0.0.1", port))
-                fillers.append(c)
+        with receiver.Blackhole() as port:
             t0 = time.monotonic()
             run(tmp, 1, {})
             base = time.monotonic() - t0
@@ -402,10 +385,6 @@ def tests(rt):
             r = run(tmp, 1, {"WALLPROF_SENTRY_DSN": "http://%s@127.0.0.1:%d/42" % (KEY, port),
                              "WALLPROF_SPOOL_DIR": spool, "WALLPROF_UPLOAD_TIMEOUT": "2"})
             took = time.monotonic() - t0
-        finally:
-            for c in fillers:
-                c.close()
-            lsock.close()
         rt.note("exit with an unreachable DSN: %.2f s, without a DSN %.2f s (timeout 2 s)"
                 % (took, base))
         check(r.rc == 0, r.describe())

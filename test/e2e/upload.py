@@ -18,7 +18,6 @@ import gzip
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -238,19 +237,12 @@ def tests(rt):
             check(re.search(r"^limit profile \d+$", text, re.M) and
                   "limit profile_chunk" not in text, "state file:\n%s" % text)
 
-    def free_port():
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-        return port
-
     def test_refused_then_up(tmp):
         """Connection refused: the item stays, the endpoint is backed off
         (a flush during the backoff does not even connect); once the
         receiver is up and the backoff over, a flush delivers it."""
         spool = os.path.join(tmp, "spool")
-        port = free_port()
+        port = receiver.free_port()
         url = "http://127.0.0.1:%d/api/42/envelope/" % port
         run = run_name(dead_pid())
         put(spool, run, url, envelope("late"))
@@ -278,17 +270,7 @@ def tests(rt):
         """An address that never answers (a listening socket whose backlog is
         full: SYNs are dropped): the flush ends within its --timeout, the
         item kept."""
-        lsock = socket.socket()
-        lsock.bind(("127.0.0.1", 0))
-        lsock.listen(0)
-        port = lsock.getsockname()[1]
-        fillers = []
-        try:
-            for _ in range(4):
-                c = socket.socket()
-                c.setblocking(False)
-                c.connect_ex(("127.0.0.1", port))
-                fillers.append(c)
+        with receiver.Blackhole() as port:
             spool = os.path.join(tmp, "spool")
             run = run_name(dead_pid())
             put(spool, run, "http://127.0.0.1:%d/api/42/envelope/" % port, envelope("x"))
@@ -298,10 +280,6 @@ def tests(rt):
             check(rc == 1 and summary(out) == (0, 0, 1, 0),
                   "rc %s, stdout %r, stderr %r" % (rc, out, err))
             check("timed out" in err or "Timeout" in err, "stderr: %r" % err)
-        finally:
-            for c in fillers:
-                c.close()
-            lsock.close()
 
     def test_bounds(tmp):
         """Over its bounds (WALLPROF_SPOOL_MAX_FILES=3, five items in two
