@@ -185,9 +185,11 @@ int wp_cv_send_on(void);
 /* Sends `m` (a chunk; or, when chunks are off, an exit, exec or snapshot
  * profile) to every destination through the spool, then flushes the spool
  * for up to WALLPROF_UPLOAD_TIMEOUT seconds; events say what was not sent.
- * Returns 1 when it is spooled (sent or waiting) for some destination, 0
- * when there was nothing to send, -1 when it could not be spooled (the
- * caller writes files instead). */
+ * Returns 1 when it is dealt with (spooled, sent or waiting, for some
+ * destination; or nothing in it worth sending, such as a tail of a tick),
+ * 0 when nothing is to be sent at all (no destination; a profile the
+ * chunks already carry), -1 when it could not be spooled (the caller
+ * writes files instead). */
 int wp_cv_send_model(const struct wp_model *m);
 /* The first process of the tree is exiting: every flush from now on ends
  * by `deadline_ms` (CLOCK_MONOTONIC), whatever WALLPROF_UPLOAD_TIMEOUT

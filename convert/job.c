@@ -282,6 +282,10 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 		}
 	}
 	if (nw == 0) {
+		/* no profile file (a full or read-only disk): what no chunk
+		 * took is still sent, if it has somewhere to go */
+		if (m.p.tail_chunk && wp_cv_send_load())
+			wp_cv_send_model(&m);
 		wp_model_free(&m);
 		return 1;
 	}

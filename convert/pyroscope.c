@@ -1,8 +1,7 @@
 /* pyroscope: a converted profile pushed to Grafana Pyroscope's /ingest
  * (WALLPROF_PYROSCOPE_URL): pprof, in a multipart form with a
- * sample_type_config that names its wall/nanoseconds values "wall" (without
- * it, Pyroscope's default mapping would show pprof's samples/count as
- * "cpu"), under name=<app>{<labels>} with from, until, sampleRate and
+ * sample_type_config that names its samples/count values "wall" (without
+ * it, Pyroscope's default mapping would show them as "cpu"), under name=<app>{<labels>} with from, until, sampleRate and
  * spyName. Per-thread labels only when asked (WALLPROF_PYROSCOPE_THREADS):
  * Pyroscope makes every label a series. A multi-tenant server's
  * X-Scope-OrgID from WALLPROF_PYROSCOPE_TENANT, a bearer token from
@@ -29,11 +28,13 @@ static struct {
 	char tenant_hdr[300], token_hdr[560];
 } cfg;
 
-/* What Pyroscope is told about the pprof's sample types: only "wall" is
- * taken (nanoseconds of wall-clock time, summed). */
+/* What Pyroscope is told about the pprof's sample types: only "samples"
+ * is taken, shown as "wall", in units of samples that sampleRate turns into
+ * time, as its CPU profiles are (its default mapping would call them
+ * "cpu"; units are a fixed list, of which nanoseconds is not one). */
 static const char sample_type_config[] =
-	"{\"wall\":{\"units\":\"nanoseconds\",\"display-name\":\"wall\","
-	"\"aggregation\":\"sum\",\"cumulative\":false,\"sampled\":false}}";
+	"{\"samples\":{\"units\":\"samples\",\"display-name\":\"wall\","
+	"\"aggregation\":\"sum\",\"cumulative\":false,\"sampled\":true}}";
 
 /* A multipart/form-data body: the gzipped pprof as the file "profile", the
  * sample type config as the file "sample_type_config". Returns it
@@ -108,13 +109,12 @@ int wp_cv_pyroscope_load(void)
 	if (!url[0])
 		return 0;
 	if (!wp_url_is_http(url)) {
-		char shown[1024];
-
-		wp_upload_redact(url, shown, sizeof(shown));
-		wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
+		/* the library said so at start (debug here); not echoed when
+		 * it may hold credentials (user:pass@) */
+		wp_cv_event(WP_CV_DEBUG, "info", NULL, 0,
 			    "WALLPROF_PYROSCOPE_URL='%.64s' is not an http:// or https:// URL; "
 			    "nothing sent to Pyroscope",
-			    shown);
+			    strchr(url, '@') ? "(not shown: it holds an '@')" : url);
 		return 0;
 	}
 	n = strlen(url);
@@ -213,9 +213,18 @@ int wp_cv_pyroscope_put(const struct wp_model *m, const char *run, const char *w
 	snprintf(name, sizeof(name), "%s{%s}", app, cfg.labels);
 	n = (size_t)snprintf(url, sizeof(url), "%s/ingest?name=", cfg.base);
 	n = put_escaped(url, n, sizeof(url), name);
-	snprintf(url + n, sizeof(url) - n,
-		 "&from=%.0f&until=%.0f&format=pprof&sampleRate=%u&spyName=libwallprof",
-		 floor(from), ceil(until) > floor(from) ? ceil(until) : floor(from) + 1, p->hz);
+	if (n + 128 >= sizeof(url) ||
+	    (size_t)snprintf(url + n, sizeof(url) - n,
+			     "&from=%.0f&until=%.0f&format=pprof&sampleRate=%u&spyName=libwallprof",
+			     floor(from), ceil(until) > floor(from) ? ceil(until) : floor(from) + 1,
+			     p->hz) >= sizeof(url) - n) {
+		wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
+			    "%s not sent to Pyroscope: its URL would be longer than %zu bytes "
+			    "(WALLPROF_PYROSCOPE_URL, _APP, _LABELS)",
+			    what, sizeof(url) - 1);
+		free(body);
+		return -1;
+	}
 	{
 		char ctype[128];
 		size_t mlen = 0;

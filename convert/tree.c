@@ -248,7 +248,8 @@ int wp_cv_tree(const char *index, int lock_fd, const char *platform, const char 
 		/* While the root's exit waits for us, uploads end by its
 		 * deadline; once it is gone (descendants that outlive it),
 		 * each flush has its own timeout again. */
-		wp_cv_send_cap(q.end_deadline_ms && q.end_pid && kill((pid_t)q.end_pid, 0) == 0
+		wp_cv_send_cap(q.end_deadline_ms && q.end_pid &&
+					       (kill((pid_t)q.end_pid, 0) == 0 || errno == EPERM)
 				       ? (double)q.end_deadline_ms
 				       : 0);
 		if (q.nr && tried < q.nr) {

@@ -378,16 +378,13 @@ void wp_config_load(struct wp_config *c)
 			       err);
 	}
 	s = getenv("WALLPROF_PYROSCOPE_URL");
-	if (s && *s && !wp_url_is_http(s)) {
-		/* its user:pass@, if any, shown as three stars */
-		const char *sep = strstr(s, "://"), *at = strrchr(s, '@');
-		int ui = sep && at && at > sep;
-
+	if (s && *s && !wp_url_is_http(s))
+		/* not echoed when it may hold credentials (user:pass@, with or
+		 * without a scheme) */
 		wp_log(WP_LOG_ERROR,
-		       "WALLPROF_PYROSCOPE_URL='%.*s%s%.64s' is not an http:// or https:// URL; "
-		       "nothing is sent to Pyroscope",
-		       ui ? (int)(sep - s) : 0, s, ui ? "://***" : "", ui ? at : s);
-	}
+		       "WALLPROF_PYROSCOPE_URL='%.64s' is not an http:// or https:// URL; nothing is "
+		       "sent to Pyroscope",
+		       strchr(s, '@') ? "(not shown: it holds an '@')" : s);
 
 	env_uint("WALLPROF_UPLOAD_TIMEOUT", WP_DEFAULT_UPLOAD_TIMEOUT, 1, WP_MAX_UPLOAD_TIMEOUT,
 		 &c->upload_timeout);

@@ -422,7 +422,7 @@ WP_AS_SAFE static void relay(struct wp_conv *cv, char *line, size_t len, int as_
 		f[1] = "info";
 	else
 		cv->final = 1;
-	if (level <= WP_LOG_INFO && !strncmp(f[4], "upload: ", 8))
+	if (!strncmp(f[4], "upload: ", 8)) /* any level: the newest word on uploads */
 		said_upload = 1;
 	if (as_safe)
 		wp_log_raw(level, f[1], f[2][0] ? f[2] : NULL, lost, f[4], (size_t)(end - f[4]));

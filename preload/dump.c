@@ -50,6 +50,8 @@ struct dump_space {
 	struct dump_names n;
 	char line[WP_PATH_MAX + 200];
 	uint64_t chunk_to_ns; /* chunk_space: where this chunk ends */
+	uint32_t chunk_k;     /* chunk_space: this chunk's number */
+	int no_tail;          /* exit_space: an exec from a handler, no chunk of its tail */
 };
 static struct dump_space exit_space, snap_space, chunk_space;
 static struct dump_names exit_names; /* computed at start and in a forked child */
@@ -200,12 +202,11 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 		meta->chunk_from_ns =
 			chunk_from_ns > meta->start_ns ? chunk_from_ns : meta->start_ns;
 		if (sp == &chunk_space) {
-			meta->chunk = chunk_seq;
+			meta->chunk = sp->chunk_k;
 			meta->chunk_to_ns = sp->chunk_to_ns;
-		} else if (sp == &exit_space) {
-			/* what no chunk took (a fatal signal's dump: everything
-			 * since the last period) is the next one; at a normal
-			 * exit the last chunk has just taken it all */
+		} else if (sp == &exit_space && !sp->no_tail) {
+			/* what no chunk took, everything since the last period,
+			 * is the last chunk: the converter makes it */
 			meta->run_flags |= WP_RUN_TAIL;
 			meta->chunk = chunk_seq + 1;
 			meta->chunk_to_ns = wp_mono_ns() + 1;
@@ -454,11 +455,15 @@ static void chunk(void)
 		chunk_from_ns = now;
 		return;
 	}
-	chunk_seq = k;
+	chunk_space.chunk_k = k;
 	chunk_space.chunk_to_ns = now + 1; /* samples stamped up to now */
 	wp_threads_refresh_names();
 	/* no line for a chunk too short for a profile: the converter says */
 	dump(&chunk_space, 0, 0, 1);
+	/* Published together, after the dump: a fatal signal's dump taken
+	 * meanwhile (its freeze gave up waiting for us) numbers its tail from
+	 * the last chunk finished, and overlaps none. */
+	chunk_seq = k;
 	chunk_from_ns = now + 1;
 	wp_log(WP_LOG_DEBUG, "chunk %u: written in %.2f ms (sampling paused meanwhile)", k,
 	       (double)(wp_mono_ns() - now) / 1e6);
@@ -535,6 +540,9 @@ WP_AS_SAFE void wp_dump_handler(int sig, int exec)
 	}
 	if (!exec)
 		exit_space.n = exit_names;
+	/* An exec from a handler: no chunk of the tail (the image may go on if
+	 * the exec fails, and its next chunk takes those samples). */
+	exit_space.no_tail = exec;
 	if ((!exec || exec_paths(&exit_space) >= 0) && dump(&exit_space, sig, 0, detached()) == 0)
 		wp_convert_wait(&exit_space.conv, convert_deadline(), 1);
 	dump_done();
@@ -564,6 +572,7 @@ void wp_dump_exit(int exec)
 	if (!exec)
 		wp_tree_exiting(wp_mono_ns() / 1000000 + g->fix.cfg.upload_timeout * 1000ull);
 	exit_space.n = exit_names;
+	exit_space.no_tail = exec; /* before an exec, chunk() took it */
 	if (exec && (k = exec_paths(&exit_space)) < 0)
 		wp_log(WP_LOG_ERROR,
 		       k == -1 ? "WALLPROF_OUTPUT expands to a path that is too long; "

@@ -153,7 +153,7 @@ static int permanent(CURLcode rc, const char *url)
 	u = curl_url();
 	if (!u)
 		return 0;
-	bad = curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK;
+	bad = curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK;
 	if (!bad) {
 		char *scheme = NULL;
 

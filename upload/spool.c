@@ -565,21 +565,52 @@ out:
 	return rc;
 }
 
+/* Whether `path` is, or can be made (its missing parents too, 0700), a
+ * directory of ours that others cannot write: a derived default that is
+ * not (a shared XDG_CACHE_HOME, a HOME kept by sudo, a container's HOME=/
+ * for another uid) is passed over for the next one. */
+static int usable_default(const char *path)
+{
+	char p[4096];
+	struct stat st;
+	size_t n = strlen(path);
+
+	if (n >= sizeof(p))
+		return 0;
+	memcpy(p, path, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (p[i] != '/' && p[i] != '\0')
+			continue;
+		p[i] = '\0';
+		if (mkdir(p, 0700) < 0 && errno != EEXIST)
+			return 0;
+		p[i] = i < n ? '/' : '\0';
+	}
+	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	       !(st.st_mode & 022);
+}
+
 int wp_spool_default_dir(char *out, size_t len)
 {
 	const char *v = getenv("WALLPROF_SPOOL_DIR");
 	int n;
 
-	if (v && *v)
+	if (v && *v) {
 		n = snprintf(out, len, "%s", v);
-	else if ((v = getenv("XDG_CACHE_HOME")) && v[0] == '/')
+		return n < 0 || (size_t)n >= len ? -1 : 0;
+	}
+	if ((v = getenv("XDG_CACHE_HOME")) && v[0] == '/') {
 		n = snprintf(out, len, "%s/wallprof/spool", v);
-	else if ((v = getenv("HOME")) && v[0] == '/')
+		if (n > 0 && (size_t)n < len && usable_default(out))
+			return 0;
+	}
+	if ((v = getenv("HOME")) && v[0] == '/') {
 		n = snprintf(out, len, "%s/.cache/wallprof/spool", v);
-	else
-		n = snprintf(out, len, "%s/wallprof-spool-%u",
-			     (v = getenv("TMPDIR")) && v[0] == '/' ? v : "/tmp",
-			     (unsigned)geteuid());
+		if (n > 0 && (size_t)n < len && usable_default(out))
+			return 0;
+	}
+	n = snprintf(out, len, "%s/wallprof-spool-%u",
+		     (v = getenv("TMPDIR")) && v[0] == '/' ? v : "/tmp", (unsigned)geteuid());
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 

@@ -55,7 +55,10 @@ struct wp_spool_config {
 /* The spool's default root into `out`: $WALLPROF_SPOOL_DIR, else
  * $XDG_CACHE_HOME/wallprof/spool, else $HOME/.cache/wallprof/spool, else
  * $TMPDIR (or /tmp)/wallprof-spool-<uid> (relative XDG_CACHE_HOME, HOME
- * or TMPDIR values are skipped). Returns 0, or -1 when it does not fit. */
+ * or TMPDIR values are skipped, and so is a derived directory that cannot
+ * be made or is not ours alone: a shared XDG_CACHE_HOME, a HOME kept by
+ * sudo; those two are created, 0700, when they can be). Returns 0, or -1
+ * when it does not fit. */
 int wp_spool_default_dir(char *out, size_t len);
 
 /* `sc` from the environment: the default root (wp_spool_default_dir, into

@@ -16,6 +16,7 @@ import glob
 import gzip
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -360,6 +361,51 @@ def tests(rt):
             check([q.item_types() for q in rx.requests] == [["transaction", "profile"]],
                   "requests: %s" % rx.requests)
 
+    def test_tail_without_file(tmp):
+        """The profile cannot be written (RLIMIT_FSIZE below its size, the
+        raw dumps fit): what no chunk took is still sent as the last chunk."""
+        spool = os.path.join(tmp, "spool")
+        with receiver.Receiver(key=KEY) as rx:
+            saved = {k: os.environ.pop(k) for k in list(os.environ)
+                     if k.lower().endswith("_proxy")}
+            try:
+                p = subprocess.run(
+                    [rt.prog("chunks"), "1.5"], cwd=tmp, capture_output=True, text=True,
+                    timeout=60, env=rt.clean_env(env({"WALLPROF_SENTRY_DSN": rx.dsn("42"),
+                                                      "WALLPROF_SPOOL_DIR": spool,
+                                                      "WALLPROF_CHUNK_SECONDS": "1"})),
+                    preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE,
+                                                          (30000, 30000)))
+            finally:
+                os.environ.update(saved)
+            check(p.returncode == 0, "rc %d: %s" % (p.returncode, p.stderr[-300:]))
+            check("profile not written" in p.stderr, "the profile was written: %s" % p.stderr)
+            clean(rx)
+            chunks = [json.loads(x) for _, x in rx.items("profile_chunk")]
+            check(len(chunks) == 2, "%d chunks" % len(chunks))
+            check(len(chunks[-1]["profile"]["samples"]) >= 100,
+                  "the last chunk holds %d samples" % len(chunks[-1]["profile"]["samples"]))
+
+    def test_url_secrets(tmp):
+        """A Pyroscope URL without a scheme that holds user:password@ is not
+        echoed in the line that refuses it; a URL too long with its labels
+        is refused with one line, the program unharmed."""
+        r = run(tmp, 0.5, {"WALLPROF_PYROSCOPE_URL": "user:hunter2@pyro.example:4040",
+                           "WALLPROF_SPOOL_DIR": os.path.join(tmp, "spool")})
+        check(r.rc == 0, r.describe())
+        lines = [l for l in r.wallprof_lines() if "PYROSCOPE_URL" in l]
+        check(len(lines) == 1 and "hunter2" not in r.stderr, "lines: %s" % r.wallprof_lines())
+        with receiver.Receiver(key=KEY) as rx:
+            # 980 bytes of URL and 11 labels of 40 '/' (each sent as %2F)
+            r = run(tmp, 1.2, {"WALLPROF_PYROSCOPE_URL": rx.url("/" + "p" * 950),
+                               "WALLPROF_PYROSCOPE_LABELS": ",".join(
+                                   "k%d=%s" % (i, "/" * 40) for i in range(11)),
+                               "WALLPROF_SPOOL_DIR": os.path.join(tmp, "spool2")})
+            same_as_plain(tmp, r, 1.2)
+            lines = [l for l in r.wallprof_lines() if "longer than" in l]
+            check(len(lines) == 1 and not rx.requests, "lines %s, requests %s"
+                  % (r.wallprof_lines(), rx.requests))
+
     def test_413(tmp):
         """413: dropped, one line says so, nothing kept."""
         spool = os.path.join(tmp, "spool")
@@ -422,8 +468,9 @@ def tests(rt):
                 parts = multipart_parts(q.headers.get("content-type", ""), q.body)
                 check(set(parts) == {"profile", "sample_type_config"}, "parts %s" % list(parts))
                 config = json.loads(parts.get("sample_type_config") or b"{}")
-                check(list(config) == ["wall"] and config["wall"]["units"] == "nanoseconds"
-                      and config["wall"]["display-name"] == "wall", "config %s" % config)
+                check(list(config) == ["samples"] and config["samples"]["units"] == "samples"
+                      and config["samples"]["display-name"] == "wall"
+                      and config["samples"]["sampled"] is True, "config %s" % config)
                 strings, n = pprof_summary(parts["profile"])
                 check(n > 100 and "spin_work" in strings, "pprof: %d samples" % n)
                 check(("thread_name" in strings) == (threads == "1"),
@@ -450,6 +497,8 @@ def tests(rt):
         ("send_sigterm_tail", test_sigterm_tail),
         ("send_chunks_bound", test_chunks_bound),
         ("send_chunks_bad_value", test_chunks_bad_value),
+        ("send_tail_without_file", test_tail_without_file),
+        ("send_url_secrets", test_url_secrets),
         ("send_413", test_413),
         ("send_unreachable", test_unreachable),
         ("send_pyroscope", test_pyroscope),

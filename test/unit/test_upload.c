@@ -652,16 +652,45 @@ static void test_env(void)
 	REQ(!wp_spool_config_from_env(&sc, dir, sizeof(dir), err, sizeof(err)));
 	REQ(!strcmp(sc.dir, "/x/spool") && sc.max_files == 100 && sc.max_bytes == 64ull << 20);
 	unsetenv("WALLPROF_SPOOL_DIR");
-	setenv("XDG_CACHE_HOME", "/c", 1);
-	REQ(!wp_spool_default_dir(dir, sizeof(dir)) && !strcmp(dir, "/c/wallprof/spool"));
-	setenv("XDG_CACHE_HOME", "relative", 1);
-	setenv("HOME", "/h", 1);
-	REQ(!wp_spool_default_dir(dir, sizeof(dir)) && !strcmp(dir, "/h/.cache/wallprof/spool"));
-	unsetenv("XDG_CACHE_HOME");
-	unsetenv("HOME");
-	setenv("TMPDIR", "/t", 1);
-	REQ(!wp_spool_default_dir(dir, sizeof(dir)) && !strncmp(dir, "/t/wallprof-spool-", 18));
-	REQ(wp_spool_default_dir(dir, 5) == -1);
+	{
+		/* the derived defaults, in directories of the test's own; each
+		 * is created (0700) when it can be, and passed over when it is
+		 * not ours alone */
+		char base[200], c[240], h[240], want[300], *slash = strrchr(root, '/');
+		const char *saved_tmp = getenv("TMPDIR");
+		char tmpcopy[200];
+
+		snprintf(tmpcopy, sizeof(tmpcopy), "%s", saved_tmp ? saved_tmp : "");
+		snprintf(base, sizeof(base), "%.*s", (int)(slash - root), root);
+		snprintf(c, sizeof(c), "%s/c", base);
+		snprintf(h, sizeof(h), "%s/h", base);
+		REQ(!mkdir(c, 0700) && !mkdir(h, 0700));
+		setenv("XDG_CACHE_HOME", c, 1);
+		snprintf(want, sizeof(want), "%s/wallprof/spool", c);
+		REQ(!wp_spool_default_dir(dir, sizeof(dir)) && !strcmp(dir, want) &&
+		    access(want, F_OK) == 0);
+		setenv("XDG_CACHE_HOME", "relative", 1);
+		setenv("HOME", h, 1);
+		snprintf(want, sizeof(want), "%s/.cache/wallprof/spool", h);
+		REQ(!wp_spool_default_dir(dir, sizeof(dir)) && !strcmp(dir, want));
+		/* a cache others may write (a shared one): the next candidate */
+		REQ(!chmod(want, 0777));
+		setenv("XDG_CACHE_HOME", c, 1);
+		snprintf(want, sizeof(want), "%s/wallprof/spool", c);
+		REQ(!chmod(want, 0777));
+		setenv("TMPDIR", "/t", 1);
+		REQ(!wp_spool_default_dir(dir, sizeof(dir)) &&
+		    !strncmp(dir, "/t/wallprof-spool-", 18));
+		unsetenv("XDG_CACHE_HOME");
+		unsetenv("HOME");
+		REQ(!wp_spool_default_dir(dir, sizeof(dir)) &&
+		    !strncmp(dir, "/t/wallprof-spool-", 18));
+		REQ(wp_spool_default_dir(dir, 5) == -1);
+		if (tmpcopy[0])
+			setenv("TMPDIR", tmpcopy, 1);
+		else
+			unsetenv("TMPDIR");
+	}
 	setenv("WALLPROF_SPOOL_MAX_FILES", "7", 1);
 	setenv("WALLPROF_SPOOL_MAX_MB", "2", 1);
 	REQ(!wp_spool_config_from_env(&sc, dir, sizeof(dir), err, sizeof(err)));
