@@ -129,9 +129,12 @@ def tests(rt):
         # The raw dump and its profile say the same, but for the file's name.
         check(out_raw.split("\n", 1)[1] == out.split("\n", 1)[1],
               "report of the raw dump differs from its profile's:\n%s\n---\n%s" % (out_raw, out))
-        m = re.search(r"^\s+100\.0%\s+100\.0%\s+0\.0%\s+wpt_conv_work\s+conversion\.c:\d+$", out,
-                      re.M)
-        check(m, "wpt_conv_work is not the whole on-CPU time:\n%s" % out)
+        # The program spins in wpt_conv_work; a tick may land in main or
+        # exit around it (1 of 30 samples in a 0.3 s run).
+        m = re.search(r"^\s+([\d.]+)%\s+([\d.]+)%\s+([\d.]+)%\s+wpt_conv_work\s+"
+                      r"conversion\.c:\d+$", out, re.M)
+        check(m and float(m.group(1)) >= 90 and float(m.group(2)) >= 90,
+              "wpt_conv_work is not most of the on-CPU time:\n%s" % out)
         rc, out, _ = cmd(["report", js, "--markdown", "--threads", "--top", "1"], tmp)
         check(rc == 0 and "### threads" in out and "|---" in out and
               re.search(r"### thread \d+ \(conversion\): top functions", out),
