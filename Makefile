@@ -152,7 +152,7 @@ demo: deps
 	@scripts/demo.sh
 
 test: deps
-	@$(MAKE) --no-print-directory $(LIB) testlib unit $(PROGS)
+	@$(MAKE) --no-print-directory $(LIB) testlib unit $(PROGS) $(BUILD)/bench/shortthreads
 	@$(PYTHON) scripts/check-as-safe.py
 	@$(PYTHON) scripts/check-layout.py
 	@$(PYTHON) test/run_tests.py

@@ -74,9 +74,13 @@ void wp_sampler_thread_create_failed(void)
 void wp_sampler_thread_begins(void)
 {
 	tls_counted = 1;
-	/* Any value makes the key's destructor run at the thread's end; a
-	 * slot claimed later replaces it. A key below 32 allocates nothing. */
-	if (!pthread_getspecific(g->fix.exit_key))
+	/* Known to the sampler from its first instruction, not from the next
+	 * /proc/self/task scan (every tenth tick): a thread that lives a few
+	 * milliseconds is sampled like any other. Claiming the slot stores it
+	 * as the exit key's value (its end is seen); without a slot (none
+	 * free, not sampling), any value makes the key's destructor run at the
+	 * thread's end. A key below 32 allocates nothing. */
+	if (!wp_slot_self() && !pthread_getspecific(g->fix.exit_key))
 		pthread_setspecific(g->fix.exit_key, &wp_rt);
 }
 

@@ -3,6 +3,7 @@ thread churn, threads that block every signal, a thread renamed while it
 runs."""
 
 import os
+import re
 import time
 
 CHURN_N = 20000
@@ -203,7 +204,28 @@ def tests(rt):
               % (m.group(1), want, w["pending"], w["send_failed"], w["dropped_full"],
                  w["overwritten"], w["threads_untracked"]))
 
+    def test_short_threads(tmp):
+        """Threads that live 2 ms on CPU each, one after the other, at
+        1000 Hz: known to the sampler from their first instruction (not
+        from the next /proc scan, every tenth tick), most of their CPU time
+        is in the profile (about 5 % before)."""
+        prog = os.path.join(rt.BUILD, "bench", "shortthreads")
+        r = rt.run_under_preload([prog, "300", "2", "1"], cwd=tmp,
+                                 env_extra={"WALLPROF_HZ": "1000"})
+        check(r.rc == 0, r.describe())
+        obj = rt.exit_profile(r)
+        samples = rt.profile_part(obj)["samples"]
+        hits = [s for s in samples if s.get("on_cpu")
+                and "short_work" in rt.stack_functions(obj, s["stack_id"])]
+        cpu_s = float(re.search(r"cpu_s=([\d.]+)", r.stdout).group(1))
+        share = len(hits) / 1000.0 / cpu_s
+        note("short threads: %.0f %% of %.2f s of CPU found, %d threads sampled"
+             % (100 * share, cpu_s, len({s["thread_id"] for s in hits})))
+        check(share >= 0.4, "only %.0f %% of the short threads' CPU time is in the profile"
+              % (100 * share))
+
     return [
+        ("thr_short_threads", test_short_threads),
         ("thr_untracked_not_dropped", test_untracked_not_dropped),
         ("thr_churn", test_churn),
         ("thr_sigblock", test_sigblock),
