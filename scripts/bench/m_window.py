@@ -1,4 +1,4 @@
-"""M-window: build/bench/window: N threads blocked in pthread_cond_wait plus
+"""M-window: build/bench/mem: N threads blocked in pthread_cond_wait plus
 4 busy ones, for the ring's window + 3 s (N = 1,000 and 10,000; --quick:
 1,000 only), under the preload with the defaults (WALLPROF_RING_SECONDS=30,
 WALLPROF_RING_MB=64). How many seconds of history the exit profile holds
@@ -34,7 +34,7 @@ def bench_m(table, tmpdir, quick):
         env_with = clean_env()
         env_with.update(LD_PRELOAD=LIB, WALLPROF_LOG="info",
                         WALLPROF_OUTPUT=os.path.join(tmpdir, "w.%p.json"))
-        cmd = [prog("window"), str(n), str(BUSY), str(secs)]
+        cmd = [prog("mem"), str(n), str(secs), str(BUSY)]
         procs = {t: subprocess.Popen(cmd, cwd=tmpdir, env=env_with if t == "wallprof" else clean_env(),
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for t in ("wallprof", "none")}
@@ -44,7 +44,7 @@ def bench_m(table, tmpdir, quick):
             if pr.returncode != 0:
                 raise RunError("window %d [%s] exited with status %d: %s"
                                % (n, t, pr.returncode, e[-300:]))
-            res[t] = parse_line(o, "rss_kb", "window")
+            res[t] = parse_line(o, "rss_kb", "mem")
             if t == "wallprof":
                 path = written_profile(e, cmd, tmpdir)
                 try:
@@ -60,4 +60,4 @@ def bench_m(table, tmpdir, quick):
                     "%.1f MiB (VmHWM, side by side)" % added, "<= 64 MiB", added <= 64)
 
 
-BENCHMARKS = [Benchmark("M-window", bench_m, ("window",))]
+BENCHMARKS = [Benchmark("M-window", bench_m, ("mem",))]

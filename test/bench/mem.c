@@ -1,9 +1,9 @@
 /* mem: resident memory of a process with N idle threads.
  *
- *   mem NTHREADS SECONDS
+ *   mem NTHREADS SECONDS [NBUSY]
  *
  * Starts NTHREADS threads that wait in pthread_cond_wait for the whole run
- * and one busy thread that spins, lets them run for SECONDS, reads VmRSS and
+ * and NBUSY (default 1) busy threads that spin, lets them run for SECONDS, reads VmRSS and
  * VmHWM from /proc/self/status 100 ms before the end, then stops everything.
  * One line on stdout: rss_kb=... hwm_kb=... threads=N seconds=S. */
 #ifndef _GNU_SOURCE
@@ -63,24 +63,28 @@ int main(int argc, char **argv)
 {
 	long n, i;
 	double secs;
-	pthread_t *t, b;
+	long nbusy;
+	pthread_t *t, *b;
 	char buf[4096];
 	size_t len;
 	FILE *f;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: mem NTHREADS SECONDS\n");
+		fprintf(stderr, "usage: mem NTHREADS SECONDS [NBUSY]\n");
 		return 2;
 	}
 	n = strtol(argv[1], NULL, 10);
 	secs = strtod(argv[2], NULL);
-	if (n < 0 || secs < 0.2 || !(t = calloc((size_t)n + 1, sizeof(*t))))
+	nbusy = argc > 3 ? strtol(argv[3], NULL, 10) : 1;
+	if (n < 0 || nbusy < 0 || secs < 0.2 || !(t = calloc((size_t)n + 1, sizeof(*t))) ||
+	    !(b = calloc((size_t)nbusy + 1, sizeof(*b))))
 		return 2;
 	for (i = 0; i < n; i++)
 		if (pthread_create(&t[i], NULL, waiter, NULL) != 0)
 			return 2;
-	if (pthread_create(&b, NULL, busy, NULL) != 0)
-		return 2;
+	for (i = 0; i < nbusy; i++)
+		if (pthread_create(&b[i], NULL, busy, (void *)(uintptr_t)(i + 1)) != 0)
+			return 2;
 	sleep_s(secs - 0.1);
 	f = fopen("/proc/self/status", "r");
 	if (!f)
@@ -99,7 +103,9 @@ int main(int argc, char **argv)
 	pthread_mutex_unlock(&mu);
 	for (i = 0; i < n; i++)
 		pthread_join(t[i], NULL);
-	pthread_join(b, NULL);
+	for (i = 0; i < nbusy; i++)
+		pthread_join(b[i], NULL);
+	free(b);
 	free(t);
 	return 0;
 }
