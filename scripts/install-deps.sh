@@ -47,26 +47,41 @@ if [ "${1:-}" = bench ]; then
 	exit 0
 fi
 
-PKGS="build-essential pkg-config libunwind-dev libdw-dev libelf-dev libjansson-dev zlib1g-dev libcurl4-openssl-dev python3 elfutils golang-go libpython3.11-testsuite nodejs npm chromium"
-
+# Each check that fails adds its packages to PKGS, so that only what is
+# missing is installed: a machine whose Node.js comes from elsewhere (the
+# nodesource build ships its own npm and conflicts with Debian's npm) keeps
+# it, and the rest still installs.
+PKGS=""
+need() {
+	case " $PKGS " in
+	*" $1 "*) ;;
+	*) PKGS="${PKGS:+$PKGS }$*" ;;
+	esac
+}
 missing() {
-	command -v cc >/dev/null 2>&1 || return 0
-	command -v c++ >/dev/null 2>&1 || return 0
-	command -v make >/dev/null 2>&1 || return 0
-	command -v python3 >/dev/null 2>&1 || return 0
-	command -v eu-stack >/dev/null 2>&1 || return 0
-	command -v go >/dev/null 2>&1 || return 0 # test/e2e/golang.py (cgo test program), formats.py (go tool pprof)
-	command -v npm >/dev/null 2>&1 || return 0 # test/e2e/formats.py (speedscope's importer in node)
-	command -v pkg-config >/dev/null 2>&1 || return 0
-	pkg-config --exists libunwind libdw libelf jansson zlib libcurl || return 0 # libcurl: wallprof upload
-	[ -f /usr/lib/python3.11/test/test_eintr.py ] || return 0 # libpython3.11-testsuite
-	command -v chromium >/dev/null 2>&1 || return 0 # test/e2e/html.py (headless, DevTools pipe)
-	return 1
+	PKGS=""
+	command -v cc >/dev/null 2>&1 || need build-essential
+	command -v c++ >/dev/null 2>&1 || need build-essential
+	command -v make >/dev/null 2>&1 || need build-essential
+	command -v python3 >/dev/null 2>&1 || need python3
+	command -v eu-stack >/dev/null 2>&1 || need elfutils
+	command -v go >/dev/null 2>&1 || need golang-go # test/e2e/golang.py (cgo test program), formats.py (go tool pprof)
+	command -v npm >/dev/null 2>&1 || need nodejs npm # test/e2e/formats.py (speedscope's importer in node)
+	command -v pkg-config >/dev/null 2>&1 || need pkg-config
+	for pc in libunwind:libunwind-dev libdw:libdw-dev libelf:libelf-dev jansson:libjansson-dev \
+		zlib:zlib1g-dev libcurl:libcurl4-openssl-dev; do # libcurl: wallprof upload
+		pkg-config --exists "${pc%%:*}" 2>/dev/null || need "${pc#*:}"
+	done
+	[ -f /usr/lib/python3.11/test/test_eintr.py ] || need libpython3.11-testsuite
+	command -v chromium >/dev/null 2>&1 || need chromium # test/e2e/html.py (headless, DevTools pipe)
+	[ -n "$PKGS" ]
 }
 
 if [ "${1:-}" = format ]; then
-	PKGS="clang-format-19"
-	missing() { ! command -v clang-format-19 >/dev/null 2>&1; }
+	missing() {
+		PKGS="clang-format-19"
+		! command -v clang-format-19 >/dev/null 2>&1
+	}
 fi
 
 missing || exit 0
@@ -81,6 +96,6 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends $PKGS >/dev/null
 if missing; then
-	echo "wallprof: dependencies still missing after apt-get install" >&2
+	echo "wallprof: dependencies still missing after apt-get install: $PKGS" >&2
 	exit 1
 fi
