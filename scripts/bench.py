@@ -31,6 +31,7 @@ name (--list):
   K-make-follow-children  `make -j2` of the project with children profiled
   L-short-threads         share of 20,000 short threads' CPU time in the profile
   M-window                seconds of history kept with 1,000 / 10,000 blocked threads
+  N-thread-create         20,000 threads created two at a time: wall ratio, us added each
 
 Tools the benchmarks compare against (perf, gperftools) and git for K come
 from `scripts/install-deps.sh bench`, which `make bench` runs first; no
@@ -59,12 +60,13 @@ import time
 # scripts/bench/, not this file. No __pycache__ left in the tree.
 sys.dont_write_bytecode = True
 from bench import (a_condvar, b_signals, c_tools, common, d_mixed, e_handler, f_bigcxx, f_dump,
-                   g_memory, h_startup, i_fidelity, j_startup_dynamic, k_make, l_short, m_window)
+                   g_memory, h_startup, i_fidelity, j_startup_dynamic, k_make, l_short, m_window,
+                   n_threadcreate)
 from bench.common import (HZ, LIB, ROOT, RunError, Table, cpu_snapshot, foreign_cpus, load1, log,
                           machine_lines, prog, usable_cpus)
 
 MODULES = (a_condvar, b_signals, c_tools, d_mixed, e_handler, f_dump, f_bigcxx, g_memory,
-           h_startup, i_fidelity, j_startup_dynamic, k_make, l_short, m_window)
+           h_startup, i_fidelity, j_startup_dynamic, k_make, l_short, m_window, n_threadcreate)
 BENCHMARKS = [b for m in MODULES for b in m.BENCHMARKS]
 
 
