@@ -142,9 +142,10 @@ static int convert_by_hand(const char *input, const char *out, const char *forma
 	}
 	for (k = 0; k < nf; k++)
 		if (fmts[k] == wp_format_find("sentry") && !wp_profile_sentry_ok(&m.p)) {
-			rc = fail("%s: %zu sample%s, fewer than 2 on every thread: Sentry would "
+			rc = fail("%s: %llu sample%s, fewer than 2 on every thread: Sentry would "
 				  "reject the profile (NotEnoughSamples); nothing written",
-				  input, m.p.nr_samples, m.p.nr_samples == 1 ? "" : "s");
+				  input, (unsigned long long)wp_profile_count(&m.p),
+				  wp_profile_count(&m.p) == 1 ? "" : "s");
 			wp_model_free(&m);
 			return rc;
 		}

@@ -175,10 +175,12 @@ int wp_cv_pyroscope_load(void);
 int wp_cv_pyroscope_put(const struct wp_model *m, const char *run, const char *what);
 
 /* The part of `m` no periodic chunk took (m->p.tail_chunk: the process
- * ended between two periods), as that chunk: a shallow copy over m's
- * samples from chunk_from_ns on (sorted by time), for writers, which only
- * read; never freed itself. */
-void wp_cv_tail_model(const struct wp_model *m, struct wp_model *t);
+ * ended between two periods), as that chunk: a shallow copy of `m` but for
+ * its samples, those of chunk_from_ns on (a sample that straddles it cut),
+ * for writers, which only read. Returns 0, or -1 out of memory (no
+ * samples then). Freed with wp_cv_tail_free, which frees only that. */
+int wp_cv_tail_model(const struct wp_model *m, struct wp_model *t);
+void wp_cv_tail_free(struct wp_model *t);
 
 /* Whether some destination is set (after wp_cv_send_load). */
 int wp_cv_send_on(void);

@@ -75,11 +75,11 @@ static int tally(struct wp_tally *t, struct wp_model *m, struct wp_model *into, 
 		else if (!(e = wp_tally_add(t, label)))
 			bad = 1;
 		else if (second) {
-			e->n2++;
-			e->on2 += (unsigned long long)on;
+			e->n2 += s->n;
+			e->on2 += on ? s->n : 0;
 		} else {
-			e->n++;
-			e->on += (unsigned long long)on;
+			e->n += s->n;
+			e->on += on ? s->n : 0;
 		}
 	}
 	wp_charge_free(&c);
@@ -92,7 +92,8 @@ static int text(struct wp_model *base, struct wp_model *cur, const char *bpath, 
 	struct wp_tally t = { 0 };
 	struct wp_table tb = { .ncols = 6, .align = "rrrrrl" };
 	int bad = 0;
-	unsigned long long base_total = base->p.nr_samples, new_total = cur->p.nr_samples;
+	unsigned long long base_total = wp_profile_count(&base->p),
+			   new_total = wp_profile_count(&cur->p);
 
 	if (tally(&t, base, cur, 0) < 0 || tally(&t, cur, cur, 1) < 0) {
 		wp_tally_free(&t);

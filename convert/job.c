@@ -130,19 +130,28 @@ static char *write_one(const struct wp_cv_job *j, const struct wp_format *f,
 	return path;
 }
 
-void wp_cv_tail_model(const struct wp_model *m, struct wp_model *t)
+int wp_cv_tail_model(const struct wp_model *m, struct wp_model *t)
 {
-	size_t k = 0;
-
 	*t = *m;
-	while (k < m->p.nr_samples && m->p.samples[k].t_ns < m->p.chunk_from_ns)
-		k++;
-	t->p.samples += k;
-	t->p.nr_samples -= k;
+	t->p.samples = malloc((m->p.nr_samples + 1) * sizeof(*t->p.samples));
+	if (!t->p.samples) {
+		t->p.nr_samples = 0;
+		return -1;
+	}
+	memcpy(t->p.samples, m->p.samples, m->p.nr_samples * sizeof(*t->p.samples));
+	wp_profile_keep_range(&t->p, m->p.chunk_from_ns, 0);
 	t->p.chunk = m->p.tail_chunk;
 	t->p.tail_chunk = 0;
 	if (t->p.nr_samples)
 		t->p.start_ns = t->p.samples[0].t_ns;
+	return 0;
+}
+
+void wp_cv_tail_free(struct wp_model *t)
+{
+	free(t->p.samples);
+	t->p.samples = NULL;
+	t->p.nr_samples = 0;
 }
 
 /* The tail of `m` (wp_cv_tail_model) as chunk files beside j->out,
@@ -160,8 +169,8 @@ static void write_tail(const struct wp_cv_job *j, const struct wp_model *m,
 	unsigned k = m->p.tail_chunk, last = k + 1000;
 	int fell_back;
 
-	wp_cv_tail_model(m, &t);
-	if (!base || !wp_profile_sentry_ok(&t.p)) {
+	if (wp_cv_tail_model(m, &t) < 0 || !base || !wp_profile_sentry_ok(&t.p)) {
+		wp_cv_tail_free(&t);
 		free(base);
 		return;
 	}
@@ -194,6 +203,7 @@ static void write_tail(const struct wp_cv_job *j, const struct wp_model *m,
 	free(name);
 	free(raw);
 	free(base);
+	wp_cv_tail_free(&t);
 }
 
 int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
@@ -238,8 +248,8 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 		wp_cv_event(p.chunk ? WP_CV_DEBUG : WP_CV_INFO, "short", NULL, dropped,
 			    "%s%s%zu sample%s in %.0f ms, fewer than 2 on every thread: too short "
 			    "for a profile, none written (WALLPROF_HZ=%u)",
-			    who, p.snapshot ? "snapshot: " : "", p.nr_samples,
-			    p.nr_samples == 1 ? "" : "s",
+			    who, p.snapshot ? "snapshot: " : "", (size_t)wp_profile_count(&p),
+			    wp_profile_count(&p) == 1 ? "" : "s",
 			    (double)(info.dump_ns - info.start_ns) / 1e6, p.hz);
 		wp_profile_free(&p);
 		if (!j->keep_dump && wp_cv_same_file(j->raw, j->fd))

@@ -197,7 +197,7 @@ int wp_cv_pyroscope_put(const struct wp_model *m, const char *run, const char *w
 	size_t len = 0, n;
 	int rc;
 
-	if (p->nr_samples < 2)
+	if (wp_profile_count(p) < 2)
 		return 0; /* a tail of a tick or two at exit: nothing to look at */
 	if (!f || wp_format_write_mem(f, m, &o, &body, &len, &st, err, sizeof(err)) < 0) {
 		wp_cv_event(WP_CV_INFO, "info", NULL, 0, "%s not sent to Pyroscope: %s", what,
@@ -205,7 +205,7 @@ int wp_cv_pyroscope_put(const struct wp_model *m, const char *run, const char *w
 		return -1;
 	}
 	from = (double)((int64_t)p->samples[0].t_ns + p->realtime_offset_ns) / 1e9;
-	until = (double)((int64_t)p->samples[p->nr_samples - 1].t_ns + p->realtime_offset_ns) / 1e9;
+	until = (double)((int64_t)wp_profile_last_ns(p) + p->realtime_offset_ns) / 1e9;
 	if (cfg.app[0])
 		snprintf(app, sizeof(app), "%s", cfg.app);
 	else

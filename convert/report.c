@@ -93,7 +93,7 @@ static void head(struct rep *r, const char *path, const uint32_t *tids, size_t n
 	const struct wp_profile *p = &r->m->p;
 	const struct wp_counters *c = &p->counters;
 	uint64_t base = p->start_ns, dur;
-	unsigned long long trunc = 0;
+	unsigned long long trunc = 0, total;
 	size_t idle = 0, i;
 	char line[1024];
 	size_t n = 0;
@@ -121,10 +121,12 @@ static void head(struct rep *r, const char *path, const uint32_t *tids, size_t n
 	if (p->nr_samples && p->samples[0].t_ns < base)
 		base = p->samples[0].t_ns;
 	dur = p->end_ns > base ? p->end_ns - base
-	      : p->nr_samples  ? p->samples[p->nr_samples - 1].t_ns - base
+	      : p->nr_samples  ? wp_profile_last_ns(p) - base
 			       : 0;
 	for (i = 0; i < p->nr_samples; i++)
-		trunc += !!(p->samples[i].flags & WP_SAMPLE_TRUNCATED);
+		if (p->samples[i].flags & WP_SAMPLE_TRUNCATED)
+			trunc += p->samples[i].n;
+	total = wp_profile_count(p);
 	if (r->md)
 		printf("## wallprof report\n\n");
 	printf("%sprofile:  %s\n", r->md ? "    " : "", path);
@@ -137,10 +139,9 @@ static void head(struct rep *r, const char *path, const uint32_t *tids, size_t n
 	else
 		snprintf(line, sizeof(line), "at exit");
 	printf("%sduration: %.2f s (%s)\n", r->md ? "    " : "", (double)dur / 1e9, line);
-	printf("%ssamples:  %zu in %zu threads, %.1f samples/s per thread", r->md ? "    " : "",
-	       p->nr_samples, nr_tids,
-	       nr_tids && dur ? (double)p->nr_samples / ((double)nr_tids * (double)dur / 1e9)
-			      : 0.0);
+	printf("%ssamples:  %llu in %zu threads, %.1f samples/s per thread", r->md ? "    " : "",
+	       (unsigned long long)total, nr_tids,
+	       nr_tids && dur ? (double)total / ((double)nr_tids * (double)dur / 1e9) : 0.0);
 	if (p->hz)
 		printf(" (configured %u Hz)", p->hz);
 	printf("\n");
@@ -199,20 +200,21 @@ static int threads_table(struct rep *r, const uint32_t *tids, size_t nr_tids, in
 
 			if (s->tid != tids[i])
 				continue;
-			n++;
-			on += !!(s->flags & WP_SAMPLE_ON_CPU);
+			n += s->n;
+			if (s->flags & WP_SAMPLE_ON_CPU)
+				on += s->n;
 			if (r->c.app[s->stack_id]) {
 				if (!(e = wp_tally_add(&fn, r->c.app[s->stack_id])))
 					bad = 1;
 				else
-					e->n++;
+					e->n += s->n;
 			}
 			label = syscall_label(m, s);
 			if (label && !(s->flags & WP_SAMPLE_ON_CPU)) {
 				if (!(e = wp_tally_add(&sc, label)))
 					bad = 1;
 				else
-					e->n++;
+					e->n += s->n;
 			}
 		}
 		if (th)
@@ -248,7 +250,7 @@ static int offcpu_table(struct rep *r, int labelled)
 	struct wp_model *m = r->m;
 	struct wp_tally sc = { 0 };
 	struct wp_table t = { .ncols = 4, .align = "rrrl" };
-	unsigned long long total = m->p.nr_samples, off = 0, on_labelled = 0;
+	unsigned long long total = wp_profile_count(&m->p), off = 0, on_labelled = 0;
 	const char *nolabel = wp_model_intern(m, "(no system call label)", 22);
 	int bad = !nolabel;
 
@@ -259,14 +261,15 @@ static int offcpu_table(struct rep *r, int labelled)
 		struct wp_tally_entry *e;
 
 		if (s->flags & WP_SAMPLE_ON_CPU) {
-			on_labelled += label != NULL;
+			if (label)
+				on_labelled += s->n;
 			continue;
 		}
-		off++;
+		off += s->n;
 		if (!(e = wp_tally_add(&sc, label ? label : nolabel)))
 			bad = 1;
 		else
-			e->n++;
+			e->n += s->n;
 	}
 	if (!off) {
 		printf("  no off-CPU samples\n");
@@ -310,20 +313,21 @@ static int functions_table(struct rep *r, uint32_t tid, size_t top)
 
 		if (tid && s->tid != tid)
 			continue;
-		total++;
+		total += s->n;
 		if (!(e = wp_tally_add(&fn, r->c.label[s->stack_id]))) {
 			bad = 1;
 			break;
 		}
-		e->n++;
-		e->on += !!(s->flags & WP_SAMPLE_ON_CPU);
+		e->n += s->n;
+		if (s->flags & WP_SAMPLE_ON_CPU)
+			e->on += s->n;
 		/* the function's lines, counted in a tally of its own */
 		if (line && !e->extra && !(e->extra = calloc(1, sizeof(struct wp_tally))))
 			bad = 1;
 		if (line && e->extra && !(e = wp_tally_add((struct wp_tally *)e->extra, line)))
 			bad = 1;
 		else if (line && e)
-			e->n++;
+			e->n += s->n;
 	}
 	/* each function's most frequent line, the first seen among equals */
 	for (size_t i = 0; i < fn.n; i++) {

@@ -212,26 +212,41 @@ static int put_sentry(const struct wp_model *m, const char *run, const char *wha
 	return rc;
 }
 
+static int send_model(const struct wp_model *m);
+
 int wp_cv_send_model(const struct wp_model *whole)
 {
-	const struct wp_model *m = whole;
-	const struct wp_profile *p;
 	struct wp_model tail;
-	char run[64], what[96];
-	struct wp_flush_result r;
-	double deadline;
-	int queued = 0, failed = 0, rc;
+	int rc;
 
 	if (!wp_cv_send_on())
 		return 0;
 	/* With chunks on, an exit, exec or snapshot profile holds samples the
 	 * chunks carry: only what no chunk took goes, as the next chunk. */
 	if (whole->p.tail_chunk) {
-		wp_cv_tail_model(whole, &tail);
-		m = &tail;
-	} else if (!whole->p.chunk && whole->p.chunks_on) {
-		return 0;
+		if (wp_cv_tail_model(whole, &tail) < 0) {
+			wp_cv_event(WP_CV_ERROR, "error", NULL, 0,
+				    "upload: out of memory for the last chunk");
+			return -1;
+		}
+		rc = send_model(&tail);
+		wp_cv_tail_free(&tail);
+		return rc;
 	}
+	if (!whole->p.chunk && whole->p.chunks_on)
+		return 0;
+	return send_model(whole);
+}
+
+/* Spools `m` (a whole profile or the tail of one) and flushes the spool. */
+static int send_model(const struct wp_model *m)
+{
+	const struct wp_profile *p;
+	char run[64], what[96];
+	struct wp_flush_result r;
+	double deadline;
+	int queued = 0, failed = 0, rc;
+
 	p = &m->p;
 	run_name(p, run, sizeof(run));
 	if (p->chunk)

@@ -7,7 +7,7 @@
 
 int wp_fmt_sample_ok(const struct wp_model *m, const struct wp_sample *s)
 {
-	return s->stack_id < m->p.nr_stacks;
+	return s->stack_id < m->p.nr_stacks && s->n > 0;
 }
 
 static int push(struct wp_fmt_stack *st, const struct wp_model *m, uint32_t pc, uint32_t fi)
@@ -84,7 +84,7 @@ void wp_fmt_stats(const struct wp_model *m, struct wp_out_stats *st)
 	uint64_t first = 0, last = 0;
 	uint32_t *tids;
 	uint8_t *used;
-	size_t n = 0, nt = 0;
+	size_t n = 0, nr = 0, nt = 0;
 
 	if (!st)
 		return;
@@ -96,15 +96,15 @@ void wp_fmt_stats(const struct wp_model *m, struct wp_out_stats *st)
 			continue;
 		if (!n || s->t_ns < first)
 			first = s->t_ns;
-		if (!n || s->t_ns > last)
-			last = s->t_ns;
+		if (!n || wp_sample_last(p, s) > last)
+			last = wp_sample_last(p, s);
 		if (tids)
-			tids[n] = s->tid;
-		n++;
+			tids[nr++] = s->tid;
+		n += s->n;
 	}
 	if (tids) {
-		qsort(tids, n, sizeof(*tids), wp_cmp_u32);
-		for (size_t i = 0; i < n; i++)
+		qsort(tids, nr, sizeof(*tids), wp_cmp_u32);
+		for (size_t i = 0; i < nr; i++)
 			nt += i == 0 || tids[i] != tids[i - 1];
 		free(tids);
 	}

@@ -180,14 +180,16 @@ int wp_out_folded(const struct wp_model *m, const struct wp_format_opts *o, stru
 	if (!lines)
 		goto oom;
 	for (size_t i = 0, j; i < n; i = j) {
-		for (j = i + 1; j < n && cmp_key(&keys[j], &keys[i]) == 0; j++)
-			;
+		uint64_t count = 0;
+
+		for (j = i; j < n && cmp_key(&keys[j], &keys[i]) == 0; j++)
+			count += p->samples[keys[j].sample].n;
 		if (format_line(m, &keys[i], &b, &stack) < 0)
 			goto oom;
 		lines[nr_lines].text = strdup(b.s);
 		if (!lines[nr_lines].text)
 			goto oom;
-		lines[nr_lines++].count = j - i;
+		lines[nr_lines++].count = count;
 	}
 	qsort(lines, nr_lines, sizeof(*lines), cmp_line);
 	for (size_t i = 0, j; i < nr_lines; i = j) {

@@ -94,10 +94,9 @@ int wp_out_html(const struct wp_model *m, const struct wp_format_opts *o, struct
 		st->nr_threads = ds.nr_threads;
 		st->nr_frames = p->nr_pcs;
 		st->bytes = s->bytes - start;
-		st->duration_s = p->nr_samples ? (double)(p->samples[p->nr_samples - 1].t_ns -
-							  p->samples[0].t_ns) /
-							 1e9
-					       : 0;
+		st->duration_s =
+			p->nr_samples ? (double)(wp_profile_last_ns(p) - p->samples[0].t_ns) / 1e9
+				      : 0;
 	}
 	return 0;
 }

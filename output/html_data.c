@@ -464,7 +464,7 @@ int wp_html_data(const struct wp_model *m, struct wp_out_sink *s, struct wp_html
 	struct samp *ord = NULL;
 	struct run *runs = NULL;
 	size_t i, n = 0, nr_runs = 0, nr_threads = 0;
-	uint64_t t0 = p->start_ns, tmax = 0, period;
+	uint64_t t0 = p->start_ns, tmax = 0, period, nr_ticks = 0;
 	int rc = -1;
 
 	memset(st, 0, sizeof(*st));
@@ -488,14 +488,15 @@ int wp_html_data(const struct wp_model *m, struct wp_out_sink *s, struct wp_html
 		goto out;
 	}
 	for (i = 0; i < p->nr_samples; i++) {
-		if (p->samples[i].stack_id >= p->nr_stacks)
+		if (p->samples[i].stack_id >= p->nr_stacks || p->samples[i].n == 0)
 			continue;
 		ord[n].tid = p->samples[i].tid;
 		ord[n++].idx = (uint32_t)i;
+		nr_ticks += p->samples[i].n;
 		if (p->samples[i].t_ns < t0)
 			t0 = p->samples[i].t_ns;
-		if (p->samples[i].t_ns > tmax)
-			tmax = p->samples[i].t_ns;
+		if (wp_sample_last(p, &p->samples[i]) > tmax)
+			tmax = wp_sample_last(p, &p->samples[i]);
 	}
 	qsort(ord, n, sizeof(*ord), samp_cmp);
 
@@ -511,7 +512,7 @@ int wp_html_data(const struct wp_model *m, struct wp_out_sink *s, struct wp_html
 			nr_threads++;
 		if (same_thread && r->node == node && r->state == state &&
 		    tick <= r->first + r->count) {
-			r->count++;
+			r->count += sm->n;
 			continue;
 		}
 		if (same_thread && tick < r->first + r->count)
@@ -520,7 +521,7 @@ int wp_html_data(const struct wp_model *m, struct wp_out_sink *s, struct wp_html
 		runs[nr_runs].node = node;
 		runs[nr_runs].state = state;
 		runs[nr_runs].first = tick;
-		runs[nr_runs++].count = 1;
+		runs[nr_runs++].count = sm->n;
 	}
 	if (e->oom)
 		goto out;
@@ -529,11 +530,13 @@ int wp_html_data(const struct wp_model *m, struct wp_out_sink *s, struct wp_html
 	write_tables(w, e);
 	wp_hw_str(w, ",\"threads\":[");
 	{
-		size_t t = 0, first = 0;
+		size_t t = 0;
+		uint64_t ticks = 0;
 
 		for (i = 1; i <= n; i++) {
 			const struct wp_thread *th;
 
+			ticks += p->samples[ord[i - 1].idx].n;
 			if (i < n && ord[i].tid == ord[i - 1].tid)
 				continue;
 			th = wp_model_thread(m, ord[i - 1].tid);
@@ -542,9 +545,9 @@ int wp_html_data(const struct wp_model *m, struct wp_out_sink *s, struct wp_html
 			wp_hw_put(w, ",", 1);
 			wp_hw_json_str(w, th ? th->name : "");
 			wp_hw_put(w, ",", 1);
-			wp_hw_u64(w, i - first);
+			wp_hw_u64(w, ticks);
 			wp_hw_put(w, "]", 1);
-			first = i;
+			ticks = 0;
 		}
 	}
 	wp_hw_str(w, "],\"runs\":[");
@@ -569,7 +572,7 @@ int wp_html_data(const struct wp_model *m, struct wp_out_sink *s, struct wp_html
 	}
 	wp_hw_str(w, "]}");
 	wp_hw_flush(w);
-	st->nr_samples = n;
+	st->nr_samples = nr_ticks;
 	st->nr_threads = nr_threads;
 	st->nr_nodes = e->nr_nodes - 1;
 	st->nr_runs = nr_runs;

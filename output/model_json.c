@@ -456,6 +456,7 @@ static int read_samples(struct rd *r, const json_t *samples)
 			return fail(r, "profile.samples[%zu].stack_id is not the index of a stack",
 				    i);
 		s->stack_id = (uint32_t)v;
+		s->n = 1;
 		if (get_u64(json_object_get(o, "thread_id"), UINT32_MAX, &v) < 0)
 			return fail(r, "profile.samples[%zu].thread_id is not a thread id", i);
 		s->tid = (uint32_t)v;

@@ -193,9 +193,9 @@ static void write_samples(struct pp *pp, struct key *keys, size_t n, int thread_
 		char buf[32];
 		const char *sc;
 
-		for (j = i + 1; j < n && same_key(&keys[j], k); j++)
-			;
-		count = j - i;
+		count = 0;
+		for (j = i; j < n && same_key(&keys[j], k); j++)
+			count += p->samples[keys[j].sample].n;
 		if (hi - lo > cap) {
 			uint64_t *v = realloc(ids, (hi - lo) * sizeof(*v));
 

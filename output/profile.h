@@ -18,13 +18,20 @@ struct wp_pc {
 };
 #define WP_PC_EXACT 0x1 /* the interrupted PC itself: look up addr, not addr - 1 */
 
-/* One sample: one thread at one tick. */
+/* One sample: one thread at `n` consecutive ticks of the sampler with the
+ * same stack, flags and system call (a thread blocked in one place for a
+ * second is one entry of n = hz, not hz entries). Formats that count take
+ * n as its weight; those that list every tick (Sentry's) expand it, the
+ * k-th tick at wp_sample_time(p, s, k). */
 struct wp_sample {
-	uint64_t t_ns;     /* CLOCK_MONOTONIC time of the tick */
+	uint64_t t_ns;     /* CLOCK_MONOTONIC time of its first tick */
 	uint32_t tid;      /* kernel thread id */
 	uint32_t stack_id; /* index into the stack table */
 	uint32_t flags;    /* WP_SAMPLE_* */
 	uint32_t syscall;  /* syscall number when WP_SAMPLE_SYSCALL is set */
+	uint32_t n;        /* ticks it stands for, >= 1 */
+	uint32_t tick;     /* n > 1: its ticks' times are p->ticks[tick .. tick + n), the
+			    * first equal to t_ns; unused when n == 1 */
 };
 #define WP_SAMPLE_ON_CPU 0x1    /* running (or runnable) at the tick */
 #define WP_SAMPLE_TRUNCATED 0x2 /* stack cut at the depth limit */
@@ -77,8 +84,11 @@ struct wp_profile {
 	uint32_t *stack_frames; /* all stacks' frame indices, concatenated, leaf first */
 	uint32_t *stack_off; /* stack i is stack_frames[stack_off[i] .. stack_off[i+1]) */
 	size_t nr_stacks; /* stack_off has nr_stacks + 1 entries */
-	struct wp_sample *samples; /* sorted by t_ns */
-	size_t nr_samples;
+	struct wp_sample *samples; /* sorted by t_ns (their first ticks) */
+	size_t nr_samples; /* entries; the samples they stand for: wp_profile_count() */
+	uint64_t *ticks; /* the sampler's tick times that samples with n > 1 refer to,
+			  * ascending; NULL when none does */
+	size_t nr_ticks;
 	struct wp_thread *threads; /* one entry per tid, no order (the raw reader merges a
 				    * tid's entries into one: output/raw_read.c) */
 	size_t nr_threads;
@@ -108,6 +118,64 @@ struct wp_profile {
 	uint64_t chunk_from_ns, chunk_to_ns;
 	struct wp_counters counters;
 };
+
+/* The time of the k-th tick (k < s->n) of sample `s` of `p`. */
+static inline uint64_t wp_sample_time(const struct wp_profile *p, const struct wp_sample *s,
+				      uint32_t k)
+{
+	return k == 0 || s->n <= 1 ? s->t_ns : p->ticks[s->tick + k];
+}
+
+/* The time of the last tick of sample `s`. */
+static inline uint64_t wp_sample_last(const struct wp_profile *p, const struct wp_sample *s)
+{
+	return wp_sample_time(p, s, s->n ? s->n - 1 : 0);
+}
+
+/* The time of the latest tick of any entry (0 when there is none). */
+uint64_t wp_profile_last_ns(const struct wp_profile *p);
+
+/* The samples the entries stand for: the sum of their n. */
+uint64_t wp_profile_count(const struct wp_profile *p);
+
+/* Whether the entries hold together: n >= 1; a sample with n > 1 has its
+ * ticks in p->ticks, the first at t_ns; entries sorted by t_ns. Returns 0,
+ * or -1 naming the first entry that does not in `err`. */
+int wp_profile_check(const struct wp_profile *p, char *err, size_t errlen);
+
+/* Keeps only the ticks of [from_ns, to_ns) (to_ns 0: no end), cutting
+ * entries that straddle it and dropping those left empty; the entries stay
+ * sorted. */
+void wp_profile_keep_range(struct wp_profile *p, uint64_t from_ns, uint64_t to_ns);
+
+/* Every tick of every entry, in time order (ties in entry order): what a
+ * format that lists each tick writes. `keep` (may be NULL) leaves out the
+ * entries it returns 0 for. */
+struct wp_tick_iter {
+	const struct wp_profile *p;
+	int (*keep)(const void *ctx, const struct wp_sample *s);
+	const void *ctx;
+	uint32_t *order; /* the entries by time, when they are not sorted; else NULL */
+	size_t next;     /* the next entry (in time order) not yet begun */
+	struct wp_tick_iter_run { /* entries begun and not finished: a heap by time */
+		uint64_t t;
+		uint32_t idx, k;
+	} *heap;
+	size_t nr_heap, cap_heap;
+};
+
+/* Returns 0, or -1 on out of memory. */
+int wp_tick_iter_init(struct wp_tick_iter *it, const struct wp_profile *p,
+		      int (*keep)(const void *ctx, const struct wp_sample *s), const void *ctx);
+
+/* The next tick: its entry and time. Returns 1, 0 at the end, -1 on out of
+ * memory. */
+int wp_tick_iter_next(struct wp_tick_iter *it, const struct wp_sample **s, uint64_t *t);
+
+void wp_tick_iter_free(struct wp_tick_iter *it);
+
+/* qsort comparator of samples: by first tick, then tid. */
+int wp_cmp_sample(const void *a, const void *b);
 
 /* qsort/bsearch comparator of uint32_t values (tids, pids). */
 int wp_cmp_u32(const void *a, const void *b);

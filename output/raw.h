@@ -43,18 +43,32 @@
  *   THRD v1  u32 n, u32 0; n x { u32 tid; char name[16]; u32 flags (WP_THREAD_*);
  *            u64 nr_signals, nr_samples } (40 bytes; in the caller's order, newest
  *            entry last; a tid reused by a later thread has several entries)
- *   RING v1  u64 cap_samples, cap_pcs, cap_stacks, cap_words, window_ns (config);
+ *   RING v2  u64 cap_samples, cap_pcs, cap_stacks, cap_words, window_ns (config);
  *            u64 nr_added, nr_overwritten, nr_dropped_full, nr_compactions (stats);
  *            u64 head, nr_samples, nr_pcs, nr_stacks, nr_words (as read, capped);
- *            nr_samples x { u64 t_ns; u32 tid, stack, flags, syscall } (24 bytes,
- *            ring order, oldest first); nr_pcs x { u64 addr; u32 flags, 0 } (16
- *            bytes: the frame table); nr_stacks x { u32 off, len } (8 bytes: the
- *            stack's frames are words[off, off+len)); nr_words x u32 (frame
- *            indices, leaf first). Every live sample is written (the reader
- *            applies the window), but a chunk's dump leaves out those older
- *            than its range; a ring caught mid-update may hold ids that
- *            do not hold together, which the reader drops (preload/ring.h says
- *            what its writer guarantees)
+ *            u64 nr_ticks (tick times written), tick_newest (the newest
+ *            tick's number, u32 arithmetic), 0;
+ *            nr_samples x { u64 t_ns; u32 tid, stack, flags, syscall, count,
+ *            tick } (32 bytes, ring order, oldest first: a run-length record
+ *            of count & 0x3fffffff samples of one thread with one stack at
+ *            consecutive ticks of the sampler, the first at t_ns; when count
+ *            has bit 31, `tick` is the first tick's number, and with bit 30
+ *            as well the record is open: its samples are those of every
+ *            tick from that one to tick_newest, whatever count says; tick number
+ *            x's time is the (nr_ticks - 1 - (tick_newest - x))-th of the
+ *            tick times, for the ticks written); nr_ticks x u64 (the tick
+ *            times, CLOCK_MONOTONIC, oldest first: every tick from the first
+ *            tick of the oldest record written, as far as the ring still
+ *            knows, to the newest); nr_pcs x { u64 addr; u32 flags, 0 } (16
+ *            bytes: the frame table); nr_stacks x { u32 off, len } (8 bytes:
+ *            the stack's frames are words[off, off+len)); nr_words x u32
+ *            (frame indices, leaf first). Every live record is written (the
+ *            reader applies the window), but a chunk's dump leaves out those
+ *            that ended before its range; a ring caught mid-update may hold
+ *            ids that do not hold together, which the reader drops
+ *            (preload/ring.h says what its writer guarantees). RING v1 (read
+ *            too): 14 head words, 24-byte records { u64 t_ns; u32 tid, stack,
+ *            flags, syscall } of one sample each, no tick table
  *   END! v1  u64 offset of this section, u32 sections before it, u32 0
  *
  * Nothing follows END!. A dump cut short (the process was killed while

@@ -11,7 +11,8 @@
 
 #include "raw_parse.h"
 
-#define RING_HEAD_BYTES (14 * 8)
+#define RING_HEAD_BYTES (14 * 8) /* v1; v2 adds 3 words */
+#define RING_MAX_TICKS (1u << 24)
 #define META_FIXED 56 /* version 1; version 2 adds u64 ring_bytes */
 #define MODL_FIXED 104
 
@@ -220,10 +221,10 @@ static int parse_thrd(struct wp_raw_dump *d, struct cur *c)
 
 static int parse_ring(struct wp_raw_dump *d, struct cur *c)
 {
-	uint64_t cap_samples, cap_pcs, cap_stacks, cap_words, ns, np, nst, nw;
-	size_t left;
+	uint64_t cap_samples, cap_pcs, cap_stacks, cap_words, ns, np, nst, nw, nt = 0;
+	size_t left, rb = d->ring_version == 2 ? 32 : 24;
 
-	if (c->left < RING_HEAD_BYTES)
+	if (c->left < RING_HEAD_BYTES + (d->ring_version == 2 ? 24 : 0))
 		return BAD;
 	cap_samples = rd64(c);
 	d->ring_cap = cap_samples;
@@ -240,14 +241,27 @@ static int parse_ring(struct wp_raw_dump *d, struct cur *c)
 	np = rd64(c);
 	nst = rd64(c);
 	nw = rd64(c);
+	if (d->ring_version == 2) {
+		uint64_t newest;
+
+		nt = rd64(c);
+		newest = rd64(c);
+		if (rd64(c) != 0 || nt > RING_MAX_TICKS || newest > UINT32_MAX)
+			return BAD;
+		d->tick_newest = (uint32_t)newest;
+	}
 	left = c->left;
 	if (ns > cap_samples || np > cap_pcs || nst > cap_stacks || nw > cap_words)
 		return BAD;
 	/* Each count is bounded by the payload before anything is multiplied. */
-	if (ns > left / 24 || np > left / 16 || nst > left / 8 || nw > left / 4 ||
-	    ns * 24 + np * 16 + nst * 8 + nw * 4 != left)
+	if (ns > left / rb || nt > left / 8 || np > left / 16 || nst > left / 8 || nw > left / 4 ||
+	    ns * rb + nt * 8 + np * 16 + nst * 8 + nw * 4 != left)
 		return BAD;
-	d->samples = rdbytes(c, ns * 24);
+	d->rec_bytes = rb;
+	d->samples = rdbytes(c, ns * rb);
+	d->ticks = nt ? rdbytes(c, nt * 8) : NULL;
+	d->nticks = nt;
+	d->tick_known = nt;
 	d->pcs = rdbytes(c, np * 16);
 	d->stacks = rdbytes(c, nst * 8);
 	d->words = rdbytes(c, nw * 4);
@@ -388,13 +402,15 @@ int wp_raw_parse(struct wp_raw_dump *d, const unsigned char *data, size_t len, c
 			continue;
 		}
 		seen = seen_flag(d, tag);
-		if (ver != 1 && !(tag == WP_RAW_TAG_META && ver == 2)) {
+		if (ver != 1 && !((tag == WP_RAW_TAG_META || tag == WP_RAW_TAG_RING) && ver == 2)) {
 			wp_raw_set_err(err, errlen, "unsupported version %u of section '%s'", ver,
 				       tn);
 			return BAD;
 		}
 		if (tag == WP_RAW_TAG_META)
 			d->meta_version = ver;
+		if (tag == WP_RAW_TAG_RING)
+			d->ring_version = ver;
 		if (seen && *seen) {
 			wp_raw_set_err(err, errlen, "corrupt: section '%s' twice (byte %zu)", tn,
 				       off);

@@ -37,9 +37,15 @@ struct wp_raw_dump {
 	const unsigned char *threads;
 	size_t nr_threads;
 	/* RING */
+	uint32_t ring_version; /* 1 or 2 */
 	uint64_t window_ns, overwritten, dropped_full, ring_cap;
 	const unsigned char *samples, *pcs, *stacks, *words;
 	size_t ns, np, nst, nw;
+	size_t rec_bytes; /* one record: 24 (v1) or 32 (v2) */
+	const unsigned char *ticks; /* v2: nticks u64 tick times, oldest first; NULL in v1 */
+	size_t nticks;
+	uint32_t tick_newest; /* the newest tick's number (the last of ticks) */
+	uint64_t tick_known; /* = nticks */
 };
 
 /* Checks the 16-byte file header, of which `len` bytes are present.

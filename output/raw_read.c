@@ -20,11 +20,21 @@
  *     arena), so the stacks kept hold at most B/4 frames in all, and nothing
  *     loops over a stack more than once;
  *   - every pass is linear or n log n in the table sizes (no module against
- *     module or stack against stack loops).
+ *     module or stack against stack loops);
+ *   - a run-length record (RING v2) stands for at most the ticks of the
+ *     tick table the dump carries (its ticks the table has forgotten are
+ *     dropped, but for its first, at the record's own time), and of two
+ *     records of one thread that share a tick the later is dropped: the
+ *     samples are at most (threads x ticks in the table) plus one per
+ *     record, and a dump that would stand for more than 2^31 is refused.
+ *     The profile keeps the records as weighted samples: its memory is
+ *     O(B).
  * The bound this gives the converter (wp_out_sentry_write of the profile
- * read, checked by test/unit/test_raw_untrusted.c):
+ * read, checked by test/unit/test_raw_untrusted.c), where T is the number of
+ * ticks the runs add beyond their first (Sentry's format has an entry per
+ * thread per tick, at most 160 bytes each):
  *
- *     JSON bytes <= 16 * B + 64 KiB + what symbolization adds
+ *     JSON bytes <= 16 * B + 160 * T + 64 KiB + what symbolization adds
  *
  * where symbolization adds function names, source files and inlined frames
  * read from the module files on this machine that the dump names (not from
@@ -62,15 +72,6 @@ static uint64_t le64(const unsigned char *p)
 
 	memcpy(&v, p, 8);
 	return v;
-}
-
-static int cmp_sample(const void *a, const void *b)
-{
-	const struct wp_sample *x = a, *y = b;
-
-	if (x->t_ns != y->t_ns)
-		return x->t_ns < y->t_ns ? -1 : 1;
-	return x->tid < y->tid ? -1 : x->tid > y->tid;
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -135,56 +136,175 @@ static int check_stacks(const struct wp_raw_dump *d, unsigned char *stack_ok, si
 	return 0;
 }
 
+#define COUNT_TICKED 0x80000000u /* a record's count: `tick` is its first tick's number */
+#define COUNT_OPEN 0x40000000u   /* ... and the record goes on to the newest tick */
+#define COUNT_MASK 0x3fffffffu
+/* Samples a dump may stand for (each becomes a line of Sentry's JSON). */
+#define MAX_EXPANDED (1ull << 31)
+
+/* The tick table's times, oldest first: entry i is tick number
+ * newest - known + 1 + i. A table whose times go back (a corrupt one) is
+ * made non-decreasing, so that searches in it stay meaningful. */
+static uint64_t *linear_ticks(const struct wp_raw_dump *d)
+{
+	uint64_t *lin = malloc((d->tick_known + 1) * sizeof(*lin));
+
+	if (!lin)
+		return NULL;
+	for (uint64_t i = 0; i < d->tick_known; i++) {
+		lin[i] = le64(d->ticks + (size_t)i * 8);
+		if (i && lin[i] < lin[i - 1])
+			lin[i] = lin[i - 1];
+	}
+	return lin;
+}
+
+static int cmp_tid_time(const void *a, const void *b)
+{
+	const struct wp_sample *x = a, *y = b;
+
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
+}
+
+/* A thread has one sample per tick: of entries of one tid that share a
+ * tick (only a corrupt dump has them), the later ones are dropped. Sorts
+ * by tid; returns the entries kept. */
+static size_t drop_overlaps(struct wp_profile *p, size_t *nr_bad)
+{
+	size_t w = 0;
+
+	qsort(p->samples, p->nr_samples, sizeof(*p->samples), cmp_tid_time);
+	for (size_t i = 0; i < p->nr_samples; i++) {
+		const struct wp_sample *s = &p->samples[i];
+
+		if (w && p->samples[w - 1].tid == s->tid &&
+		    s->t_ns <= wp_sample_last(p, &p->samples[w - 1])) {
+			(*nr_bad)++;
+			continue;
+		}
+		p->samples[w++] = *s;
+	}
+	return w;
+}
+
+/* The records whose stacks hold together as samples of out (stack ids still
+ * the dump's), with the tick table they refer to: a record of c ticks
+ * whose ticks the table still knows is one sample of n = c; of one whose
+ * first ticks it has forgotten (older than the window), its first tick (at
+ * the record's time) and its known ticks are kept, the others dropped.
+ * Then only a chunk's range, and the window: within window_ns of the
+ * newest tick kept. Returns 0, -1 on out of memory, -3 when the records
+ * stand for more than MAX_EXPANDED samples. */
+static int runs_of(const struct wp_raw_dump *d, const unsigned char *stack_ok,
+		   struct wp_profile *out, struct wp_raw_info *info)
+{
+	uint64_t newest = 0, total = 0;
+	size_t k, n = 0;
+
+	out->samples = malloc((2 * d->ns + 1) * sizeof(*out->samples));
+	if (!out->samples)
+		return -1;
+	if (d->tick_known) {
+		out->ticks = linear_ticks(d);
+		if (!out->ticks)
+			return -1;
+		out->nr_ticks = d->tick_known;
+	}
+	for (k = 0; k < d->ns; k++) {
+		const unsigned char *r = d->samples + k * d->rec_bytes;
+		uint32_t st = le32(r + 12), cnt = 1, kc = 0, age = 0;
+		struct wp_sample x = { .t_ns = le64(r), .tid = le32(r + 8), .stack_id = st,
+				       .flags = le32(r + 16), .syscall = le32(r + 20), .n = 1 };
+
+		if (d->rec_bytes == 32) {
+			uint32_t c = le32(r + 24);
+
+			cnt = c & COUNT_MASK;
+			if ((c & (COUNT_TICKED | COUNT_OPEN)) == (COUNT_TICKED | COUNT_OPEN)) {
+				/* open: every tick from its first to the newest */
+				cnt = d->tick_newest - le32(r + 28) + 1;
+				if (cnt > COUNT_MASK)
+					cnt = 0;
+			}
+			if (cnt > 1 && (c & COUNT_TICKED) && d->tick_known) {
+				age = d->tick_newest - (le32(r + 28) + cnt - 1);
+				if (age < d->tick_known)
+					kc = (uint32_t)(d->tick_known - age < cnt ? d->tick_known - age
+										: cnt);
+			}
+			if (cnt > 1 && !(c & COUNT_TICKED))
+				cnt = 0; /* several ticks, but which? */
+		}
+		if (!(st < d->nst && stack_ok[st]) || cnt == 0) {
+			info->nr_bad_samples++;
+			continue;
+		}
+		if (kc < cnt)
+			out->samples[n++] = x; /* the first tick, at the record's own time */
+		if (kc > 0) {
+			/* the ticks the table knows: the record's last kc */
+			x.tick = (uint32_t)(d->tick_known - age - kc);
+			x.n = kc;
+			x.t_ns = out->ticks[x.tick];
+			out->samples[n++] = x;
+		}
+	}
+	out->nr_samples = n;
+	/* A chunk: only its own samples. */
+	if (d->chunk && !(d->run_flags & WP_RUN_TAIL))
+		wp_profile_keep_range(out, d->chunk_from_ns, d->chunk_to_ns);
+	for (k = 0; k < out->nr_samples; k++) {
+		uint64_t t = wp_sample_last(out, &out->samples[k]);
+
+		if (t > newest)
+			newest = t;
+	}
+	/* t + window >= newest, without overflowing */
+	if (newest > d->window_ns)
+		wp_profile_keep_range(out, newest - d->window_ns, 0);
+	out->nr_samples = drop_overlaps(out, &info->nr_bad_samples);
+	for (k = 0; k < out->nr_samples; k++)
+		total += out->samples[k].n;
+	if (total > MAX_EXPANDED)
+		return -3;
+	qsort(out->samples, out->nr_samples, sizeof(*out->samples), wp_cmp_sample);
+	return 0;
+}
+
 /* Samples, stacks and frames of the window, over the dumped tables, after
- * dropping what does not hold together: the samples from the first whose
- * time is within window_ns of the newest (the last in ring order) on;
- * their stacks in the order they first use them, and those stacks' frames
- * in the order they first use them; the samples sorted by time (a late
- * capture is collected after a newer one). */
+ * dropping what does not hold together: the samples within window_ns of
+ * the newest; their stacks in the order they first use them, and those
+ * stacks' frames in the order they first use them; the samples sorted by
+ * time (a late capture is collected after a newer one). */
 static int build_window(const struct wp_raw_dump *d, struct wp_profile *out,
 			struct wp_raw_info *info)
 {
 	unsigned char *stack_ok = NULL;
-	uint32_t *valid = NULL, *smap = NULL, *pmap = NULL, *byid = NULL;
-	size_t nv = 0, first = 0, k, s, ns = 0, np = 0, nw = 0;
+	uint32_t *smap = NULL, *pmap = NULL, *byid = NULL;
+	size_t nv = 0, k, s, ns = 0, np = 0, nw = 0;
 	int rc = -1;
 
 	stack_ok = calloc(d->nst + 1, 1);
-	valid = malloc((d->ns + 1) * sizeof(*valid));
 	smap = calloc(d->nst + 1, sizeof(*smap));
 	pmap = calloc(d->np + 1, sizeof(*pmap));
-	if (!stack_ok || !valid || !smap || !pmap)
+	if (!stack_ok || !smap || !pmap)
 		goto out;
 	if (check_stacks(d, stack_ok, &info->nr_bad_stacks) < 0)
 		goto out;
-	for (k = 0; k < d->ns; k++) {
-		uint32_t st = le32(d->samples + k * 24 + 12);
-		uint64_t t = le64(d->samples + k * 24);
-
-		if (!(st < d->nst && stack_ok[st]))
-			info->nr_bad_samples++;
-		else if (!d->chunk || (d->run_flags & WP_RUN_TAIL) ||
-			 (t >= d->chunk_from_ns && t < d->chunk_to_ns))
-			valid[nv++] = (uint32_t)k; /* a chunk: only its own samples */
-	}
-	/* The window ends at the newest valid sample in ring order. */
-	if (nv > 0) {
-		uint64_t newest = le64(d->samples + (size_t)valid[nv - 1] * 24);
-
-		for (; first < nv; first++) {
-			uint64_t t = le64(d->samples + (size_t)valid[first] * 24);
-
-			if (t >= newest || newest - t <= d->window_ns)
-				break; /* t + window >= newest, without overflowing */
-		}
-	}
-	out->samples = malloc((nv - first + 1) * sizeof(*out->samples));
-	if (!out->samples)
+	if ((rc = runs_of(d, stack_ok, out, info)) < 0)
 		goto out;
-	for (k = first; k < nv; k++) {
-		uint32_t st = le32(d->samples + (size_t)valid[k] * 24 + 12);
+	rc = -1;
+	nv = out->nr_samples;
+	/* The stacks the samples use, numbered in the order the ring's records
+	 * first use them. */
+	for (k = 0; k < nv; k++)
+		stack_ok[out->samples[k].stack_id] = 2;
+	for (k = 0; k < d->ns; k++) {
+		uint32_t st = le32(d->samples + k * d->rec_bytes + 12);
 
-		if (!smap[st]) {
+		if (st < d->nst && stack_ok[st] == 2 && !smap[st]) {
 			smap[st] = (uint32_t)++ns;
 			nw += le32(d->stacks + (size_t)st * 8 + 4);
 		}
@@ -225,24 +345,13 @@ static int build_window(const struct wp_raw_dump *d, struct wp_profile *out,
 			out->pcs[pmap[k] - 1].flags = le32(d->pcs + k * 16 + 8);
 		}
 	}
-	for (k = first; k < nv; k++) {
-		const unsigned char *x = d->samples + (size_t)valid[k] * 24;
-		struct wp_sample *y = &out->samples[k - first];
-
-		y->t_ns = le64(x);
-		y->tid = le32(x + 8);
-		y->stack_id = smap[le32(x + 12)] - 1;
-		y->flags = le32(x + 16);
-		y->syscall = le32(x + 20);
-	}
-	out->nr_samples = nv - first;
-	qsort(out->samples, out->nr_samples, sizeof(*out->samples), cmp_sample);
+	for (k = 0; k < nv; k++)
+		out->samples[k].stack_id = smap[out->samples[k].stack_id] - 1;
 	out->nr_stacks = ns;
 	out->nr_pcs = np;
 	rc = 0;
 out:
 	free(stack_ok);
-	free(valid);
 	free(smap);
 	free(pmap);
 	free(byid);
@@ -473,6 +582,11 @@ int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out, struct
 		wp_raw_set_err(err, errlen, "corrupt: the stacks hold more than 2^32 frames");
 		goto fail;
 	}
+	if (rc == -3) {
+		wp_raw_set_err(err, errlen, "corrupt: its samples stand for more than %llu ticks",
+			       MAX_EXPANDED);
+		goto fail;
+	}
 	if (rc < 0 || build_modules(&d, out) < 0 ||
 	    path_cost(out, (uint64_t)len * WP_RAW_PATH_BUDGET, &cost) < 0 ||
 	    build_threads(&d, out) < 0 ||
@@ -491,7 +605,7 @@ int wp_raw_read_mem(const void *data, size_t len, struct wp_profile *out, struct
 		goto fail;
 	}
 	out->start_ns = out->nr_samples ? out->samples[0].t_ns : d.start_ns;
-	out->end_ns = out->nr_samples ? out->samples[out->nr_samples - 1].t_ns : d.dump_ns;
+	out->end_ns = out->nr_samples ? wp_profile_last_ns(out) : d.dump_ns;
 	out->realtime_offset_ns = d.rt_offset;
 	out->pid = d.pid;
 	out->main_tid = d.main_tid;

@@ -15,21 +15,6 @@
 
 #define NONE UINT32_MAX
 
-static const struct wp_sample *sample_at(const struct wp_sentry_plan *pl, size_t i)
-{
-	return &pl->p->samples[pl->order ? pl->order[i] : i];
-}
-
-static int cmp_sample_idx(const void *a, const void *b, void *arg)
-{
-	const struct wp_sample *s = arg;
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	if (s[x].t_ns != s[y].t_ns)
-		return s[x].t_ns < s[y].t_ns ? -1 : 1;
-	return x < y ? -1 : x > y;
-}
-
 static int cmp_u32(const void *a, const void *b)
 {
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -70,7 +55,7 @@ static int tid_busy(const struct wp_sentry_plan *pl, uint32_t tid)
  * Relay keeps (v2 drops every thread with fewer than 2 non-idle samples). */
 static int sample_kept(const struct wp_sentry_plan *pl, const struct wp_sample *s)
 {
-	return stack_valid(pl->p, s->stack_id) && (!pl->chunk || tid_busy(pl, s->tid));
+	return s->n > 0 && stack_valid(pl->p, s->stack_id) && (!pl->chunk || tid_busy(pl, s->tid));
 }
 
 /* The chunk's threads: pl->busy. Returns 0 or -1 on out of memory. */
@@ -79,12 +64,16 @@ static int busy_threads(struct wp_sentry_plan *pl)
 	const struct wp_profile *p = pl->p;
 	size_t n = 0, i, j;
 
-	pl->busy = malloc((p->nr_samples + 1) * sizeof(uint32_t));
+	/* A sample of n >= 2 ticks counts as two: twice its tid. */
+	pl->busy = malloc((2 * p->nr_samples + 1) * sizeof(uint32_t));
 	if (!pl->busy)
 		return -1;
 	for (i = 0; i < p->nr_samples; i++)
-		if (stack_busy(p, p->samples[i].stack_id))
+		if (stack_busy(p, p->samples[i].stack_id)) {
 			pl->busy[n++] = p->samples[i].tid;
+			if (p->samples[i].n >= 2)
+				pl->busy[n++] = p->samples[i].tid;
+		}
 	qsort(pl->busy, n, sizeof(uint32_t), cmp_u32);
 	for (i = 0; i < n; i = j) {
 		for (j = i + 1; j < n && pl->busy[j] == pl->busy[i]; j++)
@@ -97,7 +86,6 @@ static int busy_threads(struct wp_sentry_plan *pl)
 
 static void plan_free(struct wp_sentry_plan *pl)
 {
-	free(pl->order);
 	free(pl->stack_map);
 	free(pl->pc_first);
 	free(pl->pc_count);
@@ -128,36 +116,29 @@ static int plan_build(struct wp_sentry_plan *pl)
 	if (pl->chunk && busy_threads(pl) < 0)
 		return -1;
 
-	/* profile.h promises time order; do not let a violation reach Relay,
-	 * which only checks the last sample against the 30 s limit. */
-	for (i = 1; i < n; i++)
-		if (p->samples[i].t_ns < p->samples[i - 1].t_ns)
-			break;
-	if (n > 1 && i < n) {
-		pl->order = malloc(n * sizeof(uint32_t));
-		if (!pl->order)
-			return -1;
-		for (i = 0; i < n; i++)
-			pl->order[i] = (uint32_t)i;
-		qsort_r(pl->order, n, sizeof(uint32_t), cmp_sample_idx, p->samples);
-	}
-
+	/* The samples are written in time order (wp_tick_iter): the first
+	 * written is the earliest first tick, the last the latest last tick. */
 	pl->base_ns = p->start_ns;
 	for (i = 0; i < n; i++) {
-		const struct wp_sample *s = sample_at(pl, i);
+		const struct wp_sample *s = &p->samples[i];
+		uint64_t last;
 
 		if (!sample_kept(pl, s))
 			continue;
-		if (pl->nr_written == 0 && s->t_ns < pl->base_ns)
-			pl->base_ns = s->t_ns; /* never a negative elapsed time */
-		if (pl->nr_written == 0)
+		last = wp_sample_last(p, s);
+		if (pl->nr_written == 0 || s->t_ns < pl->first_ns)
 			pl->first_ns = s->t_ns;
-		pl->last_ns = s->t_ns;
+		if (pl->nr_written == 0 || last > pl->last_ns)
+			pl->last_ns = last;
 		pl->stack_map[s->stack_id] = 0;
-		pl->tids[pl->nr_written++] = s->tid;
-		pl->nr_truncated += !!(s->flags & WP_SAMPLE_TRUNCATED);
-		pl->last_elapsed = s->t_ns - pl->base_ns;
+		pl->tids[pl->nr_tids++] = s->tid;
+		pl->nr_written += s->n;
+		if (s->flags & WP_SAMPLE_TRUNCATED)
+			pl->nr_truncated += s->n;
 	}
+	if (pl->nr_written && pl->first_ns < pl->base_ns)
+		pl->base_ns = pl->first_ns; /* never a negative elapsed time */
+	pl->last_elapsed = pl->nr_written ? pl->last_ns - pl->base_ns : 0;
 
 	/* Output stack ids in raw order; only their pcs get symbolized. */
 	for (i = 0; i < p->nr_stacks; i++) {
@@ -169,8 +150,8 @@ static int plan_build(struct wp_sentry_plan *pl)
 				pl->pc_first[p->stack_frames[k]] = 0;
 	}
 
-	qsort(pl->tids, pl->nr_written, sizeof(uint32_t), cmp_u32);
-	for (i = 0; i < pl->nr_written; i++)
+	qsort(pl->tids, pl->nr_tids, sizeof(uint32_t), cmp_u32);
+	for (i = 0, n = pl->nr_tids, pl->nr_tids = 0; i < n; i++)
 		if (pl->nr_tids == 0 || pl->tids[pl->nr_tids - 1] != pl->tids[i])
 			pl->tids[pl->nr_tids++] = pl->tids[i];
 
@@ -323,27 +304,34 @@ static int write_stacks(struct wp_jw *w, const struct wp_sentry_plan *pl)
 	return wp_jw_puts(w, "]");
 }
 
+static int keep_sample(const void *ctx, const struct wp_sample *s)
+{
+	return sample_kept(ctx, s);
+}
+
+/* Every tick of every kept sample, in time order: Sentry's format has one
+ * entry per thread per tick. */
 static int write_samples(struct wp_jw *w, const struct wp_sentry_plan *pl)
 {
-	const struct wp_profile *p = pl->p;
-	int first = 1;
+	struct wp_tick_iter it;
+	const struct wp_sample *s;
+	uint64_t t;
+	int first = 1, got = 0;
 
 	wp_jw_puts(w, ",\"samples\":[");
-	for (size_t i = 0; i < p->nr_samples && !w->failed; i++) {
-		const struct wp_sample *s = sample_at(pl, i);
-
-		if (!sample_kept(pl, s))
-			continue;
+	if (wp_tick_iter_init(&it, pl->p, keep_sample, pl) < 0)
+		got = -1;
+	while (got >= 0 && !w->failed && (got = wp_tick_iter_next(&it, &s, &t)) > 0) {
 		if (pl->chunk) {
 			/* v2: Unix seconds as a JSON number, thread id a string;
 			 * nothing Relay would drop (on_cpu, syscall) */
-			int64_t t = wp_sentry_unix_ns(pl, s->t_ns);
+			int64_t u = wp_sentry_unix_ns(pl, t);
 
 			wp_jw_printf(
 				w,
 				"%s{\"stack_id\":%u,\"thread_id\":\"%u\",\"timestamp\":%lld.%06lld}",
 				first ? "" : ",", pl->stack_map[s->stack_id], s->tid,
-				(long long)(t / 1000000000), (long long)(t % 1000000000 / 1000));
+				(long long)(u / 1000000000), (long long)(u % 1000000000 / 1000));
 			first = 0;
 			continue;
 		}
@@ -351,7 +339,7 @@ static int write_samples(struct wp_jw *w, const struct wp_sentry_plan *pl)
 			     "%s{\"stack_id\":%u,\"thread_id\":\"%u\","
 			     "\"elapsed_since_start_ns\":\"%llu\",\"on_cpu\":%s",
 			     first ? "" : ",", pl->stack_map[s->stack_id], s->tid,
-			     (unsigned long long)(s->t_ns - pl->base_ns),
+			     (unsigned long long)(t - pl->base_ns),
 			     (s->flags & WP_SAMPLE_ON_CPU) ? "true" : "false");
 		if (s->flags & WP_SAMPLE_SYSCALL) {
 			/* Names are [a-z0-9_] (the generator checks): no escaping. */
@@ -371,6 +359,9 @@ static int write_samples(struct wp_jw *w, const struct wp_sentry_plan *pl)
 		wp_jw_put(w, "}", 1);
 		first = 0;
 	}
+	wp_tick_iter_free(&it);
+	if (got < 0)
+		wp_jw_oom(w);
 	return wp_jw_puts(w, "]");
 }
 

@@ -14,16 +14,15 @@ struct wp_sentry_plan {
 	const struct wp_profile *p;
 	wp_out_lookup_fn lookup;
 	void *lctx;
-	uint32_t *order;      /* sample indices by time, NULL when already sorted */
-	size_t nr_written;    /* samples with a valid stack id */
-	size_t nr_truncated;  /* ... of which WP_SAMPLE_TRUNCATED */
+	uint64_t nr_written;  /* samples (ticks) written: those with a valid stack id */
+	uint64_t nr_truncated;/* ... of which WP_SAMPLE_TRUNCATED */
 	uint32_t *stack_map;  /* raw stack id -> output stack id, or NONE */
 	size_t nr_out_stacks;
 	uint32_t *pc_first;   /* raw pc -> its first output frame, or NONE if unused */
 	uint32_t *pc_count;   /* raw pc -> number of output frames (1 + inlined) */
 	size_t nr_frames;
 	uint8_t *mod_used;    /* module -> some written frame lies in it */
-	uint32_t *tids;       /* distinct sampled tids, ascending */
+	uint32_t *tids;       /* distinct tids of the written samples, ascending */
 	size_t nr_tids;
 	uint32_t *thr_by_tid; /* p->threads indices sorted by tid (one entry per tid) */
 	uint64_t base_ns;     /* monotonic time of elapsed 0 (the window start) */

@@ -208,10 +208,14 @@ static void write_profile(struct ss *ss, const struct ent *e, size_t n, uint64_t
 		snprintf(name, sizeof(name), "tid %u", first->tid);
 	wp_outbuf_printf(ss->s, "{\"type\":\"sampled\",\"name\":");
 	put_json_str(ss, name);
+	uint64_t ticks = 0;
+
+	for (size_t i = 0; i < n; i++)
+		ticks += m->p.samples[e[i].sample].n;
 	wp_outbuf_printf(ss->s,
 			 ",\"unit\":\"nanoseconds\",\"startValue\":%llu,\"endValue\":%llu,"
 			 "\"samples\":[",
-			 (unsigned long long)start, (unsigned long long)(start + n * period));
+			 (unsigned long long)start, (unsigned long long)(start + ticks * period));
 	for (size_t i = 0; i < n && !ss->s->s->failed && !ss->failed; i++) {
 		const struct wp_sample *smp = &m->p.samples[e[i].sample];
 		const uint32_t *v = stack_frames(ss, smp->stack_id);
@@ -237,7 +241,7 @@ static void write_profile(struct ss *ss, const struct ent *e, size_t n, uint64_t
 	for (size_t i = 0; i < n && !ss->s->s->failed; i++) {
 		if (i)
 			wp_outbuf_put(ss->s, ",", 1);
-		wp_outbuf_u64(ss->s, period);
+		wp_outbuf_u64(ss->s, m->p.samples[e[i].sample].n * period);
 	}
 	wp_outbuf_printf(ss->s, "]}");
 }

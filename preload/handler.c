@@ -16,6 +16,7 @@
 
 #include "test_hooks.h"
 #include "../unwind/unwind.h"
+#include "active.h"
 #include "handler.h"
 #include "runtime.h"
 #include "sampler.h"
@@ -140,7 +141,11 @@ WP_AS_SAFE uint32_t wp_handler_program_enter(void)
 		atomic_store_explicit(&s->thr.hdl_depth, 0, memory_order_relaxed);
 		atomic_store_explicit(&s->thr.hdl_seq, q, memory_order_relaxed);
 	}
-	atomic_fetch_add_explicit(&s->thr.hdl_depth, 1, memory_order_release);
+	atomic_fetch_add_explicit(&s->thr.hdl_depth, 1, memory_order_seq_cst);
+	/* The sampler parked the thread in this call: it must look again
+	 * (a Dekker pair with park() in sample.c). */
+	if (atomic_load_explicit(&s->blk_pin, memory_order_seq_cst) & WP_PIN_PARKED)
+		wp_active_wake(s);
 	return q;
 }
 

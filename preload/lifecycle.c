@@ -106,7 +106,13 @@ static void stop_if_last(void)
 
 void wp_sampler_main_exiting(void)
 {
-	if (!wp_life_started() || getpid() != g->fix.pid || wp_syscall(SYS_gettid) != g->fix.pid)
+	/* Every thread that ends comes here (thread_exit): the tid first, from
+	 * TLS when the thread looked it up already (it holds a slot), so that
+	 * only the leader pays for the getpid() that tells a forked child whose
+	 * state was not set up (a raw fork system call) from us. */
+	uint32_t tid = wp_tls_tid ? wp_tls_tid : (uint32_t)wp_syscall(SYS_gettid);
+
+	if (!wp_life_started() || tid != (uint32_t)g->fix.pid || getpid() != g->fix.pid)
 		return;
 	atomic_store(&g->sh.main_exited, 1);
 	stop_if_last();

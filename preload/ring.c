@@ -13,13 +13,26 @@
 #define RING_MAX_FRAMES 4096 /* longest stack accepted; longer ones are cut */
 #define EMPTY 0u             /* hash slots hold index + 1 */
 
+#define COUNT_TICKED 0x80000000u /* in rsample.count: `tick` holds the first tick's number */
+#define COUNT_OPEN 0x40000000u   /* ... and the record goes on to the newest tick */
+#define COUNT_MASK 0x3fffffffu
+#define DEFAULT_TICKS 4096
+#define DEFAULT_MAX_RUN 128
+#define PAGE 4096
+
+/* One run-length record: `count` samples of one thread with one stack,
+ * flags and syscall at consecutive ticks, the first at t_ns. */
 struct rsample {
 	uint64_t t_ns;
 	uint32_t tid;
 	uint32_t stack;
 	uint32_t flags;
 	uint32_t syscall;
+	uint32_t count; /* ticks (COUNT_MASK), | COUNT_TICKED, | COUNT_OPEN */
+	uint32_t tick;  /* the first tick's number, when COUNT_TICKED */
 };
+
+_Static_assert(sizeof(struct rsample) == WP_RING_RECORD_BYTES, "record size");
 
 struct wp_ring {
 	struct wp_ring_config cfg;
@@ -28,6 +41,12 @@ struct wp_ring {
 
 	struct rsample *samples; /* circular: [head, head + count) mod cap */
 	size_t head, count;
+	uint64_t base;           /* absolute number of the record at head */
+
+	uint64_t *ticks;         /* tick number n's time at ticks[n & tick_mask] */
+	uint32_t tick_mask;
+	uint32_t tick_newest;    /* the newest tick's number (wraps) */
+	uint64_t tick_nr;        /* ticks remembered: at most tick_mask + 1 */
 
 	struct wp_pc *pcs;       /* frame table */
 	size_t nr_pcs;
@@ -88,7 +107,7 @@ static uint32_t hash_words(const uint32_t *w, unsigned n)
 
 /* Layout of the single mapping that holds every table. */
 struct layout {
-	size_t samples, pcs, pc_hash, words, stack_off, stack_len, stack_hashv, stack_hash, total;
+	size_t samples, ticks, pcs, pc_hash, words, stack_off, stack_len, stack_hashv, stack_hash, total;
 };
 
 WP_AS_SAFE static void plan(const struct wp_ring_config *cfg, struct layout *l)
@@ -101,6 +120,7 @@ WP_AS_SAFE static void plan(const struct wp_ring_config *cfg, struct layout *l)
 		off += ((bytes) + 63) & ~(size_t)63; \
 	} while (0)
 	TAKE(samples, cfg->nr_samples * sizeof(struct rsample));
+	TAKE(ticks, pow2_at_least(cfg->nr_ticks ? cfg->nr_ticks : DEFAULT_TICKS) * sizeof(uint64_t));
 	TAKE(pcs, cfg->nr_pcs * sizeof(struct wp_pc));
 	TAKE(pc_hash, pow2_at_least(cfg->nr_pcs * 2) * sizeof(uint32_t));
 	TAKE(words, cfg->nr_words * sizeof(uint32_t));
@@ -119,6 +139,8 @@ void wp_ring_default_config(struct wp_ring_config *cfg, uint64_t samples, uint64
 	cfg->nr_stacks = 1u << 16;
 	cfg->nr_words = 1u << 21;
 	cfg->window_ns = window_ns;
+	cfg->nr_ticks = DEFAULT_TICKS;
+	cfg->max_run = DEFAULT_MAX_RUN;
 }
 
 WP_AS_SAFE size_t wp_ring_bytes(const struct wp_ring_config *cfg)
@@ -137,7 +159,8 @@ struct wp_ring *wp_ring_create(const struct wp_ring_config *cfg)
 
 	if (cfg->nr_samples == 0 || cfg->nr_pcs == 0 || cfg->nr_stacks == 0 ||
 	    cfg->nr_words < RING_MAX_FRAMES || cfg->nr_pcs > UINT32_MAX / 2 ||
-	    cfg->nr_stacks > UINT32_MAX / 2 || cfg->nr_words > UINT32_MAX) {
+	    cfg->nr_stacks > UINT32_MAX / 2 || cfg->nr_words > UINT32_MAX ||
+	    cfg->nr_ticks > WP_RING_MAX_TICKS || cfg->max_run > COUNT_MASK) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -149,10 +172,16 @@ struct wp_ring *wp_ring_create(const struct wp_ring_config *cfg)
 		return NULL;
 	r = (struct wp_ring *)(base + l.total);
 	r->cfg = *cfg;
+	if (!r->cfg.nr_ticks)
+		r->cfg.nr_ticks = DEFAULT_TICKS;
+	if (!r->cfg.max_run)
+		r->cfg.max_run = DEFAULT_MAX_RUN;
 	r->serial = ++ring_serials;
 	r->map = base;
 	r->map_len = l.total + sizeof(*r);
 	r->samples = (struct rsample *)(base + l.samples);
+	r->ticks = (uint64_t *)(base + l.ticks);
+	r->tick_mask = (uint32_t)pow2_at_least(r->cfg.nr_ticks) - 1;
 	r->pcs = (struct wp_pc *)(base + l.pcs);
 	r->pc_hash = (uint32_t *)(base + l.pc_hash);
 	r->pc_hash_size = pow2_at_least(cfg->nr_pcs * 2);
@@ -320,63 +349,209 @@ static int intern_frames(struct wp_ring *r, const uint64_t *pcs, unsigned n, int
 	return 0;
 }
 
-/* Makes room for one sample: expires what fell out of the window (which
- * frees table entries too), then overwrites the oldest if still full. */
-static void make_room(struct wp_ring *r, uint64_t t_ns)
+/* The number of the tick at `t`: a time newer than every tick known is a
+ * new tick; a known tick's time has its number (looked up among the last
+ * few); any other time has none (returns 0, *ok 0). */
+static uint32_t tick_of(struct wp_ring *r, uint64_t t, int *ok)
 {
-	while (r->count > 0 && sample_at(r, 0)->t_ns + r->cfg.window_ns < t_ns) {
-		r->head = (r->head + 1) % r->cfg.nr_samples;
-		r->count--;
+	uint32_t n = r->tick_newest;
+	uint64_t k;
+
+	*ok = 1;
+	if (r->tick_nr == 0 || t > r->ticks[n & r->tick_mask]) {
+		n++;
+		r->ticks[n & r->tick_mask] = t;
+		r->tick_newest = n;
+		if (r->tick_nr <= r->tick_mask)
+			r->tick_nr++;
+		return n;
 	}
+	for (k = 0; k < 8 && k < r->tick_nr; k++, n--) {
+		uint64_t x = r->ticks[n & r->tick_mask];
+
+		if (x == t)
+			return n;
+		if (x < t)
+			break;
+	}
+	*ok = 0;
+	return 0;
+}
+
+/* Time of a record's last tick; 0 when that tick is forgotten (older than
+ * every tick remembered, so long out of the window). Reads only inside the
+ * ring's memory whatever the record holds. async-signal-safe */
+WP_AS_SAFE static uint64_t rec_end(const struct wp_ring *r, const struct rsample *x)
+{
+	uint32_t count = *(const volatile uint32_t *)&x->count, n = count & COUNT_MASK, last;
+
+	if ((count & (COUNT_TICKED | COUNT_OPEN)) == (COUNT_TICKED | COUNT_OPEN))
+		return r->ticks[r->tick_newest & r->tick_mask];
+	if (n <= 1 || !(count & COUNT_TICKED))
+		return x->t_ns;
+	last = x->tick + n - 1;
+	if ((uint32_t)(r->tick_newest - last) >= r->tick_nr)
+		return 0;
+	return r->ticks[last & r->tick_mask];
+}
+
+/* Gives back to the kernel the pages of the sample array that the head
+ * left behind (from the record at old_head on), so that the memory the
+ * ring holds follows what it keeps rather than the most it ever kept. The
+ * first page may still hold the newest records (the ring wrapped to just
+ * behind the head); the last page may be shared with the next table. */
+static void release_behind(struct wp_ring *r, size_t old_head)
+{
+	size_t per = PAGE / sizeof(struct rsample), cap = r->cfg.nr_samples;
+	size_t npages = (cap + per - 1) / per, p = old_head / per, to = r->head / per;
+	size_t tail = r->count ? ((r->head + r->count - 1) % cap) / per : (size_t)-1;
+	size_t run_from = 0, run_len = 0;
+
+	while (p != to) {
+		int free_page = p != tail && (p + 1) * per <= cap;
+
+		if (free_page && run_len && run_from + run_len == p) {
+			run_len++;
+		} else {
+			if (run_len)
+				madvise(&r->samples[run_from * per], run_len * PAGE, MADV_DONTNEED);
+			run_from = p;
+			run_len = free_page;
+		}
+		p = p + 1 == npages ? 0 : p + 1;
+	}
+	if (run_len)
+		madvise(&r->samples[run_from * per], run_len * PAGE, MADV_DONTNEED);
+}
+
+static void drop_head(struct wp_ring *r)
+{
+	r->head = (r->head + 1) % r->cfg.nr_samples;
+	r->count--;
+	r->base++;
+}
+
+/* Expires what fell out of the window (which frees table entries too). */
+static void expire(struct wp_ring *r, uint64_t t_ns)
+{
+	size_t old = r->head;
+
+	while (r->count > 0 && rec_end(r, sample_at(r, 0)) + r->cfg.window_ns < t_ns)
+		drop_head(r);
+	if (r->head != old)
+		release_behind(r, old);
+}
+
+/* The ticks record x stands for: its count, or for an open record every
+ * tick from its first to the newest. */
+static uint32_t rec_ticks(const struct wp_ring *r, const struct rsample *x)
+{
+	if ((x->count & (COUNT_TICKED | COUNT_OPEN)) == (COUNT_TICKED | COUNT_OPEN))
+		return r->tick_newest - x->tick + 1;
+	return x->count & COUNT_MASK;
+}
+
+/* Makes room for one record: overwrites the oldest if full. */
+static void make_room(struct wp_ring *r)
+{
 	if (r->count == r->cfg.nr_samples) {
-		r->head = (r->head + 1) % r->cfg.nr_samples;
-		r->count--;
-		r->stats.nr_overwritten++;
+		r->stats.nr_overwritten += rec_ticks(r, sample_at(r, 0));
+		drop_head(r);
 	}
 }
 
-static void append(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t stack, uint32_t flags,
-		   uint32_t syscall)
+/* The record `run` names, if it is still in the ring; else NULL. */
+static struct rsample *run_record(const struct wp_ring *r, const struct wp_ring_run *run)
 {
-	struct rsample *x = sample_at(r, r->count);
+	if (!run || run->serial != r->serial || run->rec == 0 || run->rec - 1 < r->base ||
+	    run->rec - 1 >= r->base + r->count)
+		return NULL;
+	return sample_at(r, run->rec - 1 - r->base);
+}
 
+/* Adds the sample to the thread's newest record when it continues it. */
+static int extend(struct wp_ring *r, struct wp_ring_run *run, uint32_t tick, uint32_t tid,
+		  uint32_t stack, uint32_t flags, uint32_t syscall)
+{
+	struct rsample *x = run_record(r, run);
+	uint32_t n;
+
+	if (!x || (x->count & COUNT_OPEN))
+		return 0;
+	n = x->count & COUNT_MASK;
+	if (!(x->count & COUNT_TICKED) || x->tid != tid || x->stack != stack ||
+	    x->flags != flags || x->syscall != syscall || n >= r->cfg.max_run ||
+	    x->tick + n != tick)
+		return 0;
+	x->count++;
+	r->stats.nr_added++;
+	return 1;
+}
+
+static void append(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t stack, uint32_t flags,
+		   uint32_t syscall, uint32_t tick, int ticked, struct wp_ring_run *run)
+{
+	struct rsample *x;
+
+	make_room(r);
+	x = sample_at(r, r->count);
 	x->t_ns = t_ns;
 	x->tid = tid;
 	x->stack = stack;
 	x->flags = flags;
 	x->syscall = syscall;
+	x->tick = tick;
+	x->count = 1 | (ticked ? COUNT_TICKED : 0);
+	if (run) {
+		run->rec = r->base + r->count + 1;
+		run->serial = r->serial;
+	}
 	r->count++;
 	r->stats.nr_added++;
 }
 
-int wp_ring_add_ref(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
-		    uint32_t syscall, const struct wp_ring_ref *ref)
+/* Stores the sample of stack id `stack`: extends `run` or appends. */
+static void store(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t stack, uint32_t flags,
+		  uint32_t syscall, uint32_t tick, int ticked, struct wp_ring_run *run)
 {
+	if (!(ticked && extend(r, run, tick, tid, stack, flags, syscall)))
+		append(r, t_ns, tid, stack, flags, syscall, tick, ticked, run);
+}
+
+int wp_ring_add_ref(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
+		    uint32_t syscall, const struct wp_ring_ref *ref, struct wp_ring_run *run)
+{
+	uint32_t tick;
+	int ticked;
+
 	if (ref->gen != ref_gen(r) || ref->stack >= r->nr_stacks)
 		return -1;
-	make_room(r, t_ns);
-	append(r, t_ns, tid, ref->stack, flags, syscall);
+	tick = tick_of(r, t_ns, &ticked);
+	expire(r, t_ns);
+	store(r, t_ns, tid, ref->stack, flags, syscall, tick, ticked, run);
 	return 0;
 }
 
 int wp_ring_add(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags, uint32_t syscall,
 		const uint64_t *pcs, unsigned n, int exact_leaf)
 {
-	return wp_ring_add_get_ref(r, t_ns, tid, flags, syscall, pcs, n, exact_leaf, NULL);
+	return wp_ring_add_get_ref(r, t_ns, tid, flags, syscall, pcs, n, exact_leaf, NULL, NULL);
 }
 
 int wp_ring_add_get_ref(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
 			uint32_t syscall, const uint64_t *pcs, unsigned n, int exact_leaf,
-			struct wp_ring_ref *ref)
+			struct wp_ring_ref *ref, struct wp_ring_run *run)
 {
 	int64_t stack = -1;
-	int attempt;
+	uint32_t tick;
+	int attempt, ticked;
 
 	if (n > RING_MAX_FRAMES) {
 		n = RING_MAX_FRAMES;
 		flags |= WP_SAMPLE_TRUNCATED;
 	}
-	make_room(r, t_ns);
+	tick = tick_of(r, t_ns, &ticked);
+	expire(r, t_ns);
 	for (attempt = 0; attempt < 2; attempt++) {
 		if (intern_frames(r, pcs, n, exact_leaf) == 0 &&
 		    (stack = stack_intern(r, r->scratch, n)) >= 0)
@@ -388,12 +563,52 @@ int wp_ring_add_get_ref(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t
 		r->stats.nr_dropped_full++;
 		return -1;
 	}
-	append(r, t_ns, tid, (uint32_t)stack, flags, syscall);
+	store(r, t_ns, tid, (uint32_t)stack, flags, syscall, tick, ticked, run);
 	if (ref) {
 		ref->stack = (uint32_t)stack;
 		ref->gen = ref_gen(r);
 	}
 	return 0;
+}
+
+void wp_ring_tick(struct wp_ring *r, uint64_t t_ns)
+{
+	int ticked;
+
+	tick_of(r, t_ns, &ticked);
+	expire(r, t_ns);
+}
+
+int wp_ring_run_open(struct wp_ring *r, const struct wp_ring_run *run)
+{
+	struct rsample *x = run_record(r, run);
+
+	/* Only a record that reaches the newest tick goes on from it. */
+	if (!x || !(x->count & COUNT_TICKED) || (x->count & COUNT_OPEN) ||
+	    x->tick + (x->count & COUNT_MASK) - 1 != r->tick_newest)
+		return -1;
+	x->count |= COUNT_OPEN;
+	return 0;
+}
+
+uint32_t wp_ring_run_close(struct wp_ring *r, const struct wp_ring_run *run)
+{
+	struct rsample *x = run_record(r, run);
+	uint32_t was, n;
+
+	if (!x || !(x->count & COUNT_OPEN))
+		return 0;
+	was = x->count & COUNT_MASK;
+	/* Through the tick before the newest: the newest is the one being
+	 * sampled now. At least the ticks it had. */
+	n = r->tick_newest - x->tick;
+	if (n < was)
+		n = was;
+	if (n > COUNT_MASK)
+		n = COUNT_MASK;
+	x->count = (x->count & COUNT_TICKED) | n;
+	r->stats.nr_added += n - was;
+	return n - was;
 }
 
 const struct wp_ring_stats *wp_ring_stats(const struct wp_ring *r)
@@ -422,13 +637,15 @@ size_t wp_ring_nr_pcs(const struct wp_ring *r)
  * checked, and never read again behind the check's back. */
 #define RAW_ONCE(x) (*(const volatile __typeof__(x) *)&(x))
 
-#define RING_RAW_VERSION 1u
-#define RING_RAW_HEAD_WORDS 14 /* u64 fields before the tables */
+#define RING_RAW_VERSION 2u
+#define RING_RAW_HEAD_WORDS 17 /* u64 fields before the tables */
+#define RING_RAW_REC 32        /* bytes of one record */
 
 /* async-signal-safe */
 WP_AS_SAFE void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o, uint64_t from_ns)
 {
-	uint64_t cap = 0, head = 0, ns = 0, np = 0, nst = 0, nw = 0, k, i;
+	uint64_t cap = 0, head = 0, ns = 0, np = 0, nst = 0, nw = 0, nt = 0, known = 0, k, i;
+	uint32_t newest = 0;
 
 	if (r) {
 		cap = r->cfg.nr_samples;
@@ -437,6 +654,8 @@ WP_AS_SAFE void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o, 
 		np = RAW_ONCE(r->nr_pcs);
 		nst = RAW_ONCE(r->nr_stacks);
 		nw = RAW_ONCE(r->nr_words);
+		newest = RAW_ONCE(r->tick_newest);
+		known = RAW_ONCE(r->tick_nr);
 		if (ns > cap)
 			ns = cap;
 		if (cap && head >= cap)
@@ -447,16 +666,34 @@ WP_AS_SAFE void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o, 
 			nst = r->cfg.nr_stacks;
 		if (nw > r->cfg.nr_words)
 			nw = r->cfg.nr_words;
-		/* Samples older than from_ns left out: they come first in
-		 * ring order (stored in time order). */
-		while (from_ns && ns > 0 && RAW_ONCE(r->samples[head].t_ns) < from_ns) {
+		if (known > (uint64_t)r->tick_mask + 1)
+			known = (uint64_t)r->tick_mask + 1;
+		/* Records that ended before from_ns left out: they come first
+		 * in ring order (stored in time order, none longer than
+		 * max_run ticks). */
+		while (from_ns && ns > 0 && rec_end(r, &r->samples[head]) < from_ns) {
 			ns--;
 			if (++head == cap)
 				head = 0;
 		}
+		/* The ticks the records written need: from the oldest first
+		 * tick among them that the table still knows, to the newest. */
+		for (k = 0, i = head; k < ns && nt < known; k++) {
+			const struct rsample *x = &r->samples[i];
+			uint32_t c = *(const volatile uint32_t *)&x->count;
+
+			if ((c & COUNT_TICKED) && ((c & COUNT_MASK) > 1 || (c & COUNT_OPEN))) {
+				uint64_t age = (uint32_t)(newest - x->tick);
+
+				nt = age >= known ? known : age + 1 > nt ? age + 1 : nt;
+			}
+			if (++i == cap)
+				i = 0;
+		}
 	}
 	wp_raw_sec_begin(o, WP_RAW_TAG_RING, RING_RAW_VERSION,
-			 RING_RAW_HEAD_WORDS * 8 + ns * 24 + np * 16 + nst * 8 + nw * 4);
+			 RING_RAW_HEAD_WORDS * 8 + ns * RING_RAW_REC + nt * 8 + np * 16 + nst * 8 +
+				 nw * 4);
 	if (!r) {
 		wp_raw_out_zeros(o, RING_RAW_HEAD_WORDS * 8);
 		wp_raw_sec_end(o);
@@ -476,11 +713,14 @@ WP_AS_SAFE void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o, 
 	wp_raw_out_u64(o, np);
 	wp_raw_out_u64(o, nst);
 	wp_raw_out_u64(o, nw);
-	/* Samples in ring order: position head + k, wrapped (ns <= cap, so
+	wp_raw_out_u64(o, nt);
+	wp_raw_out_u64(o, newest);
+	wp_raw_out_u64(o, 0);
+	/* Records in ring order: position head + k, wrapped (ns <= cap, so
 	 * ns > 0 implies cap > 0). */
 	for (k = 0, i = head; k < ns && !o->failed; k++) {
 		const struct rsample *x = &r->samples[i];
-		uint32_t rec[6];
+		uint32_t rec[RING_RAW_REC / 4];
 		uint64_t t = x->t_ns;
 
 		memcpy(rec, &t, 8);
@@ -488,9 +728,17 @@ WP_AS_SAFE void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o, 
 		rec[3] = x->stack;
 		rec[4] = x->flags;
 		rec[5] = x->syscall;
+		rec[6] = x->count;
+		rec[7] = x->tick;
 		wp_raw_out_bytes(o, rec, sizeof(rec));
 		if (++i == cap)
 			i = 0;
+	}
+	/* The nt newest ticks' times, oldest first. */
+	for (k = 0; k < nt && !o->failed; k++) {
+		uint32_t nr = newest - (uint32_t)(nt - 1 - k);
+
+		wp_raw_out_u64(o, r->ticks[nr & r->tick_mask]);
 	}
 	for (k = 0; k < np && !o->failed; k++) {
 		uint32_t rec[4] = { 0 };

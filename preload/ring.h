@@ -14,16 +14,27 @@
 #include "../output/profile.h"
 #include "as_safe.h"
 
+/* Bytes of one record of the ring (its sample array's element). */
+#define WP_RING_RECORD_BYTES 32
+/* Tick times a ring remembers at most. */
+#define WP_RING_MAX_TICKS (1u << 22)
+/* Threads whose stack changes at every tick that the library's sizing
+ * keeps the whole window of (tick.c). */
+#define WP_RING_BUSY_THREADS 64
+
 struct wp_ring_config {
 	size_t nr_samples; /* samples kept at most */
 	size_t nr_pcs;     /* unique addresses kept at most */
 	size_t nr_stacks;  /* unique stacks kept at most */
 	size_t nr_words;   /* total frames of all unique stacks at most */
 	uint64_t window_ns;/* samples older than the newest minus this expire */
+	size_t nr_ticks;   /* tick times remembered (rounded up to a power of two;
+			    * 0: 4096): must cover the window plus max_run */
+	uint32_t max_run;  /* ticks one record holds at most (0: 128) */
 };
 
 struct wp_ring_stats {
-	uint64_t nr_added;       /* samples stored */
+	uint64_t nr_added;       /* samples stored (a record's every tick counts) */
 	uint64_t nr_overwritten; /* samples lost to capacity while inside the window */
 	uint64_t nr_dropped_full;/* samples refused: frame/stack tables full after compaction */
 	uint64_t nr_compactions; /* garbage collections of the frame/stack tables */
@@ -34,8 +45,9 @@ struct wp_ring;
 /* Bytes the ring needs for `cfg` (for logging and caps). */
 WP_AS_SAFE size_t wp_ring_bytes(const struct wp_ring_config *cfg);
 
-/* The library's sizing before WALLPROF_RING_MB: `samples` (capped at 4 Mi)
- * over `window_ns`, 64 Ki addresses, 64 Ki stacks, 2 Mi frame words. */
+/* The library's sizing before WALLPROF_RING_MB: `samples` records (capped
+ * at 4 Mi) over `window_ns`, 64 Ki addresses, 64 Ki stacks, 2 Mi frame
+ * words. */
 void wp_ring_default_config(struct wp_ring_config *cfg, uint64_t samples, uint64_t window_ns);
 
 /* Maps and zero-fills all memory up front. Returns NULL on failure (errno). */
@@ -43,12 +55,49 @@ struct wp_ring *wp_ring_create(const struct wp_ring_config *cfg);
 
 void wp_ring_destroy(struct wp_ring *r);
 
+/* Samples are run-length records: { time of the first tick, thread, stack,
+ * flags, syscall, first tick's number, count }. The ring numbers the ticks
+ * itself: a sample whose time is newer than every tick it knows is a new
+ * tick; one whose time is a tick it remembers has that tick's number;
+ * any other (a test's arbitrary time) has none and never extends a record.
+ * A sample extends the thread's newest record instead of adding one when
+ * the caller passes that record (`run`), the thread, stack, flags and
+ * syscall are the same, the sample's tick is the one right after the
+ * record's last, and the record holds fewer than max_run ticks. Records
+ * expire when their last tick leaves the window. */
+
+/* The thread's newest record, kept by the caller between samples (a zeroed
+ * one is none). */
+struct wp_ring_run {
+	uint64_t rec;    /* absolute record number + 1 */
+	uint64_t serial; /* the ring it belongs to */
+};
+
 /* Stores one sample. pcs[0] is the interrupted PC when `exact_leaf` is set,
  * the rest are return addresses; n >= 1. Samples must come in time order.
  * When the tables are full, unreferenced frames and stacks are collected; if
  * that is not enough the sample is dropped and counted. Returns 0 or -1. */
 int wp_ring_add(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags, uint32_t syscall,
 		const uint64_t *pcs, unsigned n, int exact_leaf);
+
+/* The sampler's tick at `t_ns` (newer than every tick before): numbered
+ * even when no sample is stored at it, so that open records (below) grow
+ * by one; what left the window expires. */
+void wp_ring_tick(struct wp_ring *r, uint64_t t_ns);
+
+/* Open records: a thread that stays where it is (blocked in one call) is
+ * not sampled again tick after tick. Its newest record, stored at the
+ * newest tick, is opened: it stands for every tick from its first to the
+ * ring's newest, without a store per tick, until closed. It never expires
+ * nor is extended while open; the raw dump writes it with its flag and the
+ * reader counts its ticks to the newest. Returns 0, or -1 when `run` is not
+ * a record of this ring that ends at the newest tick (nothing opened). */
+int wp_ring_run_open(struct wp_ring *r, const struct wp_ring_run *run);
+
+/* Closes `run` if it is open: it then ends at the tick before the newest
+ * (the thread was seen to move at the newest). Returns the ticks it gained
+ * since it was opened (0 if it was not open, or is gone: overwritten). */
+uint32_t wp_ring_run_close(struct wp_ring *r, const struct wp_ring_run *run);
 
 /* A stack already in the ring, valid until the next compaction: lets a
  * thread whose stack did not change add a sample without hashing it again.
@@ -58,15 +107,17 @@ struct wp_ring_ref {
 	uint64_t gen;
 };
 
-/* wp_ring_add() that also fills `ref` (may be NULL) for wp_ring_add_ref(). */
+/* wp_ring_add() that also fills `ref` (may be NULL) for wp_ring_add_ref(),
+ * and extends or replaces the thread's record `run` (may be NULL). */
 int wp_ring_add_get_ref(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
 			uint32_t syscall, const uint64_t *pcs, unsigned n, int exact_leaf,
-			struct wp_ring_ref *ref);
+			struct wp_ring_ref *ref, struct wp_ring_run *run);
 
-/* Stores one sample of a stack added before. Returns -1 when `ref` is no
- * longer valid (a compaction renumbered the stacks): add it in full. */
+/* Stores one sample of a stack added before, extending `run` (may be NULL)
+ * when it can. Returns -1 when `ref` is no longer valid (a compaction
+ * renumbered the stacks): add it in full. */
 int wp_ring_add_ref(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t flags,
-		    uint32_t syscall, const struct wp_ring_ref *ref);
+		    uint32_t syscall, const struct wp_ring_ref *ref, struct wp_ring_run *run);
 
 const struct wp_ring_stats *wp_ring_stats(const struct wp_ring *r);
 
@@ -101,7 +152,7 @@ WP_AS_SAFE int wp_ring_raw_write(const struct wp_ring *r, int fd);
 void wp_ring_test_scramble(struct wp_ring *r, unsigned what);
 #endif
 
-/* Live counts, for tests. */
+/* Live counts, for tests (records: a run counts once). */
 size_t wp_ring_nr_samples(const struct wp_ring *r);
 size_t wp_ring_nr_stacks(const struct wp_ring *r);
 size_t wp_ring_nr_pcs(const struct wp_ring *r);

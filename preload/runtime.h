@@ -66,11 +66,16 @@ struct wp_rt_table {
 	uint32_t nr_slots;
 	uint64_t *bufs, *stks;      /* per-slot handler and cached-stack buffers */
 	size_t buf_depth;           /* entries per handler buffer */
-	struct wp_unw_site *sites;  /* WP_SITES per slot: walks from published registers */
+	struct wp_unw_site *sites;  /* walks from published registers: slot i's k-th
+				     * is sites[k * nr_slots + i] */
 	_Atomic uint32_t *tid_slot; /* tid -> slot index + 1, 0 = none */
 	uint32_t nr_tids;           /* pid_max */
 	_Atomic uint32_t hiwater;   /* slots [0, hiwater) may be in use */
 	_Atomic uint64_t scan;      /* scans of /proc/self/task begun */
+	_Atomic uint64_t *free_map; /* bit i set: slot i is free (claims take the lowest) */
+	_Atomic uint64_t *wake_map; /* bit i set: parked slot i's thread moved (active.h) */
+	_Atomic uint32_t claim_head; /* slots claimed since the sampler last looked: index + 1
+				      * of the top of a stack linked by claim_next */
 };
 
 /* The sampler thread's (tick.c, sample.c, threads.c, dump.c's
@@ -93,6 +98,8 @@ struct wp_rt_sampler {
 	char cmdline[1024];
 	uint64_t start_ns;
 	int64_t rt_offset;
+	uint64_t prev_tick_ns;      /* the tick before the one under way */
+	uint64_t next_scan;         /* nr_ticks of the next /proc/self/task listing */
 };
 
 /* Shared with every thread and handler: atomics. */

@@ -20,6 +20,7 @@
 
 #include "test_hooks.h"
 #include "../unwind/unwind.h"
+#include "active.h"
 #include "proc_unwind.h"
 #include "runtime.h"
 #include "sample.h"
@@ -66,13 +67,15 @@ static uint32_t drop_own_frames(uint64_t *pc, uint32_t n)
 	return n ? k : 0;
 }
 
-/* Moves every finished capture into the ring and the slot's cache. */
+/* Moves every finished capture into the ring and the slot's cache. Only
+ * slots on the active list can have one: a parked slot has no signal in
+ * flight (see park). */
 void wp_sample_collect(void)
 {
-	uint32_t i, hw = atomic_load(&g->tab.hiwater);
+	uint32_t i, n = wp_active_count();
 
-	for (i = 0; i < hw; i++) {
-		struct wp_slot *s = &g->tab.slots[i];
+	for (i = 0; i < n; i++) {
+		struct wp_slot *s = wp_active_at(i);
 		struct wp_thread *t;
 		uint32_t flags = 0, n;
 
@@ -95,24 +98,31 @@ void wp_sample_collect(void)
 		n = s->hdl.nr < g->fix.cfg.max_depth ? s->hdl.nr : g->fix.cfg.max_depth;
 		n = drop_own_frames(s->buf, n);
 		t = wp_threads_of(s);
+		memset(&s->smp.stk_ref, 0, sizeof(s->smp.stk_ref)); /* stays so if not stored */
 		if (n > 0) {
 			uint32_t k;
 
-			wp_ring_add(g->smp.ring, s->smp.t_ns, atomic_load(&s->tid), flags,
-				    s->smp.sig_sysno, s->buf, n, 1);
+			wp_ring_add_get_ref(g->smp.ring, s->smp.t_ns, atomic_load(&s->tid), flags,
+					    s->smp.sig_sysno, s->buf, n, 1, &s->smp.stk_ref,
+					    &s->smp.run);
 			/* The thread had not run since the signal was sent, so
 			 * this stack is also where it was at those ticks. */
 			for (k = 0; k < s->smp.nr_pend; k++)
-				wp_ring_add(g->smp.ring, s->smp.pend_ns[k], atomic_load(&s->tid),
-					    flags, s->smp.sig_sysno, s->buf, n, 1);
+				if (wp_ring_add_ref(g->smp.ring, s->smp.pend_ns[k],
+						    atomic_load(&s->tid), flags, s->smp.sig_sysno,
+						    &s->smp.stk_ref, &s->smp.run) < 0)
+					wp_ring_add_get_ref(g->smp.ring, s->smp.pend_ns[k],
+							    atomic_load(&s->tid), flags,
+							    s->smp.sig_sysno, s->buf, n, 1,
+							    &s->smp.stk_ref, &s->smp.run);
 			g->smp.ctr.nr_samples += s->smp.nr_pend;
 			if (t)
 				t->nr_samples += s->smp.nr_pend;
 		}
 		s->smp.nr_pend = 0;
-		/* Cache it: reused while the thread does not run. */
+		/* Cache it: reused while the thread does not run (stk_ref is
+		 * its place in the ring). */
 		memcpy(s->stk, s->buf, n * sizeof(*s->stk));
-		memset(&s->smp.stk_ref, 0, sizeof(s->smp.stk_ref));
 		s->smp.cached_nr = n;
 		s->smp.cached_flags = flags;
 		s->smp.cached_sysno = s->smp.sig_sysno;
@@ -136,9 +146,9 @@ static void record_cached(struct wp_slot *s, uint64_t now)
 
 	/* The same stack as last time: no hashing of its frames again. */
 	if (wp_ring_add_ref(g->smp.ring, now, tid, s->smp.cached_flags, s->smp.cached_sysno,
-			    &s->smp.stk_ref) < 0)
+			    &s->smp.stk_ref, &s->smp.run) < 0)
 		wp_ring_add_get_ref(g->smp.ring, now, tid, s->smp.cached_flags, s->smp.cached_sysno,
-				    s->stk, s->smp.cached_nr, 1, &s->smp.stk_ref);
+				    s->stk, s->smp.cached_nr, 1, &s->smp.stk_ref, &s->smp.run);
 	g->smp.ctr.nr_samples++;
 	if (t) {
 		t->nr_samples++;
@@ -181,7 +191,10 @@ static int site_matches(const struct wp_unw_site *e, const struct wp_slot *s, ui
 
 static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, int *truncated)
 {
-	struct wp_unw_site *e = &g->tab.sites[(size_t)(s - g->tab.slots) * WP_SITES], *hit = NULL;
+	/* The slot's k-th walk is sites[k * nr_slots + slot]: a thread that
+	 * always blocks in one place touches only the first table's pages. */
+	struct wp_unw_site *e = &g->tab.sites[s - g->tab.slots], *hit = NULL;
+	size_t stride = g->tab.nr_slots;
 	uint32_t gen = atomic_load(&s->gen);
 	uint64_t epoch = ((uint64_t)gen << 32) ^ g->smp.mods.subs;
 	uint64_t lo = 0, hi = 0;
@@ -209,8 +222,8 @@ static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, i
 	for (i = 0; i < WP_SITES; i++) {
 		uint32_t k = (s->smp.site_last + i) % WP_SITES;
 
-		if (site_matches(&e[k], s, epoch, cap)) {
-			hit = &e[k];
+		if (site_matches(&e[k * stride], s, epoch, cap)) {
+			hit = &e[k * stride];
 			s->smp.site_last = k;
 			break;
 		}
@@ -231,7 +244,7 @@ static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, i
 	/* Fill the entry that matched (it went stale) or the next victim. */
 	if (!hit) {
 		s->smp.site_last = s->smp.site_next++ % WP_SITES;
-		hit = &e[s->smp.site_last];
+		hit = &e[s->smp.site_last * stride];
 	}
 	n = walk_regs(s, out, cap, truncated, hit);
 	hit->rip = s->thr.blk_regs.rip;
@@ -242,6 +255,13 @@ static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, i
 	return n;
 }
 
+/* Lets a pinned thread go on, waking it if it waits for that. */
+static void unpin(struct wp_slot *s)
+{
+	if (atomic_fetch_and(&s->blk_pin, ~(WP_PIN_HELD | WP_PIN_WAITING)) & WP_PIN_WAITING)
+		wp_futex_wake(&s->blk_pin);
+}
+
 /* Unwinds a thread blocked in a wrapped call from the registers it
  * published, while it is pinned (it cannot return past the wrapper).
  * Returns 0 with the stack in the slot's cache, or -1 if the call ended. */
@@ -250,7 +270,7 @@ static int unwind_blocked(struct wp_slot *s, uint32_t seq)
 	uint32_t n = 0, max = g->fix.cfg.max_depth;
 	int truncated = 0;
 
-	atomic_store_explicit(&s->blk_pin, 1, memory_order_seq_cst);
+	atomic_fetch_or_explicit(&s->blk_pin, WP_PIN_HELD, memory_order_seq_cst);
 	if (atomic_load_explicit(&s->thr.blk_seq, memory_order_seq_cst) != seq)
 		goto unpin;
 	memset(&s->smp.stk_ref, 0, sizeof(s->smp.stk_ref));
@@ -267,8 +287,7 @@ static int unwind_blocked(struct wp_slot *s, uint32_t seq)
 	s->stk[n++] = s->thr.blk_fn;
 	n += walk_published(s, s->stk + n, max - n, &truncated);
 done:
-	if (atomic_exchange(&s->blk_pin, 0) == 2)
-		wp_futex_wake(&s->blk_pin);
+	unpin(s);
 	s->smp.cached_nr = n;
 	s->smp.cached_flags = WP_SAMPLE_SYSCALL | (truncated ? WP_SAMPLE_TRUNCATED : 0);
 	s->smp.cached_sysno = s->thr.blk_sysno;
@@ -278,8 +297,7 @@ done:
 		g->smp.ctr.nr_truncated++;
 	return 0;
 unpin:
-	if (atomic_exchange(&s->blk_pin, 0) == 2)
-		wp_futex_wake(&s->blk_pin);
+	unpin(s);
 	return -1;
 }
 
@@ -432,6 +450,85 @@ static int sample_published(struct wp_slot *s, uint32_t seq, uint64_t now)
 	return -1;
 }
 
+/* Parks a thread whose sample at this tick came from the wrapped call
+ * with sequence `seq` it is in: its record is opened in the ring (it
+ * stands for every tick to come, without a visit per tick) and the slot
+ * leaves the active list, until the thread moves (it leaves the call, or a
+ * handler of the program's runs over it: both clear WP_PIN_PARKED and set
+ * its wake bit, which the next tick reads) or its record is rolled over
+ * (wp_sample_roll). A Dekker pair with the thread: the sampler sets the
+ * bit then looks at the call, the thread moves then looks at the bit. */
+static void park(struct wp_slot *s, uint32_t seq)
+{
+	if (s->smp.sampled_seq != seq || !s->smp.nr_cached_ok ||
+	    atomic_load_explicit(&s->state, memory_order_acquire) != S_IDLE ||
+	    (WP_TESTING && g->fix.cfg.test_signal_blocked))
+		return;
+	atomic_fetch_or_explicit(&s->blk_pin, WP_PIN_PARKED, memory_order_seq_cst);
+	if (atomic_load_explicit(&s->thr.blk_seq, memory_order_seq_cst) != seq ||
+	    (atomic_load_explicit(&s->thr.hdl_seq, memory_order_seq_cst) == seq &&
+	     atomic_load_explicit(&s->thr.hdl_depth, memory_order_seq_cst)) ||
+	    wp_ring_run_open(g->smp.ring, &s->smp.run) < 0) {
+		/* It moved already (a wake bit it may have set is ignored: the
+		 * slot is not parked), or its record is not the newest. */
+		atomic_fetch_and(&s->blk_pin, ~WP_PIN_PARKED);
+		return;
+	}
+	s->smp.parked = 1;
+	s->smp.park_tick = g->smp.ctr.nr_ticks;
+	wp_active_remove(s);
+}
+
+/* The ticks a parked thread's open record gained, counted as samples
+ * (reused: the same stack, tick after tick). */
+static void count_parked(struct wp_slot *s, uint32_t gained, uint64_t now)
+{
+	struct wp_thread *t;
+
+	if (!gained)
+		return;
+	g->smp.ctr.nr_samples += gained;
+	g->smp.ctr.nr_reused += gained;
+	t = wp_threads_of(s);
+	if (t) {
+		t->nr_samples += gained;
+		t->last_ns = now;
+	}
+}
+
+void wp_sample_unpark(struct wp_slot *s)
+{
+	count_parked(s, wp_ring_run_close(g->smp.ring, &s->smp.run), g->smp.prev_tick_ns);
+	s->smp.parked = 0;
+	atomic_fetch_and(&s->blk_pin, ~WP_PIN_PARKED);
+	wp_active_add(s);
+}
+
+void wp_sample_roll(uint64_t now)
+{
+	uint32_t every = g->fix.ring_cfg.max_run ? g->fix.ring_cfg.max_run : 1,
+		 hw = atomic_load(&g->tab.hiwater), i;
+
+	for (i = (uint32_t)(g->smp.ctr.nr_ticks % every); i < hw; i += every) {
+		struct wp_slot *s = &g->tab.slots[i];
+
+		if (!s->smp.parked || s->smp.park_tick == g->smp.ctr.nr_ticks)
+			continue;
+		/* Its record ends at the last tick; this tick starts the next
+		 * one (or extends it, if it is still short), opened again. */
+		count_parked(s, wp_ring_run_close(g->smp.ring, &s->smp.run), g->smp.prev_tick_ns);
+		g->smp.ctr.nr_reused++;
+		record_cached(s, now);
+		s->smp.park_tick = g->smp.ctr.nr_ticks;
+		if (wp_ring_run_open(g->smp.ring, &s->smp.run) < 0) {
+			/* (dropped: the tables are full) watched tick by tick */
+			s->smp.parked = 0;
+			atomic_fetch_and(&s->blk_pin, ~WP_PIN_PARKED);
+			wp_active_add(s);
+		}
+	}
+}
+
 /* Whether a thread that /proc shows blocked at stack pointer `sp` is
  * blocked in its published call `seq`, not in a system call of a handler
  * above it, nor somewhere else after a longjmp out of it (see
@@ -463,8 +560,10 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 	 * looked at as one outside a call, below, and its context is used only
 	 * if it is blocked in the call. */
 	if ((seq & 1) && (atomic_load(&s->thr.hdl_seq) != seq || !atomic_load(&s->thr.hdl_depth))) {
-		if (sample_published(s, seq, now) == 0)
+		if (sample_published(s, seq, now) == 0) {
+			park(s, seq);
 			return;
+		}
 		seq = atomic_load(&s->thr.blk_seq); /* the call ended meanwhile */
 	}
 	if (thread_cpu_ns(tid, &cpu) < 0) {

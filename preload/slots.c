@@ -20,6 +20,7 @@
 #include "runtime.h"
 #include "sampler.h"
 #include "sigmask.h"
+#include "active.h"
 #include "slots.h"
 
 __thread struct wp_slot *wp_tls_slot __attribute__((tls_model("initial-exec")));
@@ -49,6 +50,16 @@ static uint32_t read_pid_max(void)
 	return v > 0 && v <= 4194304 ? (uint32_t)v + 1 : 4194304;
 }
 
+/* Every slot free in the free map. */
+static void free_all(void)
+{
+	for (uint32_t w = 0; w < (g->tab.nr_slots + 63) / 64; w++) {
+		uint32_t left = g->tab.nr_slots - w * 64;
+
+		atomic_store(&g->tab.free_map[w], left >= 64 ? ~0ull : (1ull << left) - 1);
+	}
+}
+
 int wp_slots_alloc(const struct wp_config *c)
 {
 	size_t depth = c->max_depth + WP_UNW_SCRATCH;
@@ -62,10 +73,15 @@ int wp_slots_alloc(const struct wp_config *c)
 	g->tab.tid_slot = map_zero(g->tab.nr_tids * sizeof(*g->tab.tid_slot));
 	bufs = map_zero(g->tab.nr_slots * depth * sizeof(uint64_t));
 	stks = map_zero(g->tab.nr_slots * (size_t)c->max_depth * sizeof(uint64_t));
-	/* Replayable walks, WP_SITES per slot (pages touched per slot used). */
+	/* Replayable walks, WP_SITES per slot: WP_SITES tables of one walk per
+	 * slot (runtime.h), so that a thread that blocks in one place costs
+	 * one walk's memory, not WP_SITES'. */
 	g->tab.sites = map_zero(g->tab.nr_slots * WP_SITES * sizeof(*g->tab.sites));
-	if (!g->tab.slots || !g->tab.tid_slot || !bufs || !stks || !g->tab.sites)
+	g->tab.free_map = map_zero((g->tab.nr_slots + 63) / 64 * sizeof(uint64_t));
+	if (!g->tab.slots || !g->tab.tid_slot || !bufs || !stks || !g->tab.sites ||
+	    !g->tab.free_map || wp_active_alloc(g->tab.nr_slots) < 0)
 		return -1;
+	free_all();
 	/* A slot's buffers are assigned when it is first claimed: touching
 	 * every slot here would fault in all of them at every start. */
 	g->tab.bufs = bufs;
@@ -102,6 +118,7 @@ WP_AS_SAFE void wp_slot_reset(struct wp_slot *s, enum wp_slot_scope scope, uint3
 		 * for gone) leaves it alone (wp_block_leave). */
 		atomic_store_explicit(&s->thr.blk_seq, (q | 1) + 1, memory_order_relaxed);
 		atomic_store_explicit(&s->blk_pin, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->claim_next, 0, memory_order_relaxed);
 		atomic_store_explicit(&s->hdl.ours_seq, 0, memory_order_relaxed);
 		atomic_store_explicit(&s->thr.nr_foreign, 0, memory_order_relaxed);
 		atomic_store_explicit(&s->thr.hdl_seq, 0, memory_order_relaxed);
@@ -141,6 +158,10 @@ WP_AS_SAFE void wp_slot_reset(struct wp_slot *s, enum wp_slot_scope scope, uint3
 	s->smp.scan = atomic_load(&g->tab.scan);
 	atomic_store_explicit(&s->smp.entry_serial, 0, memory_order_relaxed);
 	memset(&s->smp.stk_ref, 0, sizeof(s->smp.stk_ref));
+	memset(&s->smp.run, 0, sizeof(s->smp.run));
+	s->smp.act_pos = 0;
+	s->smp.parked = 0;
+	s->smp.park_tick = 0;
 	if (scope == WP_SLOT_WHOLE) {
 		atomic_store_explicit(&s->tid, tid, memory_order_relaxed);
 		/* A late handler or cookie of the earlier owner's sees a new
@@ -154,33 +175,48 @@ WP_AS_SAFE void wp_slot_reset(struct wp_slot *s, enum wp_slot_scope scope, uint3
  * makes both agree on one slot. async-signal-safe */
 WP_AS_SAFE struct wp_slot *wp_slot_claim(uint32_t tid)
 {
-	static _Atomic uint32_t hint;
-	uint32_t start = atomic_fetch_add_explicit(&hint, 1, memory_order_relaxed), n, cur;
+	uint32_t cur, words = (g->tab.nr_slots + 63) / 64, w;
 
 	if (!g->tab.tid_slot || tid >= g->tab.nr_tids)
 		return NULL;
 	cur = atomic_load_explicit(&g->tab.tid_slot[tid], memory_order_acquire);
 	if (cur && atomic_load_explicit(&g->tab.slots[cur - 1].tid, memory_order_acquire) == tid)
 		return &g->tab.slots[cur - 1];
-	for (n = 0; n < g->tab.nr_slots; n++) {
-		uint32_t i = (start + n) % g->tab.nr_slots, expect = S_FREE, hw, want;
-		struct wp_slot *s = &g->tab.slots[i];
+	/* The lowest free slot: the slots in use stay packed at the start of
+	 * the table, whose memory is touched only as far as threads need. */
+	for (w = 0; w < words; w++) {
+		uint64_t v = atomic_load_explicit(&g->tab.free_map[w], memory_order_relaxed);
 
-		if (!atomic_compare_exchange_strong(&s->state, &expect, S_CLAIMED))
-			continue;
-		wp_slot_reset(s, WP_SLOT_WHOLE, tid);
-		/* One slot per tid: whoever publishes first wins. */
-		want = i + 1;
-		if (!atomic_compare_exchange_strong(&g->tab.tid_slot[tid], &cur, want)) {
-			atomic_store_explicit(&s->tid, 0, memory_order_relaxed);
-			atomic_store_explicit(&s->state, S_FREE, memory_order_release);
-			return cur ? &g->tab.slots[cur - 1] : NULL;
+		while (v) {
+			uint64_t bit = v & -v;
+			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(v), expect = S_FREE, hw, want;
+			struct wp_slot *s = &g->tab.slots[i];
+
+			if (!atomic_compare_exchange_weak_explicit(&g->tab.free_map[w], &v, v & ~bit,
+								   memory_order_acquire,
+								   memory_order_relaxed))
+				continue; /* v reloaded */
+			if (!atomic_compare_exchange_strong(&s->state, &expect, S_CLAIMED)) {
+				/* cannot be: the bit said free; leave it out */
+				v = atomic_load_explicit(&g->tab.free_map[w], memory_order_relaxed);
+				continue;
+			}
+			wp_slot_reset(s, WP_SLOT_WHOLE, tid);
+			/* One slot per tid: whoever publishes first wins. */
+			want = i + 1;
+			if (!atomic_compare_exchange_strong(&g->tab.tid_slot[tid], &cur, want)) {
+				atomic_store_explicit(&s->tid, 0, memory_order_relaxed);
+				atomic_store_explicit(&s->state, S_FREE, memory_order_release);
+				atomic_fetch_or(&g->tab.free_map[w], bit);
+				return cur ? &g->tab.slots[cur - 1] : NULL;
+			}
+			hw = atomic_load(&g->tab.hiwater);
+			while (hw < i + 1 && !atomic_compare_exchange_weak(&g->tab.hiwater, &hw, i + 1))
+				;
+			atomic_store_explicit(&s->state, S_IDLE, memory_order_release);
+			wp_active_claimed(s);
+			return s;
 		}
-		hw = atomic_load(&g->tab.hiwater);
-		while (hw < i + 1 && !atomic_compare_exchange_weak(&g->tab.hiwater, &hw, i + 1))
-			;
-		atomic_store_explicit(&s->state, S_IDLE, memory_order_release);
-		return s;
 	}
 	return NULL;
 }
@@ -202,6 +238,8 @@ void wp_slots_after_fork(int follow)
 		wp_slot_reset(&g->tab.slots[i], WP_SLOT_WHOLE, 0);
 		atomic_store(&g->tab.slots[i].state, S_FREE);
 	}
+	free_all();
+	wp_active_reset();
 	atomic_store(&g->tab.hiwater, 0);
 }
 
@@ -212,6 +250,7 @@ void wp_slots_sampler_restart(void)
 {
 	for (uint32_t i = 0; i < atomic_load(&g->tab.hiwater); i++)
 		wp_slot_reset(&g->tab.slots[i], WP_SLOT_SAMPLER, 0);
+	wp_active_reset();
 }
 
 /* Sampler only: the thread is gone. */
@@ -220,6 +259,11 @@ void wp_slot_release(struct wp_slot *s)
 	uint32_t idx = (uint32_t)(s - g->tab.slots) + 1;
 	uint32_t tid = atomic_load(&s->tid);
 
+	/* Off the active list; a parked thread's open record ends. */
+	wp_active_remove(s);
+	if (s->smp.parked)
+		wp_ring_run_close(g->smp.ring, &s->smp.run);
+	s->smp.parked = 0;
 	if (tid < g->tab.nr_tids)
 		atomic_compare_exchange_strong(&g->tab.tid_slot[tid], &idx, 0);
 	atomic_store(&s->tid, 0);
@@ -227,6 +271,7 @@ void wp_slot_release(struct wp_slot *s)
 	atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
 	atomic_store(&s->blk_pin, 0);
 	atomic_store_explicit(&s->state, S_FREE, memory_order_release);
+	atomic_fetch_or(&g->tab.free_map[(idx - 1) / 64], 1ull << ((idx - 1) % 64));
 }
 
 /* async-signal-safe */
@@ -351,12 +396,18 @@ WP_AS_SAFE int wp_slot_live(struct wp_slot *s, uint32_t seq, uint64_t sp, const 
 WP_AS_SAFE void wp_slot_wait_unpinned(struct wp_slot *s)
 {
 	int saved = errno;
-	uint32_t v;
+	uint32_t v = atomic_load(&s->blk_pin);
 
-	while ((v = atomic_load(&s->blk_pin)) != 0) {
-		if (v == 1 && !atomic_compare_exchange_strong(&s->blk_pin, &v, 2))
+	/* Parked: the sampler is told that the thread moved. */
+	if (v & WP_PIN_PARKED)
+		v = wp_active_wake(s);
+	while ((v = atomic_load(&s->blk_pin)) & (WP_PIN_HELD | WP_PIN_WAITING)) {
+		if (!(v & WP_PIN_WAITING) &&
+		    !atomic_compare_exchange_strong(&s->blk_pin, &v, v | WP_PIN_WAITING))
 			continue;
-		wp_syscall(SYS_futex, &s->blk_pin, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+		/* (a parked bit set meanwhile changes the word: wait again) */
+		wp_syscall(SYS_futex, &s->blk_pin, FUTEX_WAIT_PRIVATE, v | WP_PIN_WAITING, NULL,
+			   NULL, 0);
 	}
 	errno = saved;
 }

@@ -59,9 +59,12 @@ struct wp_slot {
 	_Atomic uint32_t state;
 	_Atomic uint32_t gen; /* bumped when the slot changes owner or a signal is given up */
 	_Atomic uint32_t tid; /* owner thread; the claimer, cleared by the sampler */
-	/* The sampler while it reads the pinned thread's stack (1, then 0); the
-	 * thread, to wait on the futex (2). */
+	/* Bits (active.h): WP_PIN_HELD, the sampler while it reads the pinned
+	 * thread's stack; WP_PIN_WAITING, the thread, to wait on the futex;
+	 * WP_PIN_PARKED, set by the sampler, cleared by whoever wakes it. */
 	_Atomic uint32_t blk_pin;
+	/* The claimer, before it pushes the slot on the claim stack (active.c). */
+	_Atomic uint32_t claim_next;
 	/* The claimer: this slot's buffers in the table's arrays. */
 	uint64_t *buf; /* max_depth + WP_UNW_SCRATCH entries: the handler's capture */
 	uint64_t *stk; /* max_depth entries: the last stack of this thread (sampler) */
@@ -140,6 +143,10 @@ struct wp_slot {
 		 * atomic loads and stores. */
 		_Atomic uint64_t entry_serial;
 		struct wp_ring_ref stk_ref; /* stk's place in the ring, zeroed when stk changes */
+		struct wp_ring_run run; /* the thread's newest ring record (run-length) */
+		uint32_t act_pos; /* place + 1 in the active list (active.c), 0 off it */
+		uint32_t parked; /* parked in its wrapped call: its run is open in the ring */
+		uint64_t park_tick; /* nr_ticks when parked or last rolled */
 	} smp;
 };
 

@@ -15,6 +15,7 @@
 #include "test_hooks.h"
 #include "runtime.h"
 #include "sampler.h"
+#include "active.h"
 #include "slots.h"
 #include "threads.h"
 
@@ -72,6 +73,7 @@ static struct {
 				     * start at 1, as 0 in a slot means no entry) */
 	char *dents;                /* getdents64 buffer for /proc/self/task */
 	size_t dents_len;
+	size_t name_cursor;         /* wp_threads_refresh_some's place */
 } thr;
 
 int wp_threads_alloc(void)
@@ -321,6 +323,8 @@ void wp_threads_scan(void)
 
 		wp_syscall(SYS_nanosleep, &hold, NULL);
 	}
+	/* Slots still on the claim stack are not to be released (active.h). */
+	wp_active_gather_claims();
 	hw = atomic_load(&g->tab.hiwater);
 	for (i = 0; i < hw; i++) {
 		struct wp_slot *s = &g->tab.slots[i];
@@ -441,6 +445,23 @@ void wp_threads_refresh_names(void)
 	for (k = 0; k < n; k++)
 		if (entry_live(b->e[k].tid, b->id[k]))
 			read_comm(b->e[k].tid, b->e[k].name);
+}
+
+void wp_threads_refresh_some(size_t every)
+{
+	size_t n, k, m;
+	struct tbuf *b = published(&n);
+
+	if (!n)
+		return;
+	/* ceil(n / every) entries from where the last call stopped */
+	m = (n + every - 1) / (every ? every : 1);
+	for (k = 0; k < m; k++, thr.name_cursor++) {
+		size_t i = thr.name_cursor % n;
+
+		if (entry_live(b->e[i].tid, b->id[i]))
+			read_comm(b->e[i].tid, b->e[i].name);
+	}
 }
 
 /* async-signal-safe */

@@ -65,6 +65,11 @@ void wp_threads_prune(uint64_t now);
  * thread; not in a signal handler. */
 void wp_threads_refresh_names(void);
 
+/* The same for a share of them: ceil(n / every) of the n entries, from
+ * where the last call stopped, so that `every` calls read each live
+ * thread's name once. Sampler. */
+void wp_threads_refresh_some(size_t every);
+
 /* The table as a dump reads it: `nr` entries in the order they were made
  * (a tid reused by a later thread has an entry per thread, the newest
  * last), and their serial numbers. */

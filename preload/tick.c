@@ -19,6 +19,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "active.h"
 #include "dump.h"
 #include "runtime.h"
 #include "sample.h"
@@ -32,16 +33,26 @@ __thread int wp_tls_internal __attribute__((tls_model("initial-exec")));
 
 int wp_tick_alloc_ring(void)
 {
-	uint64_t samples = (uint64_t)g->fix.cfg.hz * g->fix.cfg.ring_seconds * 64;
+	const struct wp_config *c = &g->fix.cfg;
+	uint64_t busy = (uint64_t)c->hz * c->ring_seconds * WP_RING_BUSY_THREADS;
+	uint64_t idle = (uint64_t)c->max_threads * (c->ring_seconds + 2);
+	uint64_t samples = busy + idle, ticks = (uint64_t)(c->ring_seconds + 4) * c->hz;
 	struct wp_ring_config rc;
 
-	/* Sized for 64 threads over the whole window (with more threads the
-	 * window shrinks and the loss is counted as overwritten), then held
-	 * under WALLPROF_RING_MB by halving whichever is bigger, the sample
-	 * array or the frame and stack tables. */
-	wp_ring_default_config(&rc, samples, (uint64_t)g->fix.cfg.ring_seconds * 1000000000ull);
-	while (wp_ring_bytes(&rc) > (uint64_t)g->fix.cfg.ring_mb << 20) {
-		uint64_t sample_bytes = rc.nr_samples * 24;
+	/* A record holds a thread's samples at up to a second of consecutive
+	 * ticks with one stack (max_run). The records are sized for the whole
+	 * window of WP_RING_BUSY_THREADS threads whose stack changes at every
+	 * tick (one record a tick each) plus every tracked thread blocked in
+	 * one place (one record a second each); with more, the window
+	 * shrinks and the loss is counted as overwritten. The tick table
+	 * covers the window, a record's length and slack for late ticks. Then
+	 * the whole is held under WALLPROF_RING_MB by halving whichever is
+	 * bigger, the record array or the frame and stack tables. */
+	wp_ring_default_config(&rc, samples, (uint64_t)c->ring_seconds * 1000000000ull);
+	rc.max_run = c->hz;
+	rc.nr_ticks = ticks > WP_RING_MAX_TICKS ? WP_RING_MAX_TICKS : (size_t)ticks;
+	while (wp_ring_bytes(&rc) > (uint64_t)c->ring_mb << 20) {
+		uint64_t sample_bytes = rc.nr_samples * WP_RING_RECORD_BYTES;
 		uint64_t table_bytes = wp_ring_bytes(&rc) - sample_bytes;
 
 		if (rc.nr_samples > 1024 && (sample_bytes >= table_bytes || rc.nr_words <= 8192))
@@ -53,8 +64,16 @@ int wp_tick_alloc_ring(void)
 	}
 	if (rc.nr_samples < samples)
 		wp_log(WP_LOG_INFO,
-		       "WALLPROF_RING_MB=%u holds %zu samples, less than %u s x %u Hz x 64 threads",
-		       g->fix.cfg.ring_mb, rc.nr_samples, g->fix.cfg.ring_seconds, g->fix.cfg.hz);
+		       "WALLPROF_RING_MB=%u holds %zu records, less than the %llu that %u s at %u Hz "
+		       "of %u busy threads and %u blocked ones take",
+		       c->ring_mb, rc.nr_samples, (unsigned long long)samples, c->ring_seconds,
+		       c->hz, WP_RING_BUSY_THREADS, c->max_threads);
+	if (ticks > WP_RING_MAX_TICKS)
+		wp_log(WP_LOG_INFO,
+		       "%u s at %u Hz is more ticks than the ring remembers (%u): a thread "
+		       "blocked in one place keeps only its last %.0f s",
+		       c->ring_seconds, c->hz, WP_RING_MAX_TICKS,
+		       (double)WP_RING_MAX_TICKS / c->hz - 2);
 	g->fix.ring_cfg = rc;
 	g->smp.ring = wp_ring_create(&rc);
 	return g->smp.ring ? 0 : -1;
@@ -110,6 +129,7 @@ static void reset_after_fork(void)
 	wp_slots_sampler_restart();
 	wp_threads_restart();
 	memset(&g->smp.ctr, 0, sizeof(g->smp.ctr));
+	g->smp.next_scan = 0;
 	wp_tick_mark_start();
 	wp_tick_read_cmdline();
 }
@@ -132,19 +152,40 @@ static void go_notice(void)
 
 static void tick(uint64_t now)
 {
-	uint32_t i, hw;
+	uint32_t i;
 
 	if (g->sig.sample_onstack && !g->smp.go_checked)
 		go_notice();
+	/* This tick numbered first: the open records of parked threads reach
+	 * it, and those whose threads moved end at the one before. */
+	wp_ring_tick(g->smp.ring, now);
+	wp_active_gather_claims();
+	wp_active_gather_wakes(wp_sample_unpark);
 	wp_sample_collect();
-	if (g->smp.ctr.nr_ticks % g->fix.ticks_per_scan == 0)
+	if (g->smp.ctr.nr_ticks >= g->smp.next_scan) {
+		/* A listing costs about 2 us a thread: with many threads it
+		 * comes less often (at most 0.5 % of a core), down from ten
+		 * times a second. Threads made by pthread_create are known from
+		 * their start anyway; the listing finds the others and confirms
+		 * exits. */
+		uint64_t every = (uint64_t)g->fix.cfg.hz * atomic_load(&g->tab.hiwater) / 2500;
+
 		wp_threads_scan();
-	hw = atomic_load(&g->tab.hiwater);
+		g->smp.next_scan = g->smp.ctr.nr_ticks +
+				   (every > g->fix.ticks_per_scan ? every : g->fix.ticks_per_scan);
+	}
 	if (atomic_load(&g->sh.sampling)) {
-		for (i = 0; i < hw; i++)
-			if (atomic_load_explicit(&g->tab.slots[i].state, memory_order_acquire) >=
-			    S_IDLE)
-				wp_sample_thread(&g->tab.slots[i], now);
+		/* The active list: a call may take the slot off it (parked,
+		 * released), which moves the last one into its place. */
+		for (i = 0; i < wp_active_count();) {
+			struct wp_slot *s = wp_active_at(i);
+
+			if (atomic_load_explicit(&s->state, memory_order_acquire) >= S_IDLE)
+				wp_sample_thread(s, now);
+			if (i < wp_active_count() && wp_active_at(i) == s)
+				i++;
+		}
+		wp_sample_roll(now);
 	}
 	/* The refresh takes the loader's lock: not while a thread of the
 	 * program holds it in a dl_iterate_phdr callback (which may block
@@ -154,6 +195,7 @@ static void tick(uint64_t now)
 	if (g->smp.want_stacks && g->smp.ctr.nr_ticks - g->smp.stacks_tick >= g->fix.ticks_per_scan)
 		wp_sample_find_stacks();
 	g->smp.ctr.nr_ticks++;
+	g->smp.prev_tick_ns = now;
 	if (!atomic_load(&g->sh.main_exited) && g->smp.ctr.nr_ticks % g->fix.ticks_per_scan == 0 &&
 	    wp_threads_leader_ended())
 		atomic_store(&g->sh.main_exited, 1); /* thrd_exit, a raw exit: no word from it */
@@ -166,12 +208,16 @@ static void tick(uint64_t now)
 		 * last thread: this is the best left to do. */
 		exit(0);
 	}
-	/* Names change: right after a pthread_setname_np, else once a second
-	 * (prctl and /proc writes are not seen otherwise). */
+	/* Names change: read again right after a pthread_setname_np or a
+	 * prctl(PR_SET_NAME), else each thread's once every 10 s, a share of
+	 * them at each tick (a write to /proc/self/task/T/comm is not seen
+	 * otherwise). */
 	if (g->smp.ctr.nr_ticks % g->fix.cfg.hz == 0)
 		wp_threads_prune(now);
-	if (atomic_exchange(&g->sh.names_dirty, 0) || g->smp.ctr.nr_ticks % g->fix.cfg.hz == 0)
+	if (atomic_exchange(&g->sh.names_dirty, 0))
 		wp_threads_refresh_names();
+	else
+		wp_threads_refresh_some((size_t)g->fix.cfg.hz * 10);
 }
 
 /* The sampler parks here while a raw dump is written: the ring, names and

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -186,6 +187,26 @@ WP_EXPORT int pthread_setname_np(pthread_t t, const char *name)
 
 	wp_sampler_names_changed();
 	return rc;
+}
+
+/* prctl(PR_SET_NAME) renames the calling thread as pthread_setname_np
+ * does: the sampler reads the names again. glibc's prctl is the system
+ * call itself (its four further arguments as unsigned longs, errno on
+ * failure), which this is too. */
+WP_EXPORT int prctl(int option, ...)
+{
+	unsigned long a[4];
+	va_list ap;
+	long rc;
+
+	va_start(ap, option);
+	for (int i = 0; i < 4; i++)
+		a[i] = va_arg(ap, unsigned long);
+	va_end(ap);
+	rc = wp_syscall(SYS_prctl, option, a[0], a[1], a[2], a[3]);
+	if (option == PR_SET_NAME && rc == 0)
+		wp_sampler_names_changed();
+	return (int)rc;
 }
 
 /* ---- exec: the image being replaced writes its profile first --------------- */

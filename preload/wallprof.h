@@ -47,7 +47,7 @@ struct wp_config {
 #define WP_DEFAULT_OUTPUT "wallprof.%p.json"
 #define WP_DEFAULT_RING_SECONDS 30
 #define WP_DEFAULT_MAX_DEPTH 128
-#define WP_DEFAULT_MAX_THREADS 1024
+#define WP_DEFAULT_MAX_THREADS 16384
 #define WP_DEFAULT_RING_MB 64
 #define WP_MAX_RING_MB 4096
 #define WP_MAX_HZ 10000

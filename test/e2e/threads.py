@@ -224,7 +224,87 @@ def tests(rt):
         check(share >= 0.4, "only %.0f %% of the short threads' CPU time is in the profile"
               % (100 * share))
 
+    def test_idle_window(tmp):
+        """400 threads blocked in one call for 3 s with a 2 s window: every
+        one of them has a sample at (nearly) every tick of the window, and
+        nothing is overwritten: a thread that stays in one place costs the
+        ring one record a second, not one a tick (before, the ring held
+        64 threads' worth of ticks: 400 threads kept a third of the
+        window)."""
+        r = rt.run_bounded([rt.prog("threads"), "idle", "400", "3"], tmp,
+                           {"WALLPROF_RING_SECONDS": "2", "WALLPROF_RING_MB": "1"}, timeout=30)
+        check(r.rc == 0 and r.stdout == "idle: 400 threads\n", r.describe())
+        obj = rt.exit_profile(r)
+        rt.check_valid(obj)
+        w = rt.wallprof_section(obj)
+        hz = int(w.get("hz") or 101)
+        idle = [ss for ss in rt.samples_by_thread(obj).values()
+                if all("wpt_idle_wait" in rt.stack_functions(obj, s["stack_id"]) for s in ss)]
+        check(len(idle) == 400, "%d threads wholly in wpt_idle_wait, want 400" % len(idle))
+        fewest = min(len(ss) for ss in idle)
+        note("idle window: %d threads, fewest samples %d (2 s at %d Hz: %d), overwritten %s, "
+             "ticks_late %s" % (len(idle), fewest, hz, 2 * hz, w.get("overwritten"),
+                                w.get("ticks_late")))
+        check(int(w.get("overwritten") or 0) == 0, "overwritten: %s" % w.get("overwritten"))
+        check(fewest >= 0.9 * 2 * hz - int(w.get("ticks_late") or 0),
+              "a blocked thread has only %d samples of a 2 s window at %d Hz" % (fewest, hz))
+
+    def phases(obj, ss, fn):
+        """The thread's samples in time order as a string of 1 (the stack
+        holds fn) and 0."""
+        ss = sorted(ss, key=lambda s: int(s["elapsed_since_start_ns"]))
+        return "".join("1" if fn in rt.stack_functions(obj, s["stack_id"]) else "0" for s in ss)
+
+    def test_park_wake(tmp):
+        """A thread that blocks 300 ms in a wrapped call (parked: not looked
+        at tick after tick) and then spins 300 ms, 4 times: each time it
+        wakes its samples move to the spin at once. Half its samples in the
+        sleep, off CPU, half in the spin, on CPU, and exactly 7 changes
+        between the two."""
+        r = rt.run_bounded([rt.prog("threads"), "park"], tmp, timeout=30)
+        check(r.rc == 0 and r.stdout == "park: done\n", r.describe())
+        obj = rt.exit_profile(r)
+        rt.check_valid(obj)
+        ss = rt.thread_samples(obj, "parker")
+        seq = phases(obj, ss, "wpt_park_sleep")
+        changes = sum(1 for a, b in zip(seq, seq[1:]) if a != b)
+        asleep = seq.count("1") / max(len(seq), 1)
+        off = sum(1 for s in ss if "wpt_park_sleep" in rt.stack_functions(obj, s["stack_id"])
+                  and not s.get("on_cpu"))
+        note("park: %d samples, %.0f%% asleep, %d changes" % (len(seq), 100 * asleep, changes))
+        check(len(seq) >= 200, "only %d samples of the parker" % len(seq))
+        check(0.4 <= asleep <= 0.6, "%.0f%% of the samples asleep, want about 50%%"
+              % (100 * asleep))
+        check(off == seq.count("1"), "%d of %d sleep samples off CPU" % (off, seq.count("1")))
+        check(changes == 7, "%d changes between sleep and spin, want 7: %s" % (changes, seq))
+
+    def test_handler_over_parked(tmp):
+        """A handler of the program's runs over a call the thread is parked
+        in (read() on a pipe): the handler's 300 ms are in the profile, on
+        CPU, then the thread is in read() again; the read returns as
+        without the profiler."""
+        r = rt.run_bounded([rt.prog("threads"), "handler"], tmp, timeout=30)
+        check(r.rc == 0 and r.stdout == "handler: read 1\n", r.describe())
+        obj = rt.exit_profile(r)
+        rt.check_valid(obj)
+        ss = rt.thread_samples(obj, "reader")
+        seq = phases(obj, ss, "wpt_handler_spin")
+        share = seq.count("1") / max(len(seq), 1)
+        on = sum(1 for s in ss if "wpt_handler_spin" in rt.stack_functions(obj, s["stack_id"])
+                 and s.get("on_cpu"))
+        changes = sum(1 for a, b in zip(seq, seq[1:]) if a != b)
+        note("handler over a parked call: %d samples, %.0f%% in the handler, %d changes"
+             % (len(seq), 100 * share, changes))
+        check(0.25 <= share <= 0.42, "%.0f%% of the reader's samples in its handler, want "
+              "about a third" % (100 * share))
+        check(on >= 0.9 * seq.count("1"), "%d of %d handler samples on CPU"
+              % (on, seq.count("1")))
+        check(changes == 2, "%d changes in and out of the handler, want 2: %s" % (changes, seq))
+
     return [
+        ("thr_idle_window", test_idle_window),
+        ("thr_park_wake", test_park_wake),
+        ("thr_handler_over_parked", test_handler_over_parked),
         ("thr_short_threads", test_short_threads),
         ("thr_untracked_not_dropped", test_untracked_not_dropped),
         ("thr_churn", test_churn),

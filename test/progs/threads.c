@@ -6,6 +6,14 @@
  *                             sleeps 1 s in nanosleep (wpt_blocked_sleep)
  *   threads rename            a thread named "before" works 0.5 s, renames itself
  *                             "after" and works 1.5 s more
+ *   threads idle N SECONDS    N threads wait in pthread_cond_wait (wpt_idle_wait) for
+ *                             SECONDS while main sleeps, then all are woken and joined
+ *   threads park              "parker" alternates 4 times: 300 ms in nanosleep
+ *                             (wpt_park_sleep), then spins 300 ms (wpt_park_spin)
+ *   threads handler           "reader" blocks in read() on a pipe (wpt_handler_read);
+ *                             at 300 ms main sends it SIGUSR1, whose handler spins
+ *                             300 ms (wpt_handler_spin); at 900 ms main writes to the
+ *                             pipe and joins it
  *   threads stale             "stale" alternates 8 times: spin 50 ms
  *                             (wpt_stale_spin), then 100 ms with every signal
  *                             blocked in a raw nanosleep system call, no wrapper
@@ -283,6 +291,146 @@ static int mode_rename(void)
 	return 0;
 }
 
+/* ---- idle: many threads in one blocking call ---- */
+
+static pthread_mutex_t idle_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t idle_cv = PTHREAD_COND_INITIALIZER;
+static int idle_stop;
+
+__attribute__((noipa)) static void wpt_idle_wait(void)
+{
+	pthread_mutex_lock(&idle_mu);
+	while (!idle_stop)
+		pthread_cond_wait(&idle_cv, &idle_mu);
+	pthread_mutex_unlock(&idle_mu);
+}
+
+static void *idle_main(void *arg)
+{
+	(void)arg;
+	wpt_idle_wait();
+	return NULL;
+}
+
+static void sleep_s(double s)
+{
+	struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static int mode_idle(long n, double secs)
+{
+	pthread_t *t = calloc((size_t)n, sizeof(*t));
+	long i;
+	int rc;
+
+	if (!t)
+		return 1;
+	for (i = 0; i < n; i++)
+		if ((rc = pthread_create(&t[i], NULL, idle_main, NULL)))
+			die("pthread_create", rc);
+	sleep_s(secs);
+	pthread_mutex_lock(&idle_mu);
+	idle_stop = 1;
+	pthread_cond_broadcast(&idle_cv);
+	pthread_mutex_unlock(&idle_mu);
+	for (i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	free(t);
+	printf("idle: %ld threads\n", n);
+	return 0;
+}
+
+/* ---- park: a thread that blocks and runs in turn ---- */
+
+__attribute__((noipa)) static void wpt_park_sleep(double s)
+{
+	sleep_s(s);
+	__asm__ volatile("" ::: "memory"); /* no tail call: this frame stays */
+}
+
+WPT_WORK(wpt_park_spin)
+
+static void *park_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "parker");
+	for (int i = 0; i < 4; i++) {
+		wpt_park_sleep(0.3);
+		wpt_park_spin(0.3);
+	}
+	return NULL;
+}
+
+static int mode_park(void)
+{
+	pthread_t t;
+	int rc;
+
+	if ((rc = pthread_create(&t, NULL, park_main, NULL)))
+		die("pthread_create", rc);
+	pthread_join(t, NULL);
+	printf("park: done\n");
+	return 0;
+}
+
+/* ---- handler: a handler of the program runs over a blocked call ---- */
+
+WPT_WORK(wpt_handler_spin)
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	wpt_handler_spin(0.3);
+}
+
+static int handler_pipe[2];
+
+__attribute__((noipa)) static ssize_t wpt_handler_read(char *c)
+{
+	ssize_t n;
+
+	while ((n = read(handler_pipe[0], c, 1)) < 0 && errno == EINTR)
+		;
+	return n;
+}
+
+static void *reader_main(void *arg)
+{
+	char c;
+
+	(void)arg;
+	pthread_setname_np(pthread_self(), "reader");
+	return (void *)(intptr_t)wpt_handler_read(&c);
+}
+
+static int mode_handler(void)
+{
+	struct sigaction sa;
+	pthread_t t;
+	void *got;
+	int rc;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGUSR1, &sa, NULL) < 0 || pipe(handler_pipe) < 0)
+		die("setup", errno);
+	if ((rc = pthread_create(&t, NULL, reader_main, NULL)))
+		die("pthread_create", rc);
+	sleep_s(0.3);
+	pthread_kill(t, SIGUSR1);
+	sleep_s(0.6);
+	if (write(handler_pipe[1], "x", 1) != 1)
+		die("write", errno);
+	pthread_join(t, &got);
+	printf("handler: read %d\n", (int)(intptr_t)got);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "churn") == 0)
@@ -295,6 +443,12 @@ int main(int argc, char **argv)
 		return mode_stale();
 	if (argc == 2 && strcmp(argv[1], "rawpoll") == 0)
 		return mode_rawpoll();
+	if (argc == 4 && strcmp(argv[1], "idle") == 0)
+		return mode_idle(atol(argv[2]), atof(argv[3]));
+	if (argc == 2 && strcmp(argv[1], "park") == 0)
+		return mode_park();
+	if (argc == 2 && strcmp(argv[1], "handler") == 0)
+		return mode_handler();
 	fprintf(stderr, "usage: threads churn N BATCH | sigblock | rename | stale\n");
 	return 2;
 }

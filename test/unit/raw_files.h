@@ -126,6 +126,13 @@ struct spec {
 	struct rpc *p;
 	struct rstack *st;
 	uint32_t *w;
+	/* RING v2 when v2 is set (spec_v2): each record's count and first
+	 * tick, and the tick table (nt times, the last tick number newest) */
+	int v2;
+	uint32_t *count, *tickno;
+	uint64_t *ticks;
+	size_t nt;
+	uint32_t newest;
 };
 
 static inline void spec_alloc(struct spec *r, size_t ns, size_t np, size_t nst, size_t nw)
@@ -144,12 +151,31 @@ static inline void spec_alloc(struct spec *r, size_t ns, size_t np, size_t nst, 
 		abort();
 }
 
+/* Makes `r` a RING v2 spec with `nt` ticks whose newest is number
+ * `newest`; every record one tick (count 1, untimed) until set. */
+static inline void spec_v2(struct spec *r, size_t nt, uint32_t newest)
+{
+	r->v2 = 1;
+	r->nt = nt;
+	r->newest = newest;
+	r->count = calloc(r->ns + 1, sizeof(*r->count));
+	r->tickno = calloc(r->ns + 1, sizeof(*r->tickno));
+	r->ticks = calloc(nt + 1, sizeof(*r->ticks));
+	if (!r->count || !r->tickno || !r->ticks)
+		abort();
+	for (size_t k = 0; k < r->ns; k++)
+		r->count[k] = 1;
+}
+
 static inline void spec_free(struct spec *r)
 {
 	free(r->s);
 	free(r->p);
 	free(r->st);
 	free(r->w);
+	free(r->count);
+	free(r->tickno);
+	free(r->ticks);
 }
 
 /* A whole dump: META, CTRS, MODL x nr_mods, THRD as wp_raw_write writes
@@ -192,8 +218,9 @@ static inline unsigned char *craft_dump(const struct wp_raw_meta *meta,
 	wp_raw_out_init(&o, fd);
 	o.off = off;
 	o.nr_sections = nr_sec;
-	wp_raw_sec_begin(&o, WP_RAW_TAG_RING, 1,
-			 14 * 8 + r->ns * 24 + r->np * 16 + r->nst * 8 + r->nw * 4);
+	wp_raw_sec_begin(&o, WP_RAW_TAG_RING, r->v2 ? 2 : 1,
+			 (r->v2 ? 17 * 8 + r->ns * 32 + r->nt * 8 : 14 * 8 + r->ns * 24) +
+				 r->np * 16 + r->nst * 8 + r->nw * 4);
 	wp_raw_out_u64(&o, r->ns);  /* capacities: the counts themselves */
 	wp_raw_out_u64(&o, r->np);
 	wp_raw_out_u64(&o, r->nst);
@@ -208,8 +235,20 @@ static inline unsigned char *craft_dump(const struct wp_raw_meta *meta,
 	wp_raw_out_u64(&o, r->np);
 	wp_raw_out_u64(&o, r->nst);
 	wp_raw_out_u64(&o, r->nw);
-	for (k = 0; k < r->ns; k++)
+	if (r->v2) {
+		wp_raw_out_u64(&o, r->nt);
+		wp_raw_out_u64(&o, r->newest);
+		wp_raw_out_u64(&o, 0);
+	}
+	for (k = 0; k < r->ns; k++) {
 		wp_raw_out_bytes(&o, &r->s[k], 24);
+		if (r->v2) {
+			wp_raw_out_u32(&o, r->count[k]);
+			wp_raw_out_u32(&o, r->tickno[k]);
+		}
+	}
+	for (k = 0; r->v2 && k < r->nt; k++)
+		wp_raw_out_u64(&o, r->ticks[k]);
 	for (k = 0; k < r->np; k++)
 		wp_raw_out_bytes(&o, &r->p[k], 16);
 	for (k = 0; k < r->nst; k++)

@@ -85,6 +85,7 @@ static void add_sample(struct wp_model *m, uint64_t tick, uint32_t tid, uint32_t
 	struct wp_sample *s = &m->p.samples[m->p.nr_samples++];
 
 	s->t_ns = 1000000000ull + tick * (1000000000ull / 101);
+	s->n = 1;
 	s->tid = tid;
 	s->stack_id = stack;
 	s->flags = on_cpu ? WP_SAMPLE_ON_CPU : 0;

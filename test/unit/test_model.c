@@ -95,6 +95,7 @@ static void build_profile(struct wp_profile *p)
 	p->samples = calloc(p->nr_samples, sizeof(*p->samples));
 	for (size_t i = 0; i < p->nr_samples; i++) {
 		p->samples[i].t_ns = 5000000000ull + i * 10000000ull;
+		p->samples[i].n = 1;
 		p->samples[i].tid = s[i].tid;
 		p->samples[i].stack_id = s[i].stack;
 		p->samples[i].flags = s[i].flags;

@@ -123,6 +123,7 @@ static void fill_window(uint64_t t0, size_t keep, struct wp_profile *p)
 			p->stack_off[++p->nr_stacks] = (uint32_t)nw;
 		}
 		x->t_ns = t0 + (uint64_t)i * 10000000ull;
+		x->n = 1;
 		x->tid = fill_tid(i);
 		x->flags = fill_flags(i);
 		x->syscall = (x->flags & WP_SAMPLE_SYSCALL) ? 202u : 0u;
@@ -496,7 +497,7 @@ static void test_ring_alone(void)
 		memcpy(&tag, d, 4);
 		memcpy(&ver, d + 4, 4);
 		memcpy(&plen, d + 8, 8);
-		REQ(tag == WP_RAW_TAG_RING && ver == 1 && plen + 24 == len);
+		REQ(tag == WP_RAW_TAG_RING && ver == 2 && plen + 24 == len);
 		if (plen + 24 == len) {
 			memcpy(&sum, d + 16 + plen, 8);
 			REQ(sum == wp_raw_checksum(d, 16 + plen));

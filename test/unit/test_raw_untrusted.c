@@ -892,6 +892,107 @@ static void test_files(void)
 	unlink(path);
 }
 
+/* JSON per sample of a run beyond its first (Sentry's format lists every
+ * tick; the worst case: a large tid, syscall, truncated and partial). */
+#define JSON_PER_TICK 160
+
+/* RING v2's run-length records, crafted: a record stands for no more ticks
+ * than the tick table the dump carries (its forgotten ticks are dropped,
+ * all but its first, which has its own time); an open record ends at the
+ * newest tick, and one whose first tick is newer than that is refused; a
+ * count over several ticks without a first tick number is refused; of two
+ * records of one thread that share a tick, the later is dropped. The JSON
+ * stays within the bound plus JSON_PER_TICK per tick a run adds. */
+static void test_runs_untrusted(void)
+{
+	struct spec r;
+	struct wp_profile p;
+	struct wp_raw_info info;
+	unsigned char *d;
+	char err[256] = "";
+	size_t len, json, k;
+	const uint32_t TICKED = 0x80000000u, OPEN = 0x40000000u;
+
+	spec_alloc(&r, 7, 1, 1, 1);
+	r.st[0] = (struct rstack){ 0, 1 };
+	r.p[0].addr = 0x400100;
+	spec_v2(&r, 100, 1099); /* ticks 1000..1099 at 1000..100000 ns */
+	for (k = 0; k < 100; k++)
+		r.ticks[k] = 1000 * (k + 1);
+	r.window_ns = 1000000000;
+	/* thread 1: ticks 1000..1049, 50 samples */
+	r.s[0] = (struct rsample){ 1000, 1, 0, 0, 0 };
+	r.count[0] = TICKED | 50, r.tickno[0] = 1000;
+	/* thread 1 again, ticks 1040..1059: shares ticks with the first: dropped */
+	r.s[1] = (struct rsample){ 41000, 1, 0, 0, 0 };
+	r.count[1] = TICKED | 20, r.tickno[1] = 1040;
+	/* thread 2: open from tick 1090, so 1090..1099, 10 samples */
+	r.s[2] = (struct rsample){ 91000, 2, 0, 0, 0 };
+	r.count[2] = TICKED | OPEN | 1, r.tickno[2] = 1090;
+	/* thread 3: 2^30 - 1 ticks from 1050: ends far past the newest, so
+	 * none of its ticks but the first is known: 1 sample at its own time */
+	r.s[3] = (struct rsample){ 51000, 3, 0, 0, 0 };
+	r.count[3] = TICKED | 0x3fffffff, r.tickno[3] = 1050;
+	/* thread 4: open from a tick newer than the newest: refused */
+	r.s[4] = (struct rsample){ 99000, 4, 0, 0, 0 };
+	r.count[4] = TICKED | OPEN | 1, r.tickno[4] = 2000;
+	/* thread 5: 5 ticks, but no first tick number: refused */
+	r.s[5] = (struct rsample){ 99000, 5, 0, 0, 0 };
+	r.count[5] = 5;
+	/* thread 6: ticks 900..1009: the table knows 1000..1009; its first
+	 * at its own time, the 99 between forgotten */
+	r.s[6] = (struct rsample){ 500, 6, 0, 0, 0 };
+	r.count[6] = TICKED | 110, r.tickno[6] = 900;
+	d = build(NULL, 0, NULL, 0, &r, &len);
+	REQ(wp_raw_read_mem(d, len, &p, &info, err, sizeof(err)) == 0);
+	if (!err[0]) {
+		REQ(wp_profile_check(&p, err, sizeof(err)) == 0);
+		REQ(wp_profile_count(&p) == 50 + 10 + 1 + 1 + 10);
+		REQ(info.nr_bad_samples == 3);
+		REQ(p.end_ns == 100000 && p.start_ns == 500);
+		json = json_bytes(&p);
+		REQ(json > 0 && json <= JSON_BOUND(len) +
+						 JSON_PER_TICK * (wp_profile_count(&p) - p.nr_samples));
+		wp_profile_free(&p);
+	} else {
+		printf("     (%s)\n", err);
+	}
+	free(d);
+	report("RING v2 runs: bounded by the tick table, overlaps and impossible counts dropped");
+
+	/* Random counts, first ticks and flags over a random table: never
+	 * more than one sample per thread per tick of the table (and one per
+	 * record at its own time), and the JSON within the bound. */
+	for (int round = 0; round < 200; round++) {
+		uint64_t tids = 1 + rnd() % 8;
+
+		for (k = 0; k < r.ns; k++) {
+			r.s[k] = (struct rsample){ rnd() % 200000, (uint32_t)(rnd() % tids), 0,
+						   (uint32_t)rnd() & 0xf, (uint32_t)rnd() };
+			r.count[k] = (uint32_t)rnd();
+			r.tickno[k] = (uint32_t)(1000 + rnd() % 150);
+		}
+		for (k = 0; k < r.nt; k++)
+			r.ticks[k] = rnd() % 200000;
+		d = build(NULL, 0, NULL, 0, &r, &len);
+		err[0] = 0;
+		if (wp_raw_read_mem(d, len, &p, &info, err, sizeof(err)) == 0) {
+			REQ(wp_profile_check(&p, NULL, 0) == 0);
+			/* the ticks of the table, and a record's own time for the
+			 * first tick of one the table has forgotten */
+			REQ(wp_profile_count(&p) <= tids * r.nt + r.ns);
+			json = json_bytes(&p);
+			REQ(json > 0 &&
+			    json <= JSON_BOUND(len) +
+					    JSON_PER_TICK * (wp_profile_count(&p) - p.nr_samples));
+			wp_profile_free(&p);
+		}
+		free(d);
+	}
+	spec_free(&r);
+	report("RING v2 runs, random: one sample per thread and tick at most, JSON bounded");
+}
+
 int main(void)
 {
 	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -914,6 +1015,7 @@ int main(void)
 	test_overlap_cases();
 	test_path_budget();
 	test_json_bound();
+	test_runs_untrusted();
 	test_prefixes_and_flips();
 	test_module_shadowing();
 	test_sym_module();

@@ -22,6 +22,7 @@
 #include "../../preload/runtime.h"
 #include "../../preload/sampler.h"
 #include "../../preload/sigmask.h"
+#include "../../preload/active.h"
 #include "../../preload/slots.h"
 
 #include "check.h"
@@ -183,6 +184,7 @@ static const struct field fields[] = {
 	F(gen),
 	F(tid),
 	F(blk_pin),
+	F(claim_next),
 	F(buf),
 	F(stk),
 	F(thr.blk_seq),
@@ -228,6 +230,10 @@ static const struct field fields[] = {
 	F(smp.scan),
 	F(smp.entry_serial),
 	F(smp.stk_ref),
+	F(smp.run),
+	F(smp.act_pos),
+	F(smp.parked),
+	F(smp.park_tick),
 };
 #define NR_FIELDS (sizeof(fields) / sizeof(*fields))
 
@@ -307,6 +313,8 @@ static void check_clean(const struct wp_slot *s, uint32_t tid, uint32_t old_seq)
 	REQ(s->smp.scan == atomic_load(&g->tab.scan));
 	REQ(atomic_load(&s->smp.entry_serial) == 0);
 	REQ(!memcmp(&s->smp.stk_ref, &zero_ref, sizeof(zero_ref)));
+	REQ(s->smp.run.rec == 0 && s->smp.run.serial == 0);
+	REQ(s->smp.act_pos == 0 && s->smp.parked == 0 && s->smp.park_tick == 0);
 }
 
 static void test_reuse_clean(void)
@@ -324,6 +332,11 @@ static void test_reuse_clean(void)
 	/* Its thread used every field, was inside a wrapped call (odd
 	 * sequence), pinned, in the loader, exiting... */
 	dirty(s, 0xa5);
+	/* (but the sampler's list bookkeeping, which is never garbage: the
+	 * slot is off the list and not parked when the sampler releases it
+	 * here, never having gathered it) */
+	s->smp.act_pos = 0;
+	s->smp.parked = 0;
 	atomic_store(&s->state, S_IDLE);
 	atomic_store(&s->tid, 4000);
 	atomic_store(&s->thr.blk_seq, 41);
@@ -399,6 +412,10 @@ static void test_reset_sampler(void)
 	atomic_store(&g->tab.scan, 3);
 	before = *s;
 	wp_slots_sampler_restart();
+	/* The parked bit of blk_pin is the sampler's: a restarted one has
+	 * parked nothing. The rest of the word is the thread's. */
+	REQ(!(atomic_load(&s->blk_pin) & WP_PIN_PARKED));
+	atomic_store(&before.blk_pin, atomic_load(&before.blk_pin) & ~WP_PIN_PARKED);
 	for (i = 0; i < NR_FIELDS; i++) {
 		const struct field *f = &fields[i];
 		int same = !memcmp((char *)&before + f->off, (char *)s + f->off, f->size);
@@ -716,7 +733,7 @@ static void *unpin_later(void *arg)
 
 	nanosleep(&ts, NULL);
 	/* as the sampler unpins (sample.c) */
-	if (atomic_exchange(&s->blk_pin, 0) == 2)
+	if (atomic_fetch_and(&s->blk_pin, ~(WP_PIN_HELD | WP_PIN_WAITING)) & WP_PIN_WAITING)
 		syscall(SYS_futex, &s->blk_pin, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 	return NULL;
 }
