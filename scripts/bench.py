@@ -32,6 +32,7 @@ name (--list):
   L-short-threads         share of 20,000 short threads' CPU time in the profile
   M-window                seconds of history kept with 1,000 / 10,000 blocked threads
   N-thread-create         20,000 threads created two at a time: wall ratio, us added each
+  O-sampler-cost          sampler CPU per running thread per tick, 1/4/16 busy threads
 
 Tools the benchmarks compare against (perf, gperftools) and git for K come
 from `scripts/install-deps.sh bench`, which `make bench` runs first; no
@@ -61,12 +62,13 @@ import time
 sys.dont_write_bytecode = True
 from bench import (a_condvar, b_signals, c_tools, common, d_mixed, e_handler, f_bigcxx, f_dump,
                    g_memory, h_startup, i_fidelity, j_startup_dynamic, k_make, l_short, m_window,
-                   n_threadcreate)
+                   n_threadcreate, o_sampler)
 from bench.common import (HZ, LIB, ROOT, RunError, Table, cpu_snapshot, foreign_cpus, load1, log,
                           machine_lines, prog, usable_cpus)
 
 MODULES = (a_condvar, b_signals, c_tools, d_mixed, e_handler, f_dump, f_bigcxx, g_memory,
-           h_startup, i_fidelity, j_startup_dynamic, k_make, l_short, m_window, n_threadcreate)
+           h_startup, i_fidelity, j_startup_dynamic, k_make, l_short, m_window, n_threadcreate,
+           o_sampler)
 BENCHMARKS = [b for m in MODULES for b in m.BENCHMARKS]
 
 

@@ -1,20 +1,33 @@
 /* mem: resident memory of a process with N idle threads.
  *
  *   mem NTHREADS SECONDS [NBUSY]
+ *   mem --reap [--preload LIB] NTHREADS SECONDS [NBUSY]
  *
  * Starts NTHREADS threads that wait in pthread_cond_wait for the whole run
  * and NBUSY (default 1) busy threads that spin, lets them run for SECONDS, reads VmRSS and
  * VmHWM from /proc/self/status 100 ms before the end, then stops everything.
- * One line on stdout: rss_kb=... hwm_kb=... threads=N seconds=S. */
+ * One line on stdout: rss_kb=... hwm_kb=... threads=N seconds=S.
+ *
+ * --reap: the same run in a child, then the child's peak RSS, its exit
+ * included, from wait4 (a second line: maxrss_kb=... status=...); with
+ * --preload, the child has LD_PRELOAD=LIB. The child is forked from this
+ * small process: a process started by a larger one (a Python script, with
+ * vfork) has that one's peak RSS in its own ru_maxrss, since exec records
+ * the peak of the memory it replaces. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
@@ -59,6 +72,39 @@ static void sleep_s(double s)
 		;
 }
 
+/* mem --reap [--preload LIB] ARGS...: runs `mem ARGS...` in a child and
+ * prints its peak RSS. */
+static int reap(int argc, char **argv)
+{
+	const char *lib = NULL;
+	struct rusage ru;
+	int st, i = 2;
+	pid_t pid;
+
+	if (argc > 3 && strcmp(argv[2], "--preload") == 0) {
+		lib = argv[3];
+		i = 4;
+	}
+	argv[i - 1] = argv[0];
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return 2;
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (lib)
+			setenv("LD_PRELOAD", lib, 1);
+		else
+			unsetenv("LD_PRELOAD");
+		execv("/proc/self/exe", argv + i - 1);
+		_exit(127);
+	}
+	while (wait4(pid, &st, 0, &ru) < 0)
+		;
+	printf("maxrss_kb=%ld status=%d\n", ru.ru_maxrss, st);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
 int main(int argc, char **argv)
 {
 	long n, i;
@@ -69,8 +115,10 @@ int main(int argc, char **argv)
 	size_t len;
 	FILE *f;
 
+	if (argc > 1 && strcmp(argv[1], "--reap") == 0)
+		return reap(argc, argv);
 	if (argc < 3) {
-		fprintf(stderr, "usage: mem NTHREADS SECONDS [NBUSY]\n");
+		fprintf(stderr, "usage: mem [--reap [--preload LIB]] NTHREADS SECONDS [NBUSY]\n");
 		return 2;
 	}
 	n = strtol(argv[1], NULL, 10);
