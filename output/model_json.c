@@ -629,6 +629,9 @@ static const struct {
 	CTR("site_direct", nr_site_direct),
 	CTR("site_mismatch", nr_site_mismatch),
 	CTR("from_proc", nr_from_proc),
+	CTR("from_timer", nr_from_timer),
+	CTR("held", nr_held),
+	CTR("timers", nr_timers),
 };
 
 /* A number of the wallprof section into *out (absent: left as is). */

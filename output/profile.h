@@ -76,6 +76,9 @@ struct wp_counters {
 	uint64_t nr_site_mismatch; /* WALLPROF_TEST_SITE_CHECK: replays a real walk contradicted */
 	uint64_t nr_from_proc; /* samples of threads blocked outside the wrappers, taken without
 				      * a signal from /proc (the blocking PC; see restarts_unseen) */
+	uint64_t nr_from_timer; /* samples from a thread's own CPU-time timer (no signal sent) */
+	uint64_t nr_held; /* ticks of a running thread given its capture of the tick before */
+	uint64_t nr_timers; /* CPU-time timers armed */
 };
 
 struct wp_profile {

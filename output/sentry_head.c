@@ -178,6 +178,9 @@ int wp_sentry_tail(struct wp_jw *w, const struct wp_sentry_plan *pl)
 		{ "site_direct", c->nr_site_direct },
 		{ "site_mismatch", c->nr_site_mismatch },
 		{ "from_proc", c->nr_from_proc },
+		{ "from_timer", c->nr_from_timer },
+		{ "held", c->nr_held },
+		{ "timers", c->nr_timers },
 	};
 
 	/* Streamed member by member: "threads" can have tens of thousands. */

@@ -430,6 +430,16 @@ void wp_config_load(struct wp_config *c)
 			       "WALLPROF_FOLLOW_CHILDREN='%.64s' is not 0 or 1; using 1", s);
 	}
 
+	s = getenv("WALLPROF_CPU_TIMERS");
+	c->cpu_timers = 1;
+	if (s && *s) {
+		if (!strcmp(s, "0") || !strcasecmp(s, "no") || !strcasecmp(s, "off"))
+			c->cpu_timers = 0;
+		else if (strcmp(s, "1") && strcasecmp(s, "yes") && strcasecmp(s, "on"))
+			wp_log(WP_LOG_ERROR, "WALLPROF_CPU_TIMERS='%.64s' is not 0 or 1; using 1",
+			       s);
+	}
+
 	s = getenv("WALLPROF_OUTPUT");
 	if (!s || !*s || strlen(s) >= sizeof(c->output) - 1024) {
 		if (s && *s)

@@ -24,6 +24,7 @@
 #include "raw_dump.h"
 #include "lifecycle.h"
 #include "runtime.h"
+#include "park.h"
 #include "sample.h"
 #include "sampler.h"
 #include "threads.h"
@@ -370,6 +371,7 @@ void wp_dump_snapshot(void)
 		return;
 	}
 	wp_sample_collect();
+	wp_park_count();
 	n = ++snapshot_seq;
 	if (wp_out_expand_path(g->fix.cfg.output, (unsigned)g->fix.pid, n, json, sizeof(json)) <
 	    0) {
@@ -472,6 +474,7 @@ static void chunk(void)
 void wp_dump_chunk(void)
 {
 	wp_sample_collect();
+	wp_park_count();
 	chunk();
 }
 

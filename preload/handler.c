@@ -328,30 +328,14 @@ WP_AS_SAFE static int room_for_unwind(const void *ucp)
 	       sp - (uint64_t)(uintptr_t)ss.ss_sp >= WP_HANDLER_STACK;
 }
 
-/* The sampling signal's handler: the capture our sampler asked for, into
- * the thread's own slot; anything else goes to the program's handler.
+/* The capture into the thread's own slot `s` (which it holds in S_SENT or
+ * S_TIMED), for the context `uc` our signal interrupted; ends in S_READY.
  * async-signal-safe */
-WP_AS_SAFE static void on_sample_signal(int sig, siginfo_t *si, void *uc)
+WP_AS_SAFE static void capture(struct wp_slot *s, void *uc, uint32_t from)
 {
-	int saved = errno;
-	uint64_t v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
-	uint32_t idx = (uint32_t)(v & 0xffffff), gen = (uint32_t)((v >> 24) & 0xffffff);
-	struct wp_slot *s;
-	uint32_t seq;
+	uint32_t seq = atomic_load_explicit(&s->thr.blk_seq, memory_order_relaxed);
 	unsigned fl;
 
-	if (si->si_code != SI_QUEUE || si->si_pid != g->fix.pid || (v >> 48) != COOKIE_MAGIC) {
-		forward_foreign(sig, si, uc);
-		errno = saved;
-		return;
-	}
-	if (idx >= g->tab.nr_slots || !atomic_load_explicit(&g->sh.sampling, memory_order_relaxed))
-		goto out;
-	s = &g->tab.slots[idx];
-	if ((atomic_load_explicit(&s->gen, memory_order_acquire) & 0xffffff) != gen ||
-	    atomic_load_explicit(&s->state, memory_order_acquire) != S_SENT)
-		goto out; /* stale: the slot was recycled */
-	seq = atomic_load_explicit(&s->thr.blk_seq, memory_order_relaxed);
 	/* A call the thread has left by longjmp (wp_sample_thread sends to such
 	 * a thread when it runs): its context goes, and this is an ordinary
 	 * sample. */
@@ -411,9 +395,64 @@ WP_AS_SAFE static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 		s->hdl.uflags = fl;
 	}
 	wp_sigmask_bypass--;
+	s->hdl.timer = from == S_TIMED;
+	s->hdl.t_ns = wp_mono_ns();
 	/* Unless the sampler gave up on this signal meanwhile (wp_sample_thread). */
-	atomic_compare_exchange_strong_explicit(&s->state, &(uint32_t){ S_SENT }, S_READY,
-						memory_order_release, memory_order_relaxed);
+	atomic_compare_exchange_strong_explicit(&s->state, &from, S_READY, memory_order_release,
+						memory_order_relaxed);
+}
+
+/* The thread's CPU-time timer fired (timers.h): a capture unasked, if the
+ * slot has room for one (none waiting); if the sampler asked for one (our
+ * signal is on its way), this is it. The timer fires only on its own
+ * thread, whose slot it names for as long as it lives: the tid is checked
+ * all the same. async-signal-safe */
+WP_AS_SAFE static void on_timer(uint32_t idx, void *uc)
+{
+	struct wp_slot *s;
+	uint32_t st = S_IDLE, tid = wp_tls_tid;
+
+	if (idx >= g->tab.nr_slots || !atomic_load_explicit(&g->sh.sampling, memory_order_relaxed))
+		return;
+	s = &g->tab.slots[idx];
+	if (!tid)
+		tid = (uint32_t)wp_syscall(SYS_gettid);
+	if (atomic_load_explicit(&s->tid, memory_order_relaxed) != tid)
+		return;
+	if (atomic_compare_exchange_strong_explicit(&s->state, &st, S_TIMED, memory_order_acquire,
+						    memory_order_relaxed))
+		capture(s, uc, S_TIMED);
+	else if (st == S_SENT)
+		capture(s, uc, S_SENT);
+}
+
+/* The sampling signal's handler: the capture our sampler asked for, or
+ * the thread's CPU-time timer's, into the thread's own slot; anything
+ * else goes to the program's handler. async-signal-safe */
+WP_AS_SAFE static void on_sample_signal(int sig, siginfo_t *si, void *uc)
+{
+	int saved = errno;
+	uint64_t v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+	uint32_t idx = (uint32_t)(v & 0xffffff), gen = (uint32_t)((v >> 24) & 0xffffff);
+	struct wp_slot *s;
+
+	if (si->si_code == SI_TIMER && (v >> 48) == COOKIE_TIMER_MAGIC) {
+		on_timer(idx, uc);
+		errno = saved;
+		return;
+	}
+	if (si->si_code != SI_QUEUE || si->si_pid != g->fix.pid || (v >> 48) != COOKIE_MAGIC) {
+		forward_foreign(sig, si, uc);
+		errno = saved;
+		return;
+	}
+	if (idx >= g->tab.nr_slots || !atomic_load_explicit(&g->sh.sampling, memory_order_relaxed))
+		goto out;
+	s = &g->tab.slots[idx];
+	if ((atomic_load_explicit(&s->gen, memory_order_acquire) & 0xffffff) != gen ||
+	    atomic_load_explicit(&s->state, memory_order_acquire) != S_SENT)
+		goto out; /* stale: the slot was recycled */
+	capture(s, uc, S_SENT);
 out:
 	errno = saved;
 }

@@ -20,11 +20,13 @@
 #include "handler.h"
 #include "lifecycle.h"
 #include "runtime.h"
+#include "park.h"
 #include "sample.h"
 #include "sampler.h"
 #include "slots.h"
 #include "threads.h"
 #include "tick.h"
+#include "timers.h"
 #include "tree.h"
 
 struct wp_rt wp_rt;
@@ -144,6 +146,9 @@ static void thread_exit(void *p)
 static void after_fork_child(void)
 {
 	wp_slot_forked();
+	/* No timer is inherited, and the placed-id lock may have been held
+	 * by a thread that is not here. */
+	wp_timers_forget_all();
 	if (!wp_life_started())
 		return;
 	if (!g->fix.cfg.follow_children) {
@@ -251,6 +256,7 @@ int wp_sampler_start(void)
 		pthread_key_create(&g->fix.exit_key, thread_exit) == 0 && g->fix.exit_key < 32;
 	if (wp_handler_pick_signal() < 0)
 		return -1;
+	wp_timers_init();
 	wp_handler_install_snapshot();
 	wp_dump_install_fatal();
 	wp_tick_mark_start();
@@ -299,6 +305,7 @@ static void stop_and_dump(int exec)
 		pthread_join(g->smp.sampler, NULL);
 	} /* else: the sampler itself ends the process (see tick) */
 	wp_sample_collect();
+	wp_park_count();
 	atomic_store(&g->sh.sampling, 0);
 	wp_dump_exit(exec);
 }

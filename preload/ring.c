@@ -608,7 +608,14 @@ uint32_t wp_ring_run_close(struct wp_ring *r, const struct wp_ring_run *run)
 		n = COUNT_MASK;
 	x->count = (x->count & COUNT_TICKED) | n;
 	r->stats.nr_added += n - was;
-	return n - was;
+	return n;
+}
+
+uint32_t wp_ring_run_ticks(const struct wp_ring *r, const struct wp_ring_run *run)
+{
+	const struct rsample *x = run_record(r, run);
+
+	return x ? rec_ticks(r, x) : 0;
 }
 
 const struct wp_ring_stats *wp_ring_stats(const struct wp_ring *r)

@@ -95,9 +95,13 @@ void wp_ring_tick(struct wp_ring *r, uint64_t t_ns);
 int wp_ring_run_open(struct wp_ring *r, const struct wp_ring_run *run);
 
 /* Closes `run` if it is open: it then ends at the tick before the newest
- * (the thread was seen to move at the newest). Returns the ticks it gained
- * since it was opened (0 if it was not open, or is gone: overwritten). */
+ * (the thread was seen to move at the newest). Returns the ticks it
+ * stands for then (0 if it was not open, or is gone: overwritten). */
 uint32_t wp_ring_run_close(struct wp_ring *r, const struct wp_ring_run *run);
+
+/* The ticks `run` stands for now (an open one: to the newest tick), 0 if
+ * it is gone. */
+uint32_t wp_ring_run_ticks(const struct wp_ring *r, const struct wp_ring_run *run);
 
 /* A stack already in the ring, valid until the next compaction: lets a
  * thread whose stack did not change add a sample without hashing it again.

@@ -43,6 +43,10 @@ struct wp_unw_site;
 
 /* Cookie in si_value: magic | generation (24 bits) | slot index (24 bits). */
 #define COOKIE_MAGIC 0x57b0ull
+/* A CPU-time timer's (timers.h): magic | slot index (24 bits). The timer
+ * fires only on its own thread, so no generation: the slot is that
+ * thread's for as long as the timer lives. */
+#define COOKIE_TIMER_MAGIC 0x57b1ull
 
 /* Set at start (wp_sampler_start) before the sampler thread exists; a
  * forked child that is profiled sets pid and uid again, as its only

@@ -21,6 +21,8 @@
 #include "test_hooks.h"
 #include "../unwind/unwind.h"
 #include "active.h"
+#include "park.h"
+#include "timers.h"
 #include "proc_unwind.h"
 #include "runtime.h"
 #include "sample.h"
@@ -67,78 +69,96 @@ static uint32_t drop_own_frames(uint64_t *pc, uint32_t n)
 	return n ? k : 0;
 }
 
-/* Moves every finished capture into the ring and the slot's cache. Only
- * slots on the active list can have one: a parked slot has no signal in
- * flight (see park). */
+/* Moves the capture waiting in `s` (S_READY) into the ring at tick time
+ * `t_ns`, with the ticks that waited for it, and into the slot's cache. */
+static void take(struct wp_slot *s, uint64_t t_ns)
+{
+	struct wp_thread *t;
+	/* our signal's: the system call the probe saw; the timer's: none */
+	uint32_t flags = 0, n, sysno = s->hdl.timer ? UINT32_MAX : sysno;
+
+	if (!(s->hdl.uflags & WP_UNW_BLOCKED))
+		flags |= WP_SAMPLE_ON_CPU;
+	else if (sysno != UINT32_MAX)
+		flags |= WP_SAMPLE_SYSCALL;
+	if (s->hdl.uflags & WP_UNW_TRUNCATED) {
+		flags |= WP_SAMPLE_TRUNCATED;
+		g->smp.ctr.nr_truncated++;
+	}
+	if (s->hdl.uflags & WP_UNW_FAILED) {
+		flags |= WP_SAMPLE_PARTIAL;
+		g->smp.ctr.nr_unwind_failed++;
+	}
+	if (s->hdl.uflags & WP_UNW_DL_GUARD)
+		g->smp.ctr.nr_dl_guarded++;
+	n = s->hdl.nr < g->fix.cfg.max_depth ? s->hdl.nr : g->fix.cfg.max_depth;
+	n = drop_own_frames(s->buf, n);
+	t = wp_threads_of(s);
+	memset(&s->smp.stk_ref, 0, sizeof(s->smp.stk_ref)); /* stays so if not stored */
+	if (n > 0) {
+		uint32_t k;
+
+		wp_ring_add_get_ref(g->smp.ring, t_ns, atomic_load(&s->tid), flags, sysno,
+				    s->buf, n, 1, &s->smp.stk_ref, &s->smp.run);
+		/* The thread had not run since the signal was sent, so this
+		 * stack is also where it was at those ticks. */
+		for (k = 0; k < s->smp.nr_pend; k++)
+			if (wp_ring_add_ref(g->smp.ring, s->smp.pend_ns[k], atomic_load(&s->tid),
+					    flags, sysno, &s->smp.stk_ref,
+					    &s->smp.run) < 0)
+				wp_ring_add_get_ref(g->smp.ring, s->smp.pend_ns[k],
+						    atomic_load(&s->tid), flags, sysno,
+						    s->buf, n, 1, &s->smp.stk_ref, &s->smp.run);
+		g->smp.ctr.nr_samples += s->smp.nr_pend;
+		if (t)
+			t->nr_samples += s->smp.nr_pend;
+	}
+	s->smp.nr_pend = 0;
+	/* Cache it: reused while the thread does not run (stk_ref is its
+	 * place in the ring). */
+	memcpy(s->stk, s->buf, n * sizeof(*s->stk));
+	s->smp.cached_nr = n;
+	s->smp.cached_flags = flags;
+	s->smp.cached_sysno = sysno;
+	s->smp.nr_cached_ok = n > 0;
+	s->smp.sampled_seq = 0;
+	s->smp.cap_tick = g->smp.ctr.nr_ticks;
+	g->smp.ctr.nr_samples++;
+	if (t) {
+		t->nr_samples++;
+		t->last_ns = t_ns;
+	}
+	atomic_store_explicit(&s->state, S_IDLE, memory_order_release);
+}
+
+/* Moves every capture the sampler asked for into the ring and the slot's
+ * cache. Only slots on the active list can have one: a parked slot has no
+ * signal in flight (see park). A capture the thread's timer took unasked
+ * waits for the thread's turn at this tick (wp_sample_thread). */
 void wp_sample_collect(void)
 {
 	uint32_t i, n = wp_active_count();
 
 	for (i = 0; i < n; i++) {
 		struct wp_slot *s = wp_active_at(i);
-		struct wp_thread *t;
-		uint32_t flags = 0, n;
 
-		if (atomic_load_explicit(&s->state, memory_order_acquire) != S_READY)
-			continue;
-		if (!(s->hdl.uflags & WP_UNW_BLOCKED))
-			flags |= WP_SAMPLE_ON_CPU;
-		else if (s->smp.sig_sysno != UINT32_MAX)
-			flags |= WP_SAMPLE_SYSCALL;
-		if (s->hdl.uflags & WP_UNW_TRUNCATED) {
-			flags |= WP_SAMPLE_TRUNCATED;
-			g->smp.ctr.nr_truncated++;
-		}
-		if (s->hdl.uflags & WP_UNW_FAILED) {
-			flags |= WP_SAMPLE_PARTIAL;
-			g->smp.ctr.nr_unwind_failed++;
-		}
-		if (s->hdl.uflags & WP_UNW_DL_GUARD)
-			g->smp.ctr.nr_dl_guarded++;
-		n = s->hdl.nr < g->fix.cfg.max_depth ? s->hdl.nr : g->fix.cfg.max_depth;
-		n = drop_own_frames(s->buf, n);
-		t = wp_threads_of(s);
-		memset(&s->smp.stk_ref, 0, sizeof(s->smp.stk_ref)); /* stays so if not stored */
-		if (n > 0) {
-			uint32_t k;
-
-			wp_ring_add_get_ref(g->smp.ring, s->smp.t_ns, atomic_load(&s->tid), flags,
-					    s->smp.sig_sysno, s->buf, n, 1, &s->smp.stk_ref,
-					    &s->smp.run);
-			/* The thread had not run since the signal was sent, so
-			 * this stack is also where it was at those ticks. */
-			for (k = 0; k < s->smp.nr_pend; k++)
-				if (wp_ring_add_ref(g->smp.ring, s->smp.pend_ns[k],
-						    atomic_load(&s->tid), flags, s->smp.sig_sysno,
-						    &s->smp.stk_ref, &s->smp.run) < 0)
-					wp_ring_add_get_ref(g->smp.ring, s->smp.pend_ns[k],
-							    atomic_load(&s->tid), flags,
-							    s->smp.sig_sysno, s->buf, n, 1,
-							    &s->smp.stk_ref, &s->smp.run);
-			g->smp.ctr.nr_samples += s->smp.nr_pend;
-			if (t)
-				t->nr_samples += s->smp.nr_pend;
-		}
-		s->smp.nr_pend = 0;
-		/* Cache it: reused while the thread does not run (stk_ref is
-		 * its place in the ring). */
-		memcpy(s->stk, s->buf, n * sizeof(*s->stk));
-		s->smp.cached_nr = n;
-		s->smp.cached_flags = flags;
-		s->smp.cached_sysno = s->smp.sig_sysno;
-		s->smp.nr_cached_ok = n > 0;
-		s->smp.sampled_seq = 0;
-		g->smp.ctr.nr_samples++;
-		if (t) {
-			t->nr_samples++;
-			t->last_ns = s->smp.t_ns;
-		}
-		atomic_store_explicit(&s->state, S_IDLE, memory_order_release);
+		if (atomic_load_explicit(&s->state, memory_order_acquire) == S_READY &&
+		    !s->hdl.timer)
+			take(s, s->smp.t_ns);
 	}
 }
 
-/* Records the slot's cached stack for this tick. */
-static void record_cached(struct wp_slot *s, uint64_t now)
+/* A capture the timer took unasked before the tick before this one, or
+ * before the thread blocked: not where the thread is now. */
+static void drop_timer_capture(struct wp_slot *s)
+{
+	uint32_t st = S_READY;
+
+	if (s->hdl.timer)
+		atomic_compare_exchange_strong(&s->state, &st, S_IDLE);
+}
+
+void wp_sample_cached(struct wp_slot *s, uint64_t now)
 {
 	struct wp_thread *t = wp_threads_of(s);
 
@@ -384,7 +404,7 @@ static void record_blocked_proc(struct wp_slot *s, uint64_t now, uint64_t nr, ui
 	g->smp.ctr.nr_unwind_failed += n == 1;
 	g->smp.ctr.nr_truncated += truncated != 0;
 	g->smp.ctr.nr_from_proc++;
-	record_cached(s, now);
+	wp_sample_cached(s, now);
 }
 
 /* Thread CPU time without a file descriptor: the kernel derives a per-thread
@@ -407,9 +427,22 @@ static void send_signal(struct wp_slot *s, uint64_t now, uint32_t sysno)
 	struct wp_thread *t = wp_threads_of(s);
 	siginfo_t si;
 
+	uint32_t idle = S_IDLE;
+
 	s->smp.t_ns = now;
 	s->smp.sig_sysno = sysno;
-	atomic_store_explicit(&s->state, S_SENT, memory_order_release);
+	if (!atomic_compare_exchange_strong_explicit(&s->state, &idle, S_SENT, memory_order_release,
+						     memory_order_relaxed)) {
+		/* The thread's timer fired just now: its capture is being
+		 * taken; the last stack stands for this tick. */
+		if (s->smp.nr_cached_ok) {
+			g->smp.ctr.nr_held++;
+			wp_sample_cached(s, now);
+		} else {
+			g->smp.ctr.nr_pending++;
+		}
+		return;
+	}
 	memset(&si, 0, sizeof(si));
 	si.si_signo = g->sig.signal;
 	si.si_code = SI_QUEUE;
@@ -439,94 +472,15 @@ static int sample_published(struct wp_slot *s, uint32_t seq, uint64_t now)
 {
 	if (seq == s->smp.sampled_seq && s->smp.nr_cached_ok) {
 		g->smp.ctr.nr_reused++;
-		record_cached(s, now);
+		wp_sample_cached(s, now);
 		return 0;
 	}
 	if (unwind_blocked(s, seq) == 0) {
 		g->smp.ctr.nr_from_wrapper++;
-		record_cached(s, now);
+		wp_sample_cached(s, now);
 		return 0;
 	}
 	return -1;
-}
-
-/* Parks a thread whose sample at this tick came from the wrapped call
- * with sequence `seq` it is in: its record is opened in the ring (it
- * stands for every tick to come, without a visit per tick) and the slot
- * leaves the active list, until the thread moves (it leaves the call, or a
- * handler of the program's runs over it: both clear WP_PIN_PARKED and set
- * its wake bit, which the next tick reads) or its record is rolled over
- * (wp_sample_roll). A Dekker pair with the thread: the sampler sets the
- * bit then looks at the call, the thread moves then looks at the bit. */
-static void park(struct wp_slot *s, uint32_t seq)
-{
-	if (s->smp.sampled_seq != seq || !s->smp.nr_cached_ok ||
-	    atomic_load_explicit(&s->state, memory_order_acquire) != S_IDLE ||
-	    (WP_TESTING && g->fix.cfg.test_signal_blocked))
-		return;
-	atomic_fetch_or_explicit(&s->blk_pin, WP_PIN_PARKED, memory_order_seq_cst);
-	if (atomic_load_explicit(&s->thr.blk_seq, memory_order_seq_cst) != seq ||
-	    (atomic_load_explicit(&s->thr.hdl_seq, memory_order_seq_cst) == seq &&
-	     atomic_load_explicit(&s->thr.hdl_depth, memory_order_seq_cst)) ||
-	    wp_ring_run_open(g->smp.ring, &s->smp.run) < 0) {
-		/* It moved already (a wake bit it may have set is ignored: the
-		 * slot is not parked), or its record is not the newest. */
-		atomic_fetch_and(&s->blk_pin, ~WP_PIN_PARKED);
-		return;
-	}
-	s->smp.parked = 1;
-	s->smp.park_tick = g->smp.ctr.nr_ticks;
-	wp_active_remove(s);
-}
-
-/* The ticks a parked thread's open record gained, counted as samples
- * (reused: the same stack, tick after tick). */
-static void count_parked(struct wp_slot *s, uint32_t gained, uint64_t now)
-{
-	struct wp_thread *t;
-
-	if (!gained)
-		return;
-	g->smp.ctr.nr_samples += gained;
-	g->smp.ctr.nr_reused += gained;
-	t = wp_threads_of(s);
-	if (t) {
-		t->nr_samples += gained;
-		t->last_ns = now;
-	}
-}
-
-void wp_sample_unpark(struct wp_slot *s)
-{
-	count_parked(s, wp_ring_run_close(g->smp.ring, &s->smp.run), g->smp.prev_tick_ns);
-	s->smp.parked = 0;
-	atomic_fetch_and(&s->blk_pin, ~WP_PIN_PARKED);
-	wp_active_add(s);
-}
-
-void wp_sample_roll(uint64_t now)
-{
-	uint32_t every = g->fix.ring_cfg.max_run ? g->fix.ring_cfg.max_run : 1,
-		 hw = atomic_load(&g->tab.hiwater), i;
-
-	for (i = (uint32_t)(g->smp.ctr.nr_ticks % every); i < hw; i += every) {
-		struct wp_slot *s = &g->tab.slots[i];
-
-		if (!s->smp.parked || s->smp.park_tick == g->smp.ctr.nr_ticks)
-			continue;
-		/* Its record ends at the last tick; this tick starts the next
-		 * one (or extends it, if it is still short), opened again. */
-		count_parked(s, wp_ring_run_close(g->smp.ring, &s->smp.run), g->smp.prev_tick_ns);
-		g->smp.ctr.nr_reused++;
-		record_cached(s, now);
-		s->smp.park_tick = g->smp.ctr.nr_ticks;
-		if (wp_ring_run_open(g->smp.ring, &s->smp.run) < 0) {
-			/* (dropped: the tables are full) watched tick by tick */
-			s->smp.parked = 0;
-			atomic_fetch_and(&s->blk_pin, ~WP_PIN_PARKED);
-			wp_active_add(s);
-		}
-	}
 }
 
 /* Whether a thread that /proc shows blocked at stack pointer `sp` is
@@ -541,13 +495,44 @@ static int blocked_in_call(struct wp_slot *s, uint32_t seq, uint64_t sp)
 
 /* One thread, one tick: exactly one sample, with a signal only when the
  * thread is running or nothing else is known about where it blocks. */
+/* Whether the cached stack is an on-CPU capture of this tick or the two
+ * before: what a running thread whose timer brought nothing new this
+ * tick is given. */
+static int recent_on_cpu(const struct wp_slot *s)
+{
+	return s->smp.nr_cached_ok && s->smp.sampled_seq == 0 &&
+	       (s->smp.cached_flags & WP_SAMPLE_ON_CPU) &&
+	       g->smp.ctr.nr_ticks - s->smp.cap_tick <= 2;
+}
+
+/* A running thread's sample at this tick: the capture its timer took
+ * since the last tick (`fresh`), else, if it has a timer, its capture of
+ * the tick or two before (the timer fires on the thread's own CPU time,
+ * at the kernel's tick: some periods have none, some two), else our
+ * signal. A thread that ran a quarter of the period or more at three ticks
+ * in a row gets a timer. */
+static void sample_running(struct wp_slot *s, uint64_t now, int fresh)
+{
+	if (fresh) {
+		g->smp.ctr.nr_from_timer++;
+		take(s, now);
+	} else if (s->smp.timer_on && recent_on_cpu(s)) {
+		g->smp.ctr.nr_held++;
+		wp_sample_cached(s, now);
+	} else {
+		send_signal(s, now, UINT32_MAX);
+	}
+	if (s->smp.long_runs >= 3 && wp_timers_wanted(s))
+		wp_timers_arm(s);
+}
+
 void wp_sample_thread(struct wp_slot *s, uint64_t now)
 {
 	uint32_t seq = atomic_load_explicit(&s->thr.blk_seq, memory_order_acquire);
 	uint32_t tid = atomic_load(&s->tid), st;
-	uint64_t cpu, nr, sp, pc;
+	uint64_t cpu, nr, sp, pc, since;
 	unsigned long long args[6];
-	int ran;
+	int ran, fresh = 0, whole;
 
 	if (WP_TESTING && (seq & 1) && g->fix.cfg.test_signal_blocked &&
 	    atomic_load_explicit(&s->state, memory_order_acquire) == S_IDLE) {
@@ -560,8 +545,9 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 	 * looked at as one outside a call, below, and its context is used only
 	 * if it is blocked in the call. */
 	if ((seq & 1) && (atomic_load(&s->thr.hdl_seq) != seq || !atomic_load(&s->thr.hdl_depth))) {
+		drop_timer_capture(s); /* taken before it blocked */
 		if (sample_published(s, seq, now) == 0) {
-			park(s, seq);
+			wp_park(s, seq);
 			return;
 		}
 		seq = atomic_load(&s->thr.blk_seq); /* the call ended meanwhile */
@@ -571,6 +557,13 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 		return;
 	}
 	ran = cpu != s->smp.cpu_ns;
+	/* Ran (nearly) the whole time since the last tick: running still,
+	 * whatever /proc would say a microsecond later. */
+	since = g->smp.prev_tick_ns && now > g->smp.prev_tick_ns ? now - g->smp.prev_tick_ns
+								  : 1000000000ull / g->fix.cfg.hz;
+	whole = cpu - s->smp.cpu_ns >= since / 10 * 9;
+	/* ticks in a row it ran a quarter of the period or more */
+	s->smp.long_runs = cpu - s->smp.cpu_ns >= since / 4 ? s->smp.long_runs + 1 : 0;
 	s->smp.cpu_ns = cpu;
 	st = atomic_load_explicit(&s->state, memory_order_acquire);
 	if (st == S_SENT && now - s->smp.t_ns >= WP_SENT_TIMEOUT_NS) {
@@ -588,7 +581,27 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 			st = S_IDLE;
 		}
 	}
-	if (st != S_IDLE) {
+	if (st == S_READY && s->hdl.timer) {
+		/* The timer's capture: of use if taken since the last tick. */
+		if (ran && s->hdl.t_ns >= g->smp.prev_tick_ns) {
+			fresh = 1;
+		} else {
+			drop_timer_capture(s);
+			st = S_IDLE;
+		}
+	}
+	if (st == S_TIMED) {
+		/* The timer's capture is being taken right now: the thread runs;
+		 * its last stack stands for this tick. */
+		if (s->smp.nr_cached_ok) {
+			g->smp.ctr.nr_held++;
+			wp_sample_cached(s, now);
+		} else {
+			g->smp.ctr.nr_pending++;
+		}
+		return;
+	}
+	if (st != S_IDLE && !fresh) {
 		/* Our last signal is still undelivered (the thread waits for a
 		 * CPU, or blocks the signal): its capture will stand for this
 		 * tick too; beyond WP_SLOT_PEND ticks they are counted lost.
@@ -604,18 +617,26 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 	if (!ran && s->smp.nr_cached_ok && !(seq & 1) && s->smp.sampled_seq == 0) {
 		/* Not a single instruction since the last sample: same stack. */
 		g->smp.ctr.nr_reused++;
-		record_cached(s, now);
+		wp_sample_cached(s, now);
 		return;
 	}
-	/* Even a thread that used most of the period may have blocked since
+	if (whole && (fresh || (s->smp.timer_on && recent_on_cpu(s)))) {
+		/* Running the whole period, and its timer speaks for it: no
+		 * /proc probe, no signal. */
+		sample_running(s, now, fresh);
+		return;
+	}
+	/* A thread that ran only part of the period may have blocked since
 	 * (3 ms of work, then a 7 ms raw nanosleep: every sleep ended early
 	 * when such threads were signalled unseen): the /proc probe (three
-	 * system calls) decides for every thread that ran. */
+	 * system calls) decides. */
 	switch (probe_syscall(tid, &nr, &sp, &pc, args)) {
 	case PROBE_GONE:
 		wp_slot_release(s);
 		return;
 	case PROBE_BLOCKED:
+		if (fresh)
+			drop_timer_capture(s); /* it ran, then blocked */
 		if ((seq & 1) && blocked_in_call(s, seq, sp) && sample_published(s, seq, now) == 0)
 			return;
 		if (s->smp.nr_cached_ok && s->smp.sampled_seq == 0 &&
@@ -623,7 +644,7 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 		    s->smp.fp_sp == sp && s->smp.fp_pc == pc) {
 			/* Back at the same blocking point: same stack. */
 			g->smp.ctr.nr_reused++;
-			record_cached(s, now);
+			wp_sample_cached(s, now);
 			return;
 		}
 		s->smp.fp_nr = nr;
@@ -640,7 +661,7 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 		return;
 	default:
 		s->smp.fp_nr = UINT64_MAX;
-		send_signal(s, now, UINT32_MAX);
+		sample_running(s, now, fresh);
 	}
 }
 

@@ -23,15 +23,9 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now);
  * the ticks that waited for it, and into the slot's cache. */
 void wp_sample_collect(void);
 
-/* A parked slot's thread moved (active.h): its open record ends at the
- * tick before this one, and it is back on the active list. */
-void wp_sample_unpark(struct wp_slot *s);
-
-/* Every tick, a share of the parked slots (one slot in max_run) have their
- * open record ended and a new one begun at `now`: no record grows past
- * max_run ticks (so that records expire in the order they were stored),
- * and a thread's counts are brought up to date once per max_run ticks. */
-void wp_sample_roll(uint64_t now);
+/* Records the slot's cached stack for this tick (by reference: no
+ * hashing of its frames again). */
+void wp_sample_cached(struct wp_slot *s, uint64_t now);
 
 /* Looks up, in one read of /proc/thread-self/maps, the stack bounds of
  * the threads whose walks asked for them (g->smp.want_stacks), and the main

@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include <signal.h>
+#include <time.h>
 
 #include "as_safe.h"
 
@@ -84,5 +85,17 @@ int wp_sampler_create_thread_real(pthread_t *t, const pthread_attr_t *attr, void
 /* threads.c: a thread was renamed; names are re-read at the next tick.
  * async-signal-safe */
 WP_AS_SAFE void wp_sampler_names_changed(void);
+
+/* The interposed timer_create (timers.c): the program's own call through
+ * `real`, never while the sampler places a timer id of its own (a
+ * process-wide kernel mode). It waits only for the sampler's few system
+ * calls. Not async-signal-safe (neither is timer_create). */
+int wp_sampler_timer_create(int (*real)(clockid_t, struct sigevent *, timer_t *),
+			    clockid_t clock, struct sigevent *sev, timer_t *id);
+
+/* The interposed timer_delete (timers.c): the program's own call through
+ * `real`; the sampler arms CPU timers only while the program holds no
+ * timer (timers.h). Not async-signal-safe (neither is timer_delete). */
+int wp_sampler_timer_delete(int (*real)(timer_t), timer_t id);
 
 #endif

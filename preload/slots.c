@@ -22,6 +22,7 @@
 #include "sigmask.h"
 #include "active.h"
 #include "slots.h"
+#include "timers.h"
 
 __thread struct wp_slot *wp_tls_slot __attribute__((tls_model("initial-exec")));
 __thread uint32_t wp_tls_tid __attribute__((tls_model("initial-exec")));
@@ -110,6 +111,8 @@ WP_AS_SAFE void wp_slot_reset(struct wp_slot *s, enum wp_slot_scope scope, uint3
 		s->stk = g->tab.stks + i * g->fix.cfg.max_depth;
 		s->hdl.nr = 0;
 		s->hdl.uflags = 0;
+		s->hdl.timer = 0;
+		s->hdl.t_ns = 0;
 		/* the tick of a signal in flight: kept by a sampler restart,
 		 * whose first ticks give such a signal up after its time */
 		s->smp.t_ns = 0;
@@ -162,6 +165,12 @@ WP_AS_SAFE void wp_slot_reset(struct wp_slot *s, enum wp_slot_scope scope, uint3
 	s->smp.act_pos = 0;
 	s->smp.parked = 0;
 	s->smp.park_tick = 0;
+	s->smp.park_counted = 0;
+	s->smp.cap_tick = 0;
+	/* (the timer itself is deleted before: wp_timers_disarm) */
+	s->smp.timer_id = 0;
+	s->smp.timer_on = 0;
+	s->smp.long_runs = 0;
 	if (scope == WP_SLOT_WHOLE) {
 		atomic_store_explicit(&s->tid, tid, memory_order_relaxed);
 		/* A late handler or cookie of the earlier owner's sees a new
@@ -259,8 +268,10 @@ void wp_slot_release(struct wp_slot *s)
 	uint32_t idx = (uint32_t)(s - g->tab.slots) + 1;
 	uint32_t tid = atomic_load(&s->tid);
 
-	/* Off the active list; a parked thread's open record ends. */
+	/* Off the active list; a parked thread's open record ends; its
+	 * timer goes. */
 	wp_active_remove(s);
+	wp_timers_disarm(s);
 	if (s->smp.parked)
 		wp_ring_run_close(g->smp.ring, &s->smp.run);
 	s->smp.parked = 0;

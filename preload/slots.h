@@ -44,8 +44,9 @@ struct wp_config;
  * valid for all of them (the thread did not run meanwhile). */
 #define WP_SLOT_PEND 16
 
-/* Slot states. */
-enum { S_FREE, S_CLAIMED, S_IDLE, S_SENT, S_READY };
+/* Slot states. S_TIMED: the handler captures for the thread's CPU-time
+ * timer, unasked (it goes to S_READY with hdl.timer set). */
+enum { S_FREE, S_CLAIMED, S_IDLE, S_SENT, S_READY, S_TIMED };
 
 /* Registers of a wrapper frame, enough for DWARF unwinding from it. */
 struct wp_regs {
@@ -95,8 +96,10 @@ struct wp_slot {
 
 	/* Our handlers on the thread. */
 	struct wp_slot_handler {
-		uint32_t nr; /* frames in buf, between SENT and READY */
+		uint32_t nr; /* frames in buf, between SENT (or TIMED) and READY */
 		uint32_t uflags; /* WP_UNW_* of that capture */
+		uint32_t timer; /* that capture was the timer's, unasked */
+		uint64_t t_ns; /* ... and when it was taken (CLOCK_MONOTONIC) */
 		/* blk_seq during which our signal landed (also the snapshot
 		 * handler, and forward_foreign deferring a program signal):
 		 * consumed by the wrapper (wp_block_ours) */
@@ -147,6 +150,11 @@ struct wp_slot {
 		uint32_t act_pos; /* place + 1 in the active list (active.c), 0 off it */
 		uint32_t parked; /* parked in its wrapped call: its run is open in the ring */
 		uint64_t park_tick; /* nr_ticks when parked or last rolled */
+		uint32_t park_counted; /* ticks of its open record in the counters */
+		uint64_t cap_tick; /* nr_ticks of the capture the cached stack comes from */
+		int32_t timer_id; /* the thread's CPU-time timer (timers.c), when timer_on */
+		uint32_t timer_on;
+		uint32_t long_runs; /* consecutive ticks it ran a quarter of the period or more */
 	} smp;
 };
 

@@ -74,6 +74,7 @@ static struct {
 	char *dents;                /* getdents64 buffer for /proc/self/task */
 	size_t dents_len;
 	size_t name_cursor;         /* wp_threads_refresh_some's place */
+	size_t name_owed;           /* ... and the share of an entry it owes */
 } thr;
 
 int wp_threads_alloc(void)
@@ -449,15 +450,15 @@ void wp_threads_refresh_names(void)
 
 void wp_threads_refresh_some(size_t every)
 {
-	size_t n, k, m;
+	size_t n;
 	struct tbuf *b = published(&n);
 
-	if (!n)
+	if (!n || !every)
 		return;
-	/* ceil(n / every) entries from where the last call stopped */
-	m = (n + every - 1) / (every ? every : 1);
-	for (k = 0; k < m; k++, thr.name_cursor++) {
-		size_t i = thr.name_cursor % n;
+	/* n reads spread over `every` calls: a read each time the share owed
+	 * reaches a whole entry, from where the last one stopped. */
+	for (thr.name_owed += n; thr.name_owed >= every; thr.name_owed -= every) {
+		size_t i = thr.name_cursor++ % n;
 
 		if (entry_live(b->e[i].tid, b->id[i]))
 			read_comm(b->e[i].tid, b->e[i].name);

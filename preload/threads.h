@@ -65,9 +65,10 @@ void wp_threads_prune(uint64_t now);
  * thread; not in a signal handler. */
 void wp_threads_refresh_names(void);
 
-/* The same for a share of them: ceil(n / every) of the n entries, from
- * where the last call stopped, so that `every` calls read each live
- * thread's name once. Sampler. */
+/* The same for a share of them: `every` calls read each of the n live
+ * threads' names once, n / every a call (one call in every / n when there
+ * are fewer threads than calls), from where the last call stopped.
+ * Sampler. */
 void wp_threads_refresh_some(size_t every);
 
 /* The table as a dump reads it: `nr` entries in the order they were made

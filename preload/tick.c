@@ -22,12 +22,14 @@
 #include "active.h"
 #include "dump.h"
 #include "runtime.h"
+#include "park.h"
 #include "sample.h"
 #include "sampler.h"
 #include "sigmask.h"
 #include "slots.h"
 #include "threads.h"
 #include "tick.h"
+#include "timers.h"
 
 __thread int wp_tls_internal __attribute__((tls_model("initial-exec")));
 
@@ -126,6 +128,10 @@ static void reset_after_fork(void)
 	 * but the sampler starts over: new thread-table entries (the slots
 	 * forget their entries' serials, and the table starts empty), no cached
 	 * stacks (their references point into the old ring). */
+	/* The timers of threads that survive a failed exec are deleted with
+	 * the sampler's memory of them (in a forked child there are none: a
+	 * timer is not inherited, and the ids deleted are never the program's). */
+	wp_timers_disarm_all();
 	wp_slots_sampler_restart();
 	wp_threads_restart();
 	memset(&g->smp.ctr, 0, sizeof(g->smp.ctr));
@@ -160,7 +166,7 @@ static void tick(uint64_t now)
 	 * it, and those whose threads moved end at the one before. */
 	wp_ring_tick(g->smp.ring, now);
 	wp_active_gather_claims();
-	wp_active_gather_wakes(wp_sample_unpark);
+	wp_active_gather_wakes(wp_park_wake);
 	wp_sample_collect();
 	if (g->smp.ctr.nr_ticks >= g->smp.next_scan) {
 		/* A listing costs about 2 us a thread: with many threads it
@@ -185,7 +191,7 @@ static void tick(uint64_t now)
 			if (i < wp_active_count() && wp_active_at(i) == s)
 				i++;
 		}
-		wp_sample_roll(now);
+		wp_park_roll(now);
 	}
 	/* The refresh takes the loader's lock: not while a thread of the
 	 * program holds it in a dl_iterate_phdr callback (which may block

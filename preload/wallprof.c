@@ -209,6 +209,28 @@ WP_EXPORT int prctl(int option, ...)
 	return (int)rc;
 }
 
+/* timer_create: the program's timers get the ids they would without us,
+ * ours being placed out of their way (timers.h); the two never overlap. */
+typedef int (*wp_timer_create_fn)(clockid_t, struct sigevent *, timer_t *);
+
+WP_EXPORT int timer_create(clockid_t clock, struct sigevent *sev, timer_t *id)
+{
+	static wp_timer_create_fn real;
+
+	if (!real)
+		real = (wp_timer_create_fn)next_symbol("timer_create");
+	return wp_sampler_timer_create(real, clock, sev, id);
+}
+
+WP_EXPORT int timer_delete(timer_t id)
+{
+	static int (*real)(timer_t);
+
+	if (!real)
+		real = (int (*)(timer_t))next_symbol("timer_delete");
+	return wp_sampler_timer_delete(real, id);
+}
+
 /* ---- exec: the image being replaced writes its profile first --------------- */
 
 #define EXEC_AROUND(call)                 \

@@ -238,15 +238,18 @@ def tests(rt):
         rt.check_valid(obj)
         w = rt.wallprof_section(obj)
         hz = int(w.get("hz") or 101)
-        idle = [ss for ss in rt.samples_by_thread(obj).values()
-                if all("wpt_idle_wait" in rt.stack_functions(obj, s["stack_id"]) for s in ss)]
-        check(len(idle) == 400, "%d threads wholly in wpt_idle_wait, want 400" % len(idle))
-        fewest = min(len(ss) for ss in idle)
+        # (at the end all 400 are woken at once: their last few samples are
+        # in the wake-up, the mutex, the exit)
+        idle = [n for n in (sum(1 for s in ss
+                                if "wpt_idle_wait" in rt.stack_functions(obj, s["stack_id"]))
+                            for ss in rt.samples_by_thread(obj).values()) if n]
+        check(len(idle) == 400, "%d threads in wpt_idle_wait, want 400" % len(idle))
+        fewest = min(idle)
         note("idle window: %d threads, fewest samples %d (2 s at %d Hz: %d), overwritten %s, "
              "ticks_late %s" % (len(idle), fewest, hz, 2 * hz, w.get("overwritten"),
                                 w.get("ticks_late")))
         check(int(w.get("overwritten") or 0) == 0, "overwritten: %s" % w.get("overwritten"))
-        check(fewest >= 0.9 * 2 * hz - int(w.get("ticks_late") or 0),
+        check(fewest >= 0.85 * 2 * hz - int(w.get("ticks_late") or 0),
               "a blocked thread has only %d samples of a 2 s window at %d Hz" % (fewest, hz))
 
     def phases(obj, ss, fn):

@@ -458,7 +458,9 @@ static void test_open(void)
 	 * extended while open (a store for it starts a record of its own). */
 	CHECK(wp_ring_stats(r)->nr_overwritten == 0, "nothing expired: the window is 1000 ns");
 	wp_ring_tick(r, 1100);
-	CHECK(wp_ring_run_close(r, &run) == 9, "closed: 9 ticks gained (200..1000)");
+	CHECK(wp_ring_run_ticks(r, &run) == 11, "open: 11 ticks (100..1100)");
+	CHECK(wp_ring_run_close(r, &run) == 10, "closed: 10 ticks (100..1000)");
+	CHECK(wp_ring_run_ticks(r, &run) == 10, "and stands for them");
 	CHECK(wp_ring_run_close(r, &run) == 0, "closing twice gains nothing");
 	add_run(r, 1100, 1, 0, a, 1, &ref, &run); /* extends the closed record */
 	CHECK(ring_window(r, &p, NULL) == 0 && wp_profile_count(&p) == 12 && p.nr_samples == 2 &&

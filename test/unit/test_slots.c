@@ -31,6 +31,12 @@
 struct wp_rt wp_rt;
 __thread int wp_sigmask_bypass __attribute__((tls_model("initial-exec")));
 __thread int wp_tls_internal __attribute__((tls_model("initial-exec")));
+/* The library's logger (config.c), which timers.c calls: quiet here. */
+void wp_log(int level, const char *fmt, ...)
+{
+	(void)level;
+	(void)fmt;
+}
 
 #define DEPTH 16
 
@@ -201,6 +207,8 @@ static const struct field fields[] = {
 	F(thr.exiting),
 	F(hdl.nr),
 	F(hdl.uflags),
+	F(hdl.timer),
+	F(hdl.t_ns),
 	F(hdl.ours_seq),
 	F(hdl.rst_seq),
 	F(hdl.rst_pc),
@@ -234,6 +242,11 @@ static const struct field fields[] = {
 	F(smp.act_pos),
 	F(smp.parked),
 	F(smp.park_tick),
+	F(smp.park_counted),
+	F(smp.cap_tick),
+	F(smp.timer_id),
+	F(smp.timer_on),
+	F(smp.long_runs),
 };
 #define NR_FIELDS (sizeof(fields) / sizeof(*fields))
 

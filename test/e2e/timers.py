@@ -1,0 +1,85 @@
+"""Running threads sampled by their own CPU-time timers
+(test/progs/timers.c): the samples come from the timers, not from our
+signals; the program's own timers get the ids they get without the
+profiler, and none of ours outlives its thread."""
+
+SPIN_S = "1.5"
+
+
+def tests(rt):
+    check, note = rt.check, rt.note
+
+    def spin_share(obj, samples):
+        on = [s for s in samples if s.get("on_cpu")
+              and "wpt_timers_spin" in rt.stack_functions(obj, s["stack_id"])]
+        return len(on) / max(len(samples), 1)
+
+    def spinners(obj):
+        return [ss for ss in rt.samples_by_thread(obj).values()
+                if any("wpt_timers_spin" in rt.stack_functions(obj, s["stack_id"]) for s in ss)]
+
+    def test_spin(tmp):
+        """Two threads spin 1.5 s: each gets a CPU timer; its samples are
+        in the spinning function, on CPU, at the sampling rate; most come
+        from the timer (from_timer) and few signals are sent. The
+        program's first timer_create afterwards gets id 0 as without us,
+        and no timer of ours is left (/proc/self/timers)."""
+        argv = [rt.prog("timers"), "spin", SPIN_S]
+        bare = rt.run_plain(argv, tmp)
+        check(bare.rc == 0 and bare.stdout.startswith("timers: first id 0,"), bare.describe())
+        r = rt.run_bounded(argv, tmp, timeout=30)
+        check(r.rc == 0, r.describe())
+        check(r.stdout == bare.stdout, "stdout %r, without the profiler %r"
+              % (r.stdout, bare.stdout))
+        obj = rt.exit_profile(r)
+        rt.check_valid(obj)
+        w = rt.wallprof_section(obj)
+        sp = spinners(obj)
+        note("timers: %s timers, from_timer %s, held %s, signals %s; spinners' samples %s"
+             % (w.get("timers"), w.get("from_timer"), w.get("held"), w.get("signals"),
+                [len(ss) for ss in sp]))
+        check(len(sp) == 2, "%d spinning threads in the profile" % len(sp))
+        check(int(w.get("timers") or 0) >= 1, "no CPU timer was armed")
+        from_timer = int(w.get("from_timer") or 0)
+        held = int(w.get("held") or 0)
+        spun = sum(len(ss) for ss in sp)
+        check(from_timer + held >= 0.5 * spun, "only %d of the spinners' %d samples from "
+              "their timers (and %d held)" % (from_timer, spun, held))
+        for ss in sp:
+            check(spin_share(obj, ss) >= 0.9, "%.0f%% of a spinner's samples on CPU in "
+                  "wpt_timers_spin" % (100 * spin_share(obj, ss)))
+            rate = rt.sample_rate(ss)
+            check(rate >= 0.85 * 101, "a spinner sampled at %.0f Hz" % rate)
+
+    def test_spin_without(tmp):
+        """WALLPROF_CPU_TIMERS=0: no timer, the spinners are signalled as
+        before, with the same profile."""
+        r = rt.run_bounded([rt.prog("timers"), "spin", SPIN_S], tmp,
+                           {"WALLPROF_CPU_TIMERS": "0"}, timeout=30)
+        check(r.rc == 0 and r.stdout.startswith("timers: first id 0, high 0"), r.describe())
+        obj = rt.exit_profile(r)
+        w = rt.wallprof_section(obj)
+        check(int(w.get("timers") or 0) == 0 and int(w.get("from_timer") or 0) == 0,
+              "timers %s, from_timer %s" % (w.get("timers"), w.get("from_timer")))
+        sp = spinners(obj)
+        check(len(sp) == 2 and all(spin_share(obj, ss) >= 0.9 for ss in sp),
+              "spinners: %s" % [spin_share(obj, ss) for ss in sp])
+
+    def test_ids(tmp):
+        """The program creates and deletes timers of its own while threads
+        that get CPU timers come and go: it gets every id it gets without
+        the profiler."""
+        argv = [rt.prog("timers"), "ids"]
+        bare = rt.run_plain(argv, tmp)
+        check(bare.rc == 0 and bare.stdout.startswith("timers: ids "), bare.describe())
+        for _ in range(3):
+            r = rt.run_bounded(argv, tmp, timeout=30)
+            check(r.rc == 0, r.describe())
+            check(r.stdout == bare.stdout, "ids %r, without the profiler %r"
+                  % (r.stdout.strip(), bare.stdout.strip()))
+
+    return [
+        ("timers_spin", test_spin),
+        ("timers_spin_without", test_spin_without),
+        ("timers_ids", test_ids),
+    ]

@@ -1,0 +1,117 @@
+/* timers: running threads sampled by their CPU-time timers (e2e/timers.py).
+ *   timers spin SECONDS      two threads spin for SECONDS (wpt_timers_spin)
+ *                            and are joined; then, after 300 ms, the
+ *                            program's own first timer_create: prints its id,
+ *                            and how many of the process's timers have an
+ *                            id above 2^30 (/proc/self/timers; -1 if the
+ *                            kernel has no such file)
+ *   timers ids               creates timers of its own (and deletes some)
+ *                            between runs of a spinning thread, 8 times:
+ *                            prints every id it got
+ * One result line, exits 0. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "work.h"
+
+WPT_WORK(wpt_timers_spin)
+
+static double secs;
+
+static void *spinner(void *arg)
+{
+	(void)arg;
+	wpt_timers_spin(secs);
+	return NULL;
+}
+
+/* Timers of the process with an id above 2^30: none of the program's. */
+static long high_timers(void)
+{
+	FILE *f = fopen("/proc/self/timers", "r");
+	char line[256];
+	long n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		long id;
+
+		if (sscanf(line, "ID: %ld", &id) == 1 && id > (1l << 30))
+			n++;
+	}
+	fclose(f);
+	return n;
+}
+
+static int mode_ids(void)
+{
+	struct sigevent sev;
+	timer_t kept[16];
+	int nk = 0;
+
+	secs = 0.08;
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_NONE;
+	printf("timers: ids");
+	for (int i = 0; i < 8; i++) {
+		pthread_t t;
+		timer_t a, b;
+
+		/* a spinner: it runs long enough to be given a CPU timer */
+		if (pthread_create(&t, NULL, spinner, NULL))
+			return 1;
+		if (timer_create(CLOCK_MONOTONIC, &sev, &a) < 0 ||
+		    timer_create(CLOCK_REALTIME, &sev, &b) < 0)
+			return 1;
+		pthread_join(t, NULL);
+		timer_delete(i % 2 ? a : b);
+		kept[nk++] = i % 2 ? b : a;
+		printf(" %ld %ld", (long)(intptr_t)a, (long)(intptr_t)b);
+	}
+	printf("\n");
+	for (int i = 0; i < nk; i++)
+		timer_delete(kept[i]);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	pthread_t t[2];
+	struct sigevent sev;
+	struct timespec pause = { 0, 300000000 };
+	timer_t id;
+	int rc;
+
+	if (argc == 2 && strcmp(argv[1], "ids") == 0)
+		return mode_ids();
+	if (argc != 3 || strcmp(argv[1], "spin") != 0) {
+		fprintf(stderr, "usage: timers spin SECONDS | timers ids\n");
+		return 2;
+	}
+	secs = atof(argv[2]);
+	for (int i = 0; i < 2; i++)
+		if ((rc = pthread_create(&t[i], NULL, spinner, NULL))) {
+			fprintf(stderr, "timers: pthread_create: %s\n", strerror(rc));
+			return 1;
+		}
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	while (nanosleep(&pause, &pause) < 0 && errno == EINTR)
+		;
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_NONE;
+	if (timer_create(CLOCK_MONOTONIC, &sev, &id) < 0) {
+		fprintf(stderr, "timers: timer_create: %s\n", strerror(errno));
+		return 1;
+	}
+	printf("timers: first id %ld, high %ld\n", (long)(intptr_t)id, high_timers());
+	return 0;
+}
