@@ -56,7 +56,8 @@ struct wp_counters {
 	uint64_t nr_ticks_late; /* ticks skipped because the sampler overran */
 	uint64_t nr_signals; /* profiling signals sent */
 	uint64_t nr_samples; /* samples recorded (before ring overwrite) */
-	uint64_t nr_pending; /* ticks lost: the previous signal was still undelivered */
+	uint64_t nr_pending; /* ticks lost: the previous signal was still undelivered, or
+			      * the thread's timer capture under way (and none recent) */
 	uint64_t nr_send_failed; /* ticks lost: the signal could not be sent */
 	uint64_t nr_unwind_failed; /* samples whose unwinding failed (PC only) */
 	uint64_t nr_truncated; /* samples whose stack hit WALLPROF_MAX_DEPTH */
@@ -108,7 +109,8 @@ struct wp_profile {
 	uint32_t ring_seconds; /* configured window */
 	uint32_t max_depth; /* configured depth limit */
 	uint64_t ring_bytes; /* memory reserved for the ring (0 if unknown) */
-	uint64_t ring_samples; /* samples the ring holds at most */
+	uint64_t ring_samples; /* records the ring holds at most (a record: a thread with one
+				* stack at one tick or more in a row) */
 	int snapshot; /* 0 at exit, n >= 1 for the n-th snapshot */
 	int has_profiler_id; /* the dump said which profiler run it is */
 	uint8_t profiler_id[16]; /* random, one per profiled process */
@@ -159,7 +161,7 @@ struct wp_tick_iter {
 	int (*keep)(const void *ctx, const struct wp_sample *s);
 	const void *ctx;
 	uint32_t *order; /* the entries by time, when they are not sorted; else NULL */
-	size_t next;     /* the next entry (in time order) not yet begun */
+	size_t next; /* the next entry (in time order) not yet begun */
 	struct wp_tick_iter_run { /* entries begun and not finished: a heap by time */
 		uint64_t t;
 		uint32_t idx, k;

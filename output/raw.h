@@ -74,6 +74,16 @@
  * Nothing follows END!. A dump cut short (the process was killed while
  * writing, the disk filled) has no END! and is rejected as truncated.
  */
+/* A RING v2 record's count word: the ticks (WP_RAW_COUNT_MASK); bit 31,
+ * its `tick` field is the first tick's number; bit 30, the record is open
+ * (it stands for every tick from its first to the newest). */
+#define WP_RAW_COUNT_TICKED 0x80000000u
+#define WP_RAW_COUNT_OPEN 0x40000000u
+#define WP_RAW_COUNT_MASK 0x3fffffffu
+/* Tick times a RING v2 section may carry (a reader's limit; the library
+ * writes at most WP_RING_MAX_TICKS, preload/ring.h). */
+#define WP_RAW_MAX_TICKS (1u << 24)
+
 #define WP_RAW_MAGIC "WPRAWDMP"
 #define WP_RAW_VERSION 1u
 #define WP_RAW_BYTE_ORDER 0x0a0b0c0du

@@ -12,7 +12,6 @@
 #include "raw_parse.h"
 
 #define RING_HEAD_BYTES (14 * 8) /* v1; v2 adds 3 words */
-#define RING_MAX_TICKS (1u << 24)
 #define META_FIXED 56 /* version 1; version 2 adds u64 ring_bytes */
 #define MODL_FIXED 104
 
@@ -246,7 +245,7 @@ static int parse_ring(struct wp_raw_dump *d, struct cur *c)
 
 		nt = rd64(c);
 		newest = rd64(c);
-		if (rd64(c) != 0 || nt > RING_MAX_TICKS || newest > UINT32_MAX)
+		if (rd64(c) != 0 || nt > WP_RAW_MAX_TICKS || newest > UINT32_MAX)
 			return BAD;
 		d->tick_newest = (uint32_t)newest;
 	}
@@ -261,7 +260,6 @@ static int parse_ring(struct wp_raw_dump *d, struct cur *c)
 	d->samples = rdbytes(c, ns * rb);
 	d->ticks = nt ? rdbytes(c, nt * 8) : NULL;
 	d->nticks = nt;
-	d->tick_known = nt;
 	d->pcs = rdbytes(c, np * 16);
 	d->stacks = rdbytes(c, nst * 8);
 	d->words = rdbytes(c, nw * 4);

@@ -45,7 +45,6 @@ struct wp_raw_dump {
 	const unsigned char *ticks; /* v2: nticks u64 tick times, oldest first; NULL in v1 */
 	size_t nticks;
 	uint32_t tick_newest; /* the newest tick's number (the last of ticks) */
-	uint64_t tick_known; /* = nticks */
 };
 
 /* Checks the 16-byte file header, of which `len` bytes are present.

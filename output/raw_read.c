@@ -36,6 +36,15 @@
  *
  *     JSON bytes <= 16 * B + 160 * T + 64 KiB + what symbolization adds
  *
+ * T is not linear in B, by the nature of the format, not of the reader: a
+ * parked thread is one 32-byte record however many ticks it spans, and a
+ * tick is 8 bytes of tick table, so a dump of R records and K ticks may
+ * stand for R * K samples, which a real dump does (10,000 threads parked
+ * for 30 s at 101 Hz: half a megabyte of dump, 30 million samples). The
+ * 2^31 cap (MAX_EXPANDED) is what bounds it. Only Sentry's format lists
+ * every tick; pprof, folded, speedscope and HTML weigh a record once and
+ * stay linear in B.
+ *
  * where symbolization adds function names, source files and inlined frames
  * read from the module files on this machine that the dump names (not from
  * the dump). Without it, 8 * B covers the samples, threads, stacks, frames,
@@ -136,9 +145,6 @@ static int check_stacks(const struct wp_raw_dump *d, unsigned char *stack_ok, si
 	return 0;
 }
 
-#define COUNT_TICKED 0x80000000u /* a record's count: `tick` is its first tick's number */
-#define COUNT_OPEN 0x40000000u   /* ... and the record goes on to the newest tick */
-#define COUNT_MASK 0x3fffffffu
 /* Samples a dump may stand for (each becomes a line of Sentry's JSON). */
 #define MAX_EXPANDED (1ull << 31)
 
@@ -147,11 +153,11 @@ static int check_stacks(const struct wp_raw_dump *d, unsigned char *stack_ok, si
  * made non-decreasing, so that searches in it stay meaningful. */
 static uint64_t *linear_ticks(const struct wp_raw_dump *d)
 {
-	uint64_t *lin = malloc((d->tick_known + 1) * sizeof(*lin));
+	uint64_t *lin = malloc((d->nticks + 1) * sizeof(*lin));
 
 	if (!lin)
 		return NULL;
-	for (uint64_t i = 0; i < d->tick_known; i++) {
+	for (uint64_t i = 0; i < d->nticks; i++) {
 		lin[i] = le64(d->ticks + (size_t)i * 8);
 		if (i && lin[i] < lin[i - 1])
 			lin[i] = lin[i - 1];
@@ -206,35 +212,40 @@ static int runs_of(const struct wp_raw_dump *d, const unsigned char *stack_ok,
 	out->samples = malloc((2 * d->ns + 1) * sizeof(*out->samples));
 	if (!out->samples)
 		return -1;
-	if (d->tick_known) {
+	if (d->nticks) {
 		out->ticks = linear_ticks(d);
 		if (!out->ticks)
 			return -1;
-		out->nr_ticks = d->tick_known;
+		out->nr_ticks = d->nticks;
 	}
 	for (k = 0; k < d->ns; k++) {
 		const unsigned char *r = d->samples + k * d->rec_bytes;
 		uint32_t st = le32(r + 12), cnt = 1, kc = 0, age = 0;
-		struct wp_sample x = { .t_ns = le64(r), .tid = le32(r + 8), .stack_id = st,
-				       .flags = le32(r + 16), .syscall = le32(r + 20), .n = 1 };
+		struct wp_sample x = { .t_ns = le64(r),
+				       .tid = le32(r + 8),
+				       .stack_id = st,
+				       .flags = le32(r + 16),
+				       .syscall = le32(r + 20),
+				       .n = 1 };
 
 		if (d->rec_bytes == 32) {
 			uint32_t c = le32(r + 24);
 
-			cnt = c & COUNT_MASK;
-			if ((c & (COUNT_TICKED | COUNT_OPEN)) == (COUNT_TICKED | COUNT_OPEN)) {
+			cnt = c & WP_RAW_COUNT_MASK;
+			if ((c & (WP_RAW_COUNT_TICKED | WP_RAW_COUNT_OPEN)) ==
+			    (WP_RAW_COUNT_TICKED | WP_RAW_COUNT_OPEN)) {
 				/* open: every tick from its first to the newest */
 				cnt = d->tick_newest - le32(r + 28) + 1;
-				if (cnt > COUNT_MASK)
+				if (cnt > WP_RAW_COUNT_MASK)
 					cnt = 0;
 			}
-			if (cnt > 1 && (c & COUNT_TICKED) && d->tick_known) {
+			if (cnt > 1 && (c & WP_RAW_COUNT_TICKED) && d->nticks) {
 				age = d->tick_newest - (le32(r + 28) + cnt - 1);
-				if (age < d->tick_known)
-					kc = (uint32_t)(d->tick_known - age < cnt ? d->tick_known - age
-										: cnt);
+				if (age < d->nticks)
+					kc = (uint32_t)(d->nticks - age < cnt ? d->nticks - age
+									      : cnt);
 			}
-			if (cnt > 1 && !(c & COUNT_TICKED))
+			if (cnt > 1 && !(c & WP_RAW_COUNT_TICKED))
 				cnt = 0; /* several ticks, but which? */
 		}
 		if (!(st < d->nst && stack_ok[st]) || cnt == 0) {
@@ -245,7 +256,7 @@ static int runs_of(const struct wp_raw_dump *d, const unsigned char *stack_ok,
 			out->samples[n++] = x; /* the first tick, at the record's own time */
 		if (kc > 0) {
 			/* the ticks the table knows: the record's last kc */
-			x.tick = (uint32_t)(d->tick_known - age - kc);
+			x.tick = (uint32_t)(d->nticks - age - kc);
 			x.n = kc;
 			x.t_ns = out->ticks[x.tick];
 			out->samples[n++] = x;

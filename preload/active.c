@@ -130,10 +130,14 @@ struct wp_slot *wp_active_at(uint32_t i)
 
 void wp_active_reset(void)
 {
-	uint32_t i, hw = atomic_load(&g->tab.hiwater), words = (g->tab.nr_slots + 63) / 64;
+	uint32_t i, hw, words = (g->tab.nr_slots + 63) / 64;
 
+	/* The claim stack is taken before hiwater is read: a slot claimed
+	 * since is above neither, and is pushed after the exchange, so it
+	 * stays on the stack for the next gather. */
 	act.nr = 0;
-	atomic_store(&g->tab.claim_head, 0);
+	atomic_exchange(&g->tab.claim_head, 0);
+	hw = atomic_load(&g->tab.hiwater);
 	for (i = 0; i < words; i++)
 		atomic_store(&g->tab.wake_map[i], 0);
 	for (i = 0; i < hw; i++) {

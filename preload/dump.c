@@ -366,6 +366,8 @@ void wp_dump_snapshot(void)
 	char json[WP_PATH_MAX], tag[24];
 	int n;
 
+	if (!g->smp.ring)
+		return; /* no ring (a forked child that could not map one) */
 	if (snap_space.conv.pid && !wp_convert_poll(&snap_space.conv)) {
 		snapshots_waiting++;
 		return;
@@ -473,6 +475,8 @@ static void chunk(void)
 
 void wp_dump_chunk(void)
 {
+	if (!g->smp.ring)
+		return;
 	wp_sample_collect();
 	wp_park_count();
 	chunk();
@@ -558,6 +562,8 @@ void wp_dump_exit(int exec)
 {
 	int k;
 
+	if (!g->smp.ring)
+		return; /* a forked child that could not map its ring: nothing kept */
 	if (!dump_take()) {
 		/* a fatal signal's dump on another thread: it is the profile */
 		dump_wait_done();

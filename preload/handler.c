@@ -342,8 +342,13 @@ WP_AS_SAFE static void capture(struct wp_slot *s, void *uc, uint32_t from)
 	if ((seq & 1) &&
 	    !wp_slot_live(s, seq, (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RSP],
 			  &((ucontext_t *)uc)->uc_stack) &&
-	    atomic_compare_exchange_strong(&s->thr.blk_seq, &seq, seq + 1))
+	    atomic_compare_exchange_strong(&s->thr.blk_seq, &seq, seq + 1)) {
 		seq++;
+		/* as every retraction: the sampler may have the thread pinned,
+		 * or parked (then it is told) */
+		if (atomic_load_explicit(&s->blk_pin, memory_order_seq_cst))
+			wp_slot_wait_unpinned(s);
+	}
 	/* Raced into a wrapped blocking call: tell the wrapper that an EINTR
 	 * it gets now is ours, so that it retries. */
 	if (seq & 1) {
@@ -438,6 +443,17 @@ WP_AS_SAFE static void on_sample_signal(int sig, siginfo_t *si, void *uc)
 
 	if (si->si_code == SI_TIMER && (v >> 48) == COOKIE_TIMER_MAGIC) {
 		on_timer(idx, uc);
+		errno = saved;
+		return;
+	}
+	/* The user's signal queue was full (RLIMIT_SIGPENDING) when our
+	 * signal was sent: the kernel delivers it all the same, without its
+	 * siginfo (SI_USER from pid 0, which no kill() of a process gives).
+	 * Ours when this thread waits for it. */
+	if (si->si_code == SI_USER && si->si_pid == 0 && (s = wp_slot_mine()) &&
+	    atomic_load_explicit(&s->state, memory_order_acquire) == S_SENT) {
+		if (atomic_load_explicit(&g->sh.sampling, memory_order_relaxed))
+			capture(s, uc, S_SENT);
 		errno = saved;
 		return;
 	}

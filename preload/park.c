@@ -26,9 +26,11 @@ void wp_park(struct wp_slot *s, uint32_t seq)
 	    (WP_TESTING && g->fix.cfg.test_signal_blocked))
 		return;
 	atomic_fetch_or_explicit(&s->blk_pin, WP_PIN_PARKED, memory_order_seq_cst);
+	/* hdl_depth before hdl_seq: the thread's read-modify-write of
+	 * hdl_depth publishes the hdl_seq it stored before it. */
 	if (atomic_load_explicit(&s->thr.blk_seq, memory_order_seq_cst) != seq ||
-	    (atomic_load_explicit(&s->thr.hdl_seq, memory_order_seq_cst) == seq &&
-	     atomic_load_explicit(&s->thr.hdl_depth, memory_order_seq_cst)) ||
+	    (atomic_load_explicit(&s->thr.hdl_depth, memory_order_seq_cst) &&
+	     atomic_load_explicit(&s->thr.hdl_seq, memory_order_seq_cst) == seq) ||
 	    wp_ring_run_open(g->smp.ring, &s->smp.run) < 0) {
 		/* It moved already (a wake bit it may have set is ignored: the
 		 * slot is not parked), or its record is not the newest. */
@@ -61,12 +63,33 @@ static void count_parked(struct wp_slot *s, uint32_t ticks, uint64_t now)
 	}
 }
 
-void wp_park_wake(struct wp_slot *s)
+/* Ends the open record of parked `s` at the tick before this one and
+ * counts its ticks. A record overwritten for room meanwhile counted the
+ * ticks it was stored with as overwritten; the ticks it stood for since,
+ * those between the one it was opened at and this one, are lost too. */
+static void close_parked(struct wp_slot *s)
 {
-	count_parked(s, wp_ring_run_close(g->smp.ring, &s->smp.run), g->smp.prev_tick_ns);
+	uint32_t ticks = wp_ring_run_close(g->smp.ring, &s->smp.run);
+
+	if (ticks)
+		count_parked(s, ticks, g->smp.prev_tick_ns);
+	else if (g->smp.ctr.nr_ticks > s->smp.park_tick + 1)
+		wp_ring_lost(g->smp.ring, g->smp.ctr.nr_ticks - s->smp.park_tick - 1);
+	s->smp.park_counted = 0;
+}
+
+/* `s` is watched tick by tick again. */
+static void unpark(struct wp_slot *s)
+{
 	s->smp.parked = 0;
 	atomic_fetch_and(&s->blk_pin, ~WP_PIN_PARKED);
 	wp_active_add(s);
+}
+
+void wp_park_wake(struct wp_slot *s)
+{
+	close_parked(s);
+	unpark(s);
 }
 
 void wp_park_roll(uint64_t now)
@@ -81,31 +104,39 @@ void wp_park_roll(uint64_t now)
 			continue;
 		/* Its record ends at the last tick; this tick starts the next
 		 * one (or extends it, if it is still short), opened again. */
-		count_parked(s, wp_ring_run_close(g->smp.ring, &s->smp.run), g->smp.prev_tick_ns);
+		close_parked(s);
 		g->smp.ctr.nr_reused++;
 		wp_sample_cached(s, now);
 		s->smp.park_tick = g->smp.ctr.nr_ticks;
-		if (wp_ring_run_open(g->smp.ring, &s->smp.run) < 0) {
-			/* (dropped: the tables are full) watched tick by tick */
-			s->smp.parked = 0;
-			atomic_fetch_and(&s->blk_pin, ~WP_PIN_PARKED);
-			wp_active_add(s);
-		} else {
+		if (wp_ring_run_open(g->smp.ring, &s->smp.run) < 0)
+			unpark(s); /* (not stored: the tables are full) */
+		else
 			s->smp.park_counted = wp_ring_run_ticks(g->smp.ring, &s->smp.run);
-		}
 	}
+}
+
+void wp_park_release(struct wp_slot *s)
+{
+	if (!s->smp.parked)
+		return;
+	if (g->smp.ring)
+		close_parked(s);
+	s->smp.parked = 0;
+	atomic_fetch_and(&s->blk_pin, ~WP_PIN_PARKED);
 }
 
 void wp_park_count(void)
 {
 	uint32_t hw = atomic_load(&g->tab.hiwater), i;
 
+	if (!g->smp.ring)
+		return;
 	for (i = 0; i < hw; i++) {
 		struct wp_slot *s = &g->tab.slots[i];
+		uint32_t ticks;
 
-		if (s->smp.parked)
-			count_parked(s, wp_ring_run_ticks(g->smp.ring, &s->smp.run),
-				     g->smp.prev_tick_ns);
+		/* (a record overwritten meanwhile is counted when it is closed) */
+		if (s->smp.parked && (ticks = wp_ring_run_ticks(g->smp.ring, &s->smp.run)) != 0)
+			count_parked(s, ticks, g->smp.prev_tick_ns);
 	}
 }
-

@@ -29,6 +29,10 @@ void wp_park_wake(struct wp_slot *s);
  * open record ended and a new one begun at `now`. */
 void wp_park_roll(uint64_t now);
 
+/* The thread of `s` is gone (its slot is being released): if it was
+ * parked, its open record ends and its ticks are counted. */
+void wp_park_release(struct wp_slot *s);
+
 /* Brings the counters of parked threads up to date (the ticks of their
  * open records): before a dump reads them (snapshot, chunk, exit). */
 void wp_park_count(void);

@@ -6,66 +6,13 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "ring.h"
+#include "ring_int.h"
 #include "test_hooks.h"
-#include "../output/raw.h"
 
-#define RING_MAX_FRAMES 4096 /* longest stack accepted; longer ones are cut */
-#define EMPTY 0u             /* hash slots hold index + 1 */
-
-#define COUNT_TICKED 0x80000000u /* in rsample.count: `tick` holds the first tick's number */
-#define COUNT_OPEN 0x40000000u   /* ... and the record goes on to the newest tick */
-#define COUNT_MASK 0x3fffffffu
+#define EMPTY 0u /* hash slots hold index + 1 */
 #define DEFAULT_TICKS 4096
 #define DEFAULT_MAX_RUN 128
 #define PAGE 4096
-
-/* One run-length record: `count` samples of one thread with one stack,
- * flags and syscall at consecutive ticks, the first at t_ns. */
-struct rsample {
-	uint64_t t_ns;
-	uint32_t tid;
-	uint32_t stack;
-	uint32_t flags;
-	uint32_t syscall;
-	uint32_t count; /* ticks (COUNT_MASK), | COUNT_TICKED, | COUNT_OPEN */
-	uint32_t tick;  /* the first tick's number, when COUNT_TICKED */
-};
-
-_Static_assert(sizeof(struct rsample) == WP_RING_RECORD_BYTES, "record size");
-
-struct wp_ring {
-	struct wp_ring_config cfg;
-	uint64_t serial;         /* which ring this is: refs from another never match */
-	struct wp_ring_stats stats;
-
-	struct rsample *samples; /* circular: [head, head + count) mod cap */
-	size_t head, count;
-	uint64_t base;           /* absolute number of the record at head */
-
-	uint64_t *ticks;         /* tick number n's time at ticks[n & tick_mask] */
-	uint32_t tick_mask;
-	uint32_t tick_newest;    /* the newest tick's number (wraps) */
-	uint64_t tick_nr;        /* ticks remembered: at most tick_mask + 1 */
-
-	struct wp_pc *pcs;       /* frame table */
-	size_t nr_pcs;
-	uint32_t *pc_hash;       /* pc_hash_size slots */
-	size_t pc_hash_size;
-
-	uint32_t *words;         /* stack arena */
-	size_t nr_words;
-	uint32_t *stack_off;     /* stack i: words[stack_off[i] .. + stack_len[i]) */
-	uint32_t *stack_len;
-	uint32_t *stack_hashv;   /* full hash of stack i */
-	size_t nr_stacks;
-	uint32_t *stack_hash;    /* stack_hash_size slots */
-	size_t stack_hash_size;
-
-	uint32_t scratch[RING_MAX_FRAMES];
-	void *map;
-	size_t map_len;
-};
 
 static uint64_t ring_serials; /* rings are created by one thread at a time */
 
@@ -107,7 +54,8 @@ static uint32_t hash_words(const uint32_t *w, unsigned n)
 
 /* Layout of the single mapping that holds every table. */
 struct layout {
-	size_t samples, ticks, pcs, pc_hash, words, stack_off, stack_len, stack_hashv, stack_hash, total;
+	size_t samples, ticks, pcs, pc_hash, words, stack_off, stack_len, stack_hashv, stack_hash,
+		total;
 };
 
 WP_AS_SAFE static void plan(const struct wp_ring_config *cfg, struct layout *l)
@@ -120,7 +68,8 @@ WP_AS_SAFE static void plan(const struct wp_ring_config *cfg, struct layout *l)
 		off += ((bytes) + 63) & ~(size_t)63; \
 	} while (0)
 	TAKE(samples, cfg->nr_samples * sizeof(struct rsample));
-	TAKE(ticks, pow2_at_least(cfg->nr_ticks ? cfg->nr_ticks : DEFAULT_TICKS) * sizeof(uint64_t));
+	TAKE(ticks,
+	     pow2_at_least(cfg->nr_ticks ? cfg->nr_ticks : DEFAULT_TICKS) * sizeof(uint64_t));
 	TAKE(pcs, cfg->nr_pcs * sizeof(struct wp_pc));
 	TAKE(pc_hash, pow2_at_least(cfg->nr_pcs * 2) * sizeof(uint32_t));
 	TAKE(words, cfg->nr_words * sizeof(uint32_t));
@@ -254,11 +203,6 @@ static int64_t stack_intern(struct wp_ring *r, const uint32_t *w, unsigned n)
 	return (int64_t)r->nr_stacks - 1;
 }
 
-static struct rsample *sample_at(const struct wp_ring *r, size_t k)
-{
-	return &r->samples[(r->head + k) % r->cfg.nr_samples];
-}
-
 /* Garbage-collects frames and stacks no live sample uses. Stacks and frames
  * keep their relative order, so both tables compact in place. */
 static int compact(struct wp_ring *r)
@@ -378,23 +322,6 @@ static uint32_t tick_of(struct wp_ring *r, uint64_t t, int *ok)
 	return 0;
 }
 
-/* Time of a record's last tick; 0 when that tick is forgotten (older than
- * every tick remembered, so long out of the window). Reads only inside the
- * ring's memory whatever the record holds. async-signal-safe */
-WP_AS_SAFE static uint64_t rec_end(const struct wp_ring *r, const struct rsample *x)
-{
-	uint32_t count = *(const volatile uint32_t *)&x->count, n = count & COUNT_MASK, last;
-
-	if ((count & (COUNT_TICKED | COUNT_OPEN)) == (COUNT_TICKED | COUNT_OPEN))
-		return r->ticks[r->tick_newest & r->tick_mask];
-	if (n <= 1 || !(count & COUNT_TICKED))
-		return x->t_ns;
-	last = x->tick + n - 1;
-	if ((uint32_t)(r->tick_newest - last) >= r->tick_nr)
-		return 0;
-	return r->ticks[last & r->tick_mask];
-}
-
 /* Gives back to the kernel the pages of the sample array that the head
  * left behind (from the record at old_head on), so that the memory the
  * ring holds follows what it keeps rather than the most it ever kept. The
@@ -451,11 +378,13 @@ static uint32_t rec_ticks(const struct wp_ring *r, const struct rsample *x)
 	return x->count & COUNT_MASK;
 }
 
-/* Makes room for one record: overwrites the oldest if full. */
+/* Makes room for one record: overwrites the oldest if full. An open
+ * record counts the ticks it was stored with; its parked thread's sampler
+ * counts the rest (wp_ring_lost), which it alone knows. */
 static void make_room(struct wp_ring *r)
 {
 	if (r->count == r->cfg.nr_samples) {
-		r->stats.nr_overwritten += rec_ticks(r, sample_at(r, 0));
+		r->stats.nr_overwritten += sample_at(r, 0)->count & COUNT_MASK;
 		drop_head(r);
 	}
 }
@@ -479,9 +408,8 @@ static int extend(struct wp_ring *r, struct wp_ring_run *run, uint32_t tick, uin
 	if (!x || (x->count & COUNT_OPEN))
 		return 0;
 	n = x->count & COUNT_MASK;
-	if (!(x->count & COUNT_TICKED) || x->tid != tid || x->stack != stack ||
-	    x->flags != flags || x->syscall != syscall || n >= r->cfg.max_run ||
-	    x->tick + n != tick)
+	if (!(x->count & COUNT_TICKED) || x->tid != tid || x->stack != stack || x->flags != flags ||
+	    x->syscall != syscall || n >= r->cfg.max_run || x->tick + n != tick)
 		return 0;
 	x->count++;
 	r->stats.nr_added++;
@@ -611,6 +539,11 @@ uint32_t wp_ring_run_close(struct wp_ring *r, const struct wp_ring_run *run)
 	return n;
 }
 
+void wp_ring_lost(struct wp_ring *r, uint64_t ticks)
+{
+	r->stats.nr_overwritten += ticks;
+}
+
 uint32_t wp_ring_run_ticks(const struct wp_ring *r, const struct wp_ring_run *run)
 {
 	const struct rsample *x = run_record(r, run);
@@ -637,163 +570,3 @@ size_t wp_ring_nr_pcs(const struct wp_ring *r)
 {
 	return r->nr_pcs;
 }
-
-/* ---- raw dump (async-signal-safe) ---------------------------------------- */
-
-/* One read of a field another thread may be changing: the value is then
- * checked, and never read again behind the check's back. */
-#define RAW_ONCE(x) (*(const volatile __typeof__(x) *)&(x))
-
-#define RING_RAW_VERSION 2u
-#define RING_RAW_HEAD_WORDS 17 /* u64 fields before the tables */
-#define RING_RAW_REC 32        /* bytes of one record */
-
-/* async-signal-safe */
-WP_AS_SAFE void wp_ring_raw_emit(const struct wp_ring *r, struct wp_raw_out *o, uint64_t from_ns)
-{
-	uint64_t cap = 0, head = 0, ns = 0, np = 0, nst = 0, nw = 0, nt = 0, known = 0, k, i;
-	uint32_t newest = 0;
-
-	if (r) {
-		cap = r->cfg.nr_samples;
-		head = RAW_ONCE(r->head);
-		ns = RAW_ONCE(r->count);
-		np = RAW_ONCE(r->nr_pcs);
-		nst = RAW_ONCE(r->nr_stacks);
-		nw = RAW_ONCE(r->nr_words);
-		newest = RAW_ONCE(r->tick_newest);
-		known = RAW_ONCE(r->tick_nr);
-		if (ns > cap)
-			ns = cap;
-		if (cap && head >= cap)
-			head %= cap;
-		if (np > r->cfg.nr_pcs)
-			np = r->cfg.nr_pcs;
-		if (nst > r->cfg.nr_stacks)
-			nst = r->cfg.nr_stacks;
-		if (nw > r->cfg.nr_words)
-			nw = r->cfg.nr_words;
-		if (known > (uint64_t)r->tick_mask + 1)
-			known = (uint64_t)r->tick_mask + 1;
-		/* Records that ended before from_ns left out: they come first
-		 * in ring order (stored in time order, none longer than
-		 * max_run ticks). */
-		while (from_ns && ns > 0 && rec_end(r, &r->samples[head]) < from_ns) {
-			ns--;
-			if (++head == cap)
-				head = 0;
-		}
-		/* The ticks the records written need: from the oldest first
-		 * tick among them that the table still knows, to the newest. */
-		for (k = 0, i = head; k < ns && nt < known; k++) {
-			const struct rsample *x = &r->samples[i];
-			uint32_t c = *(const volatile uint32_t *)&x->count;
-
-			if ((c & COUNT_TICKED) && ((c & COUNT_MASK) > 1 || (c & COUNT_OPEN))) {
-				uint64_t age = (uint32_t)(newest - x->tick);
-
-				nt = age >= known ? known : age + 1 > nt ? age + 1 : nt;
-			}
-			if (++i == cap)
-				i = 0;
-		}
-	}
-	wp_raw_sec_begin(o, WP_RAW_TAG_RING, RING_RAW_VERSION,
-			 RING_RAW_HEAD_WORDS * 8 + ns * RING_RAW_REC + nt * 8 + np * 16 + nst * 8 +
-				 nw * 4);
-	if (!r) {
-		wp_raw_out_zeros(o, RING_RAW_HEAD_WORDS * 8);
-		wp_raw_sec_end(o);
-		return;
-	}
-	wp_raw_out_u64(o, cap);
-	wp_raw_out_u64(o, r->cfg.nr_pcs);
-	wp_raw_out_u64(o, r->cfg.nr_stacks);
-	wp_raw_out_u64(o, r->cfg.nr_words);
-	wp_raw_out_u64(o, r->cfg.window_ns);
-	wp_raw_out_u64(o, RAW_ONCE(r->stats.nr_added));
-	wp_raw_out_u64(o, RAW_ONCE(r->stats.nr_overwritten));
-	wp_raw_out_u64(o, RAW_ONCE(r->stats.nr_dropped_full));
-	wp_raw_out_u64(o, RAW_ONCE(r->stats.nr_compactions));
-	wp_raw_out_u64(o, head);
-	wp_raw_out_u64(o, ns);
-	wp_raw_out_u64(o, np);
-	wp_raw_out_u64(o, nst);
-	wp_raw_out_u64(o, nw);
-	wp_raw_out_u64(o, nt);
-	wp_raw_out_u64(o, newest);
-	wp_raw_out_u64(o, 0);
-	/* Records in ring order: position head + k, wrapped (ns <= cap, so
-	 * ns > 0 implies cap > 0). */
-	for (k = 0, i = head; k < ns && !o->failed; k++) {
-		const struct rsample *x = &r->samples[i];
-		uint32_t rec[RING_RAW_REC / 4];
-		uint64_t t = x->t_ns;
-
-		memcpy(rec, &t, 8);
-		rec[2] = x->tid;
-		rec[3] = x->stack;
-		rec[4] = x->flags;
-		rec[5] = x->syscall;
-		rec[6] = x->count;
-		rec[7] = x->tick;
-		wp_raw_out_bytes(o, rec, sizeof(rec));
-		if (++i == cap)
-			i = 0;
-	}
-	/* The nt newest ticks' times, oldest first. */
-	for (k = 0; k < nt && !o->failed; k++) {
-		uint32_t nr = newest - (uint32_t)(nt - 1 - k);
-
-		wp_raw_out_u64(o, r->ticks[nr & r->tick_mask]);
-	}
-	for (k = 0; k < np && !o->failed; k++) {
-		uint32_t rec[4] = { 0 };
-		uint64_t a = r->pcs[k].addr;
-
-		memcpy(rec, &a, 8);
-		rec[2] = r->pcs[k].flags;
-		wp_raw_out_bytes(o, rec, sizeof(rec));
-	}
-	for (k = 0; k < nst && !o->failed; k++) {
-		uint32_t rec[2] = { r->stack_off[k], r->stack_len[k] };
-
-		wp_raw_out_bytes(o, rec, sizeof(rec));
-	}
-	/* The arena as it is in memory: indices are checked by the reader. */
-	for (k = 0; k < nw && !o->failed; k += 256) {
-		uint64_t n = nw - k < 256 ? nw - k : 256;
-
-		wp_raw_out_bytes(o, &r->words[k], n * sizeof(uint32_t));
-	}
-	wp_raw_sec_end(o);
-}
-
-#if WP_TESTING
-/* async-signal-safe */
-WP_AS_SAFE int wp_ring_raw_write(const struct wp_ring *r, int fd)
-{
-	struct wp_raw_out o;
-
-	wp_raw_out_init(&o, fd);
-	wp_ring_raw_emit(r, &o, 0);
-	return wp_raw_out_flush(&o);
-}
-
-void wp_ring_test_scramble(struct wp_ring *r, unsigned what)
-{
-	if ((what & WP_RING_SCRAMBLE_SAMPLE_STACK) && r->count > 0)
-		sample_at(r, r->count / 2)->stack = UINT32_MAX - 7;
-	if ((what & WP_RING_SCRAMBLE_STACK_FRAME) && r->nr_stacks > 0 && r->stack_len[0] > 0)
-		r->words[r->stack_off[0]] = (uint32_t)r->nr_pcs + 1000;
-	if ((what & WP_RING_SCRAMBLE_STACK_EXTENT) && r->nr_stacks > 1)
-		r->stack_off[1] = UINT32_MAX - 3;
-	if (what & WP_RING_SCRAMBLE_COUNTS) {
-		r->head = r->cfg.nr_samples * 3 + 1;
-		r->count = r->cfg.nr_samples + 5;
-		r->nr_pcs = (size_t)-1;
-		r->nr_stacks = r->cfg.nr_stacks + 1;
-		r->nr_words = r->cfg.nr_words * 2;
-	}
-}
-#endif

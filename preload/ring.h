@@ -99,6 +99,10 @@ int wp_ring_run_open(struct wp_ring *r, const struct wp_ring_run *run);
  * stands for then (0 if it was not open, or is gone: overwritten). */
 uint32_t wp_ring_run_close(struct wp_ring *r, const struct wp_ring_run *run);
 
+/* Ticks of a parked thread lost with its open record (overwritten for room
+ * before it was closed): counted as overwritten. */
+void wp_ring_lost(struct wp_ring *r, uint64_t ticks);
+
 /* The ticks `run` stands for now (an open one: to the newest tick), 0 if
  * it is gone. */
 uint32_t wp_ring_run_ticks(const struct wp_ring *r, const struct wp_ring_run *run);
@@ -126,7 +130,7 @@ int wp_ring_add_ref(struct wp_ring *r, uint64_t t_ns, uint32_t tid, uint32_t fla
 const struct wp_ring_stats *wp_ring_stats(const struct wp_ring *r);
 
 /* Raw dump of the ring for a dying process: one section, tag "RING",
- * version 1, whose layout output/raw.h gives with the rest of the dump's.
+ * version 2, whose layout output/raw.h gives with the rest of the dump's.
  *
  * Every live sample is written (the reader applies the window). The ring
  * may be mid-update by another thread: every count is read once and capped

@@ -31,6 +31,8 @@
 
 /* A sampling signal still undelivered after this long is given up. */
 #define WP_SENT_TIMEOUT_NS 200000000ull
+/* smp.cpu_ns of a thread whose CPU time was not read at the last tick */
+#define CPU_UNKNOWN UINT64_MAX
 
 /* This library's executable segment, so that the return addresses inside
  * our wrappers can be left out of stacks (see drop_own_frames). */
@@ -75,7 +77,7 @@ static void take(struct wp_slot *s, uint64_t t_ns)
 {
 	struct wp_thread *t;
 	/* our signal's: the system call the probe saw; the timer's: none */
-	uint32_t flags = 0, n, sysno = s->hdl.timer ? UINT32_MAX : sysno;
+	uint32_t flags = 0, n, sysno = s->hdl.timer ? UINT32_MAX : s->smp.sig_sysno;
 
 	if (!(s->hdl.uflags & WP_UNW_BLOCKED))
 		flags |= WP_SAMPLE_ON_CPU;
@@ -98,17 +100,16 @@ static void take(struct wp_slot *s, uint64_t t_ns)
 	if (n > 0) {
 		uint32_t k;
 
-		wp_ring_add_get_ref(g->smp.ring, t_ns, atomic_load(&s->tid), flags, sysno,
-				    s->buf, n, 1, &s->smp.stk_ref, &s->smp.run);
+		wp_ring_add_get_ref(g->smp.ring, t_ns, atomic_load(&s->tid), flags, sysno, s->buf,
+				    n, 1, &s->smp.stk_ref, &s->smp.run);
 		/* The thread had not run since the signal was sent, so this
 		 * stack is also where it was at those ticks. */
 		for (k = 0; k < s->smp.nr_pend; k++)
 			if (wp_ring_add_ref(g->smp.ring, s->smp.pend_ns[k], atomic_load(&s->tid),
-					    flags, sysno, &s->smp.stk_ref,
-					    &s->smp.run) < 0)
+					    flags, sysno, &s->smp.stk_ref, &s->smp.run) < 0)
 				wp_ring_add_get_ref(g->smp.ring, s->smp.pend_ns[k],
-						    atomic_load(&s->tid), flags, sysno,
-						    s->buf, n, 1, &s->smp.stk_ref, &s->smp.run);
+						    atomic_load(&s->tid), flags, sysno, s->buf, n,
+						    1, &s->smp.stk_ref, &s->smp.run);
 		g->smp.ctr.nr_samples += s->smp.nr_pend;
 		if (t)
 			t->nr_samples += s->smp.nr_pend;
@@ -407,6 +408,30 @@ static void record_blocked_proc(struct wp_slot *s, uint64_t now, uint64_t nr, ui
 	wp_sample_cached(s, now);
 }
 
+/* Whether the cached stack is an on-CPU capture of this tick or the two
+ * before: what a running thread whose timer brought nothing new this
+ * tick is given. */
+static int recent_on_cpu(const struct wp_slot *s)
+{
+	return s->smp.nr_cached_ok && s->smp.sampled_seq == 0 &&
+	       (s->smp.cached_flags & WP_SAMPLE_ON_CPU) &&
+	       g->smp.ctr.nr_ticks - s->smp.cap_tick <= 2;
+}
+
+/* A running thread whose timer's capture is being taken at this very
+ * moment (S_TIMED): its capture of the tick or two before stands for this
+ * tick; with none that recent the tick is lost, and counted (the capture
+ * under way is the next tick's). */
+static void hold(struct wp_slot *s, uint64_t now)
+{
+	if (recent_on_cpu(s)) {
+		g->smp.ctr.nr_held++;
+		wp_sample_cached(s, now);
+	} else {
+		g->smp.ctr.nr_pending++;
+	}
+}
+
 /* Thread CPU time without a file descriptor: the kernel derives a per-thread
  * CPU clock id from the tid. Returns -1 once the thread is gone. */
 static int thread_cpu_ns(uint32_t tid, uint64_t *ns)
@@ -434,13 +459,8 @@ static void send_signal(struct wp_slot *s, uint64_t now, uint32_t sysno)
 	if (!atomic_compare_exchange_strong_explicit(&s->state, &idle, S_SENT, memory_order_release,
 						     memory_order_relaxed)) {
 		/* The thread's timer fired just now: its capture is being
-		 * taken; the last stack stands for this tick. */
-		if (s->smp.nr_cached_ok) {
-			g->smp.ctr.nr_held++;
-			wp_sample_cached(s, now);
-		} else {
-			g->smp.ctr.nr_pending++;
-		}
+		 * taken. */
+		hold(s, now);
 		return;
 	}
 	memset(&si, 0, sizeof(si));
@@ -495,16 +515,6 @@ static int blocked_in_call(struct wp_slot *s, uint32_t seq, uint64_t sp)
 
 /* One thread, one tick: exactly one sample, with a signal only when the
  * thread is running or nothing else is known about where it blocks. */
-/* Whether the cached stack is an on-CPU capture of this tick or the two
- * before: what a running thread whose timer brought nothing new this
- * tick is given. */
-static int recent_on_cpu(const struct wp_slot *s)
-{
-	return s->smp.nr_cached_ok && s->smp.sampled_seq == 0 &&
-	       (s->smp.cached_flags & WP_SAMPLE_ON_CPU) &&
-	       g->smp.ctr.nr_ticks - s->smp.cap_tick <= 2;
-}
-
 /* A running thread's sample at this tick: the capture its timer took
  * since the last tick (`fresh`), else, if it has a timer, its capture of
  * the tick or two before (the timer fires on the thread's own CPU time,
@@ -522,7 +532,7 @@ static void sample_running(struct wp_slot *s, uint64_t now, int fresh)
 	} else {
 		send_signal(s, now, UINT32_MAX);
 	}
-	if (s->smp.long_runs >= 3 && wp_timers_wanted(s))
+	if (s->smp.busy_ticks >= 3 && wp_timers_wanted(s))
 		wp_timers_arm(s);
 }
 
@@ -530,7 +540,7 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 {
 	uint32_t seq = atomic_load_explicit(&s->thr.blk_seq, memory_order_acquire);
 	uint32_t tid = atomic_load(&s->tid), st;
-	uint64_t cpu, nr, sp, pc, since;
+	uint64_t cpu, delta, nr, sp, pc, since;
 	unsigned long long args[6];
 	int ran, fresh = 0, whole;
 
@@ -547,6 +557,9 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 	if ((seq & 1) && (atomic_load(&s->thr.hdl_seq) != seq || !atomic_load(&s->thr.hdl_depth))) {
 		drop_timer_capture(s); /* taken before it blocked */
 		if (sample_published(s, seq, now) == 0) {
+			/* its CPU time is not read while it blocks: unknown */
+			s->smp.cpu_ns = CPU_UNKNOWN;
+			s->smp.busy_ticks = 0;
 			wp_park(s, seq);
 			return;
 		}
@@ -557,13 +570,15 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 		return;
 	}
 	ran = cpu != s->smp.cpu_ns;
+	/* CPU time since the last tick (none known after a blocking call) */
+	delta = s->smp.cpu_ns == CPU_UNKNOWN ? 0 : cpu - s->smp.cpu_ns;
 	/* Ran (nearly) the whole time since the last tick: running still,
 	 * whatever /proc would say a microsecond later. */
 	since = g->smp.prev_tick_ns && now > g->smp.prev_tick_ns ? now - g->smp.prev_tick_ns
-								  : 1000000000ull / g->fix.cfg.hz;
-	whole = cpu - s->smp.cpu_ns >= since / 10 * 9;
+								 : 1000000000ull / g->fix.cfg.hz;
+	whole = delta >= since / 10 * 9;
 	/* ticks in a row it ran a quarter of the period or more */
-	s->smp.long_runs = cpu - s->smp.cpu_ns >= since / 4 ? s->smp.long_runs + 1 : 0;
+	s->smp.busy_ticks = delta >= since / 4 ? s->smp.busy_ticks + 1 : 0;
 	s->smp.cpu_ns = cpu;
 	st = atomic_load_explicit(&s->state, memory_order_acquire);
 	if (st == S_SENT && now - s->smp.t_ns >= WP_SENT_TIMEOUT_NS) {
@@ -591,14 +606,9 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 		}
 	}
 	if (st == S_TIMED) {
-		/* The timer's capture is being taken right now: the thread runs;
-		 * its last stack stands for this tick. */
-		if (s->smp.nr_cached_ok) {
-			g->smp.ctr.nr_held++;
-			wp_sample_cached(s, now);
-		} else {
-			g->smp.ctr.nr_pending++;
-		}
+		/* The timer's capture is being taken right now: the thread
+		 * runs. */
+		hold(s, now);
 		return;
 	}
 	if (st != S_IDLE && !fresh) {

@@ -90,8 +90,8 @@ WP_AS_SAFE void wp_sampler_names_changed(void);
  * `real`, never while the sampler places a timer id of its own (a
  * process-wide kernel mode). It waits only for the sampler's few system
  * calls. Not async-signal-safe (neither is timer_create). */
-int wp_sampler_timer_create(int (*real)(clockid_t, struct sigevent *, timer_t *),
-			    clockid_t clock, struct sigevent *sev, timer_t *id);
+int wp_sampler_timer_create(int (*real)(clockid_t, struct sigevent *, timer_t *), clockid_t clock,
+			    struct sigevent *sev, timer_t *id);
 
 /* The interposed timer_delete (timers.c): the program's own call through
  * `real`; the sampler arms CPU timers only while the program holds no

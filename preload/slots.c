@@ -21,6 +21,7 @@
 #include "sampler.h"
 #include "sigmask.h"
 #include "active.h"
+#include "park.h"
 #include "slots.h"
 #include "timers.h"
 
@@ -170,7 +171,7 @@ WP_AS_SAFE void wp_slot_reset(struct wp_slot *s, enum wp_slot_scope scope, uint3
 	/* (the timer itself is deleted before: wp_timers_disarm) */
 	s->smp.timer_id = 0;
 	s->smp.timer_on = 0;
-	s->smp.long_runs = 0;
+	s->smp.busy_ticks = 0;
 	if (scope == WP_SLOT_WHOLE) {
 		atomic_store_explicit(&s->tid, tid, memory_order_relaxed);
 		/* A late handler or cookie of the earlier owner's sees a new
@@ -198,11 +199,12 @@ WP_AS_SAFE struct wp_slot *wp_slot_claim(uint32_t tid)
 
 		while (v) {
 			uint64_t bit = v & -v;
-			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(v), expect = S_FREE, hw, want;
+			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(v), expect = S_FREE, hw,
+				 want;
 			struct wp_slot *s = &g->tab.slots[i];
 
-			if (!atomic_compare_exchange_weak_explicit(&g->tab.free_map[w], &v, v & ~bit,
-								   memory_order_acquire,
+			if (!atomic_compare_exchange_weak_explicit(&g->tab.free_map[w], &v,
+								   v & ~bit, memory_order_acquire,
 								   memory_order_relaxed))
 				continue; /* v reloaded */
 			if (!atomic_compare_exchange_strong(&s->state, &expect, S_CLAIMED)) {
@@ -220,7 +222,8 @@ WP_AS_SAFE struct wp_slot *wp_slot_claim(uint32_t tid)
 				return cur ? &g->tab.slots[cur - 1] : NULL;
 			}
 			hw = atomic_load(&g->tab.hiwater);
-			while (hw < i + 1 && !atomic_compare_exchange_weak(&g->tab.hiwater, &hw, i + 1))
+			while (hw < i + 1 &&
+			       !atomic_compare_exchange_weak(&g->tab.hiwater, &hw, i + 1))
 				;
 			atomic_store_explicit(&s->state, S_IDLE, memory_order_release);
 			wp_active_claimed(s);
@@ -272,9 +275,7 @@ void wp_slot_release(struct wp_slot *s)
 	 * timer goes. */
 	wp_active_remove(s);
 	wp_timers_disarm(s);
-	if (s->smp.parked)
-		wp_ring_run_close(g->smp.ring, &s->smp.run);
-	s->smp.parked = 0;
+	wp_park_release(s);
 	if (tid < g->tab.nr_tids)
 		atomic_compare_exchange_strong(&g->tab.tid_slot[tid], &idx, 0);
 	atomic_store(&s->tid, 0);

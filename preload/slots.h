@@ -135,7 +135,8 @@ struct wp_slot {
 					    * stays mapped while it lives: [start of the mapping
 					    * holding its thread control block, the TCB) */
 		uint64_t fp_sp, fp_pc, fp_nr; /* /proc fingerprint of the cached blocked stack */
-		uint64_t cpu_ns; /* thread CPU time at the last tick */
+		uint64_t cpu_ns; /* thread CPU time at the last tick (UINT64_MAX: not read
+				  * then, it was in a blocking call) */
 		uint64_t pend_ns[WP_SLOT_PEND]; /* ticks that came while our signal was pending */
 		uint32_t nr_pend;
 		uint64_t scan; /* last /proc scan that listed the thread, or under
@@ -154,7 +155,7 @@ struct wp_slot {
 		uint64_t cap_tick; /* nr_ticks of the capture the cached stack comes from */
 		int32_t timer_id; /* the thread's CPU-time timer (timers.c), when timer_on */
 		uint32_t timer_on;
-		uint32_t long_runs; /* consecutive ticks it ran a quarter of the period or more */
+		uint32_t busy_ticks; /* consecutive ticks it ran a quarter of the period or more */
 	} smp;
 };
 

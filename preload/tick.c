@@ -115,25 +115,28 @@ void wp_tick_mark_start(void)
  * fresh names and counters; the module map is the parent's (same mappings). */
 static void reset_after_fork(void)
 {
+	/* Threads that survive (a failed exec restarts us with the program's
+	 * threads still there) keep their slots, and what they publish there,
+	 * but the sampler starts over: new thread-table entries (the slots
+	 * forget their entries' serials, and the table starts empty), no cached
+	 * stacks (their references point into the old ring), nothing parked.
+	 * Their timers are deleted with the sampler's memory of them (in a
+	 * forked child there are none: a timer is not inherited, and the ids
+	 * deleted are never the program's). Done before the new ring, which
+	 * may fail. */
+	wp_timers_disarm_all();
+	wp_slots_sampler_restart();
+	wp_threads_restart();
 	wp_ring_destroy(g->smp.ring);
 	g->smp.ring = wp_ring_create(&g->fix.ring_cfg);
 	if (!g->smp.ring) {
+		/* The sampler goes on ticking (the end of the process is still
+		 * watched), without the ring. */
 		atomic_store(&g->sh.sampling, 0);
 		wp_log(WP_LOG_ERROR, "forked child %d: cannot allocate the ring; profiling is off",
 		       g->fix.pid);
 		return;
 	}
-	/* Threads that survive (a failed exec restarts us with the program's
-	 * threads still there) keep their slots, and what they publish there,
-	 * but the sampler starts over: new thread-table entries (the slots
-	 * forget their entries' serials, and the table starts empty), no cached
-	 * stacks (their references point into the old ring). */
-	/* The timers of threads that survive a failed exec are deleted with
-	 * the sampler's memory of them (in a forked child there are none: a
-	 * timer is not inherited, and the ids deleted are never the program's). */
-	wp_timers_disarm_all();
-	wp_slots_sampler_restart();
-	wp_threads_restart();
 	memset(&g->smp.ctr, 0, sizeof(g->smp.ctr));
 	g->smp.next_scan = 0;
 	wp_tick_mark_start();
@@ -163,11 +166,14 @@ static void tick(uint64_t now)
 	if (g->sig.sample_onstack && !g->smp.go_checked)
 		go_notice();
 	/* This tick numbered first: the open records of parked threads reach
-	 * it, and those whose threads moved end at the one before. */
-	wp_ring_tick(g->smp.ring, now);
-	wp_active_gather_claims();
-	wp_active_gather_wakes(wp_park_wake);
-	wp_sample_collect();
+	 * it, and those whose threads moved end at the one before. Without a
+	 * ring (a restart that could not map one) nothing is sampled. */
+	if (g->smp.ring) {
+		wp_ring_tick(g->smp.ring, now);
+		wp_active_gather_claims();
+		wp_active_gather_wakes(wp_park_wake);
+		wp_sample_collect();
+	}
 	if (g->smp.ctr.nr_ticks >= g->smp.next_scan) {
 		/* A listing costs about 2 us a thread: with many threads it
 		 * comes less often (at most 0.5 % of a core), down from ten
@@ -180,7 +186,7 @@ static void tick(uint64_t now)
 		g->smp.next_scan = g->smp.ctr.nr_ticks +
 				   (every > g->fix.ticks_per_scan ? every : g->fix.ticks_per_scan);
 	}
-	if (atomic_load(&g->sh.sampling)) {
+	if (atomic_load(&g->sh.sampling) && g->smp.ring) {
 		/* The active list: a call may take the slot off it (parked,
 		 * released), which moves the last one into its place. */
 		for (i = 0; i < wp_active_count();) {

@@ -9,14 +9,17 @@
  *
  * Timer ids are the process's: a timer of ours would take the id the
  * program's next timer_create would have got. So ours are created with ids
- * the program never gets (INT_MAX - slot), through the kernel's
- * PR_TIMER_CREATE_RESTORE_IDS mode, which is process-wide: the interposed
- * timer_create waits while the sampler has it on. On a kernel without that
- * mode, or when the signal-queue limit is near, there are no timers and
- * the sampler signals running threads as before.
+ * the program never gets (INT_MAX - 1 - slot), through the kernel's
+ * PR_TIMER_CREATE_RESTORE_IDS mode, which is process-wide (the interposed
+ * timer_create and timer_delete wait while the sampler has it on), and the
+ * kernel's next id is put back, which can be done exactly only while the
+ * process holds no timer but ours. On a kernel without that mode, while
+ * the program holds timers, or when the signal-queue limit is near, no new
+ * timer is made and the sampler signals running threads as before.
  *
- * Sampler only; the interposer's side is wp_sampler_timer_create
- * (sampler.h). */
+ * The sampler's, but for wp_timers_forget_all (a forked child's first
+ * thread) and the interposers' side, wp_sampler_timer_create and
+ * wp_sampler_timer_delete (sampler.h). */
 #ifndef WP_TIMERS_H
 #define WP_TIMERS_H
 
@@ -49,8 +52,5 @@ void wp_timers_disarm_all(void);
 /* A forked child: the parent's timers are not its own (timers are not
  * inherited); the slots forget them. */
 void wp_timers_forget_all(void);
-
-/* Timers armed now, and ever (for the profile's counters). */
-uint32_t wp_timers_live(void);
 
 #endif

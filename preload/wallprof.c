@@ -39,6 +39,9 @@ typedef int (*wp_fexecve_fn)(int, char *const[], char *const[]);
 static wp_execve_fn real_execve, real_execvpe;
 static wp_execv_fn real_execv, real_execvp;
 static wp_fexecve_fn real_fexecve;
+typedef int (*wp_timer_create_fn)(clockid_t, struct sigevent *, timer_t *);
+static wp_timer_create_fn real_timer_create;
+static int (*real_timer_delete)(timer_t);
 
 __attribute__((constructor)) static void wp_init(void)
 {
@@ -56,6 +59,8 @@ __attribute__((constructor)) static void wp_init(void)
 	real_execv = (wp_execv_fn)dlsym(RTLD_NEXT, "execv");
 	real_execvp = (wp_execv_fn)dlsym(RTLD_NEXT, "execvp");
 	real_fexecve = (wp_fexecve_fn)dlsym(RTLD_NEXT, "fexecve");
+	real_timer_create = (wp_timer_create_fn)dlsym(RTLD_NEXT, "timer_create");
+	real_timer_delete = (int (*)(timer_t))dlsym(RTLD_NEXT, "timer_delete");
 	wp_block_init();
 	if (wp_sampler_start() == 0)
 		wp_thread_start_init();
@@ -210,12 +215,11 @@ WP_EXPORT int prctl(int option, ...)
 }
 
 /* timer_create: the program's timers get the ids they would without us,
- * ours being placed out of their way (timers.h); the two never overlap. */
-typedef int (*wp_timer_create_fn)(clockid_t, struct sigevent *, timer_t *);
-
+ * ours being placed out of their way (timers.h); the two never overlap.
+ * Before our constructor (another library's), looked up on the spot. */
 WP_EXPORT int timer_create(clockid_t clock, struct sigevent *sev, timer_t *id)
 {
-	static wp_timer_create_fn real;
+	wp_timer_create_fn real = real_timer_create;
 
 	if (!real)
 		real = (wp_timer_create_fn)next_symbol("timer_create");
@@ -224,7 +228,7 @@ WP_EXPORT int timer_create(clockid_t clock, struct sigevent *sev, timer_t *id)
 
 WP_EXPORT int timer_delete(timer_t id)
 {
-	static int (*real)(timer_t);
+	int (*real)(timer_t) = real_timer_delete;
 
 	if (!real)
 		real = (int (*)(timer_t))next_symbol("timer_delete");

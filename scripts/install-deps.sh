@@ -64,6 +64,7 @@ missing() {
 	command -v c++ >/dev/null 2>&1 || need build-essential
 	command -v make >/dev/null 2>&1 || need build-essential
 	command -v python3 >/dev/null 2>&1 || need python3
+	command -v clang >/dev/null 2>&1 || need clang # make clang-check
 	command -v eu-stack >/dev/null 2>&1 || need elfutils
 	command -v go >/dev/null 2>&1 || need golang-go # test/e2e/golang.py (cgo test program), formats.py (go tool pprof)
 	command -v npm >/dev/null 2>&1 || need nodejs npm # test/e2e/formats.py (speedscope's importer in node)

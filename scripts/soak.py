@@ -13,10 +13,8 @@ under the preload at --hz for --seconds, sends it SIGUSR2 every
 - memory: VmRSS/VmHWM from /proc/PID/status every second; the peak, and
   whether RSS stopped growing: the maximum over the last third of the run at
   most 1.1 x the maximum around the baseline (or no more above it than the
-  ring's reserved size, whose tables fill as new stacks come), which is one third in, or
-  later: after the sample ring wrapped (the ring's pages are touched as it
-  fills, which is no leak; --ring-mb 8, the default here, makes it wrap
-  within a minute at 1000 Hz);
+  ring's reserved size: the ring's pages are touched as it fills, which is
+  no leak), the baseline one third in;
 - output: every snapshot and child profile is complete JSON (checked and
   deleted as they come, so the disk does not fill), every SIGUSR2 gives a
   snapshot, the exit profile passes test/sentry_check.py, no temporary file
@@ -200,7 +198,6 @@ def main():
     hwm = 0
     sent = 0
     snapshots = {}    # n -> samples
-    wrapped = [None]  # seconds into the run when a snapshot first showed a full ring
     ring_kib = [0]    # the ring's reserved memory (wallprof.ring_bytes)
     children = 0
     bad_files = []
@@ -226,12 +223,8 @@ def main():
             if m:
                 snapshots[int(m.group(1))] = sample_count(obj)
                 w = (obj or {}).get("wallprof") or {}
-                rec, cap = w.get("samples_recorded"), w.get("ring_samples")
                 if isinstance(w.get("ring_bytes"), int):
                     ring_kib[0] = w["ring_bytes"] // 1024
-                if (wrapped[0] is None and isinstance(rec, int) and isinstance(cap, int)
-                        and rec >= cap):
-                    wrapped[0] = time.monotonic() - t0
             else:
                 children += 1
             os.unlink(path)
@@ -304,11 +297,6 @@ def main():
                     failures.append("exit profile fails sentry_check: %s"
                                     % "; ".join(str(e) for e in errs[:3]))
                 w = obj.get("wallprof") or {}
-                rec, cap = w.get("samples_recorded"), w.get("ring_samples")
-                if (wrapped[0] is None and isinstance(rec, int) and isinstance(cap, int)
-                        and rec >= cap > 0):
-                    # No snapshot saw it: estimate from the steady recording rate.
-                    wrapped[0] = duration * cap / rec
                 losses = {k: w.get(k) for k in ("dropped_full", "overwritten", "threads_untracked",
                                                 "send_failed", "pending", "unwind_failed")
                           if w.get(k)}
@@ -335,16 +323,14 @@ def main():
             f.write("%.1f\t%d\n" % (t, r))
     peak_kib = max([hwm] + [r for _, r in rss])
     slope_note = None
-    # The ring's pages are touched as it fills: the baseline comes after it
-    # wrapped (a snapshot with samples_recorded >= ring_samples).
+    # The ring's pages are touched as it fills (a run-length record may
+    # stand for many ticks: whether it wrapped cannot be told from the
+    # counters), which growth within its reserved size allows for.
     half = max(args.snapshot_every, 2.0)
-    base_at = max(args.seconds / 3, (wrapped[0] or 0) + half)
+    base_at = args.seconds / 3
     rss_note = ("too short to judge RSS growth (the baseline is at %.0f s; run at least %.0f s)"
                 % (base_at, (base_at + half) / 0.8))
-    if wrapped[0] is None:
-        rss_note = ("RSS growth not judged: the sample ring never wrapped (samples_recorded < "
-                    "ring_samples); use a smaller --ring-mb")
-    elif base_at + half <= args.seconds * 0.8 and rss:
+    if base_at + half <= args.seconds * 0.8 and rss:
         base = [r for t, r in rss if base_at - half <= t <= base_at + half]
         tail = [r for t, r in rss if t >= max(base_at + half, args.seconds * 2 / 3)]
         if base and tail:
@@ -362,9 +348,9 @@ def main():
             # is the ring filling up, not a leak.
             within_ring = ring_kib[0] and max(tail) - max(base) <= ring_kib[0]
             ok = grow <= RSS_GROWTH or within_ring
-            rss_note = ("ring wrapped by %.0f s; RSS at most %.1f MiB around %.0f s, at most %.1f "
+            rss_note = ("RSS at most %.1f MiB around %.0f s, at most %.1f "
                         "MiB in the last third (x%.2f; the ring reserves %.1f MiB): %s"
-                        % (wrapped[0], max(base) / 1024, base_at, max(tail) / 1024, grow,
+                        % (max(base) / 1024, base_at, max(tail) / 1024, grow,
                            ring_kib[0] / 1024,
                            "stable" if grow <= RSS_GROWTH else
                            "bounded by the ring" if ok else "STILL GROWING"))

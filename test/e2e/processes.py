@@ -297,7 +297,18 @@ def tests(rt):
         check(n >= 20, "daemon profile has %d wpt_daemon_work samples (want >= 20)" % n)
         no_partial_files(work)
 
+    def test_fork_no_memory(tmp):
+        """Forked children that lower RLIMIT_AS below what they have mapped
+        at once: their new sampler cannot map its ring and profiling is off
+        in them, with one line; they run on and exit 0 (they died of
+        SIGSEGV when the sampler ticked on without a ring)."""
+        r = rt.run_bounded([rt.prog("processes"), "forknomem"], tmp, timeout=60)
+        check(r.rc == 0, r.describe())
+        check(r.stdout == "forknomem: 0 of 8 children did not exit 0\n",
+              "stdout %r" % r.stdout)
+
     return [
+        ("proc_fork_no_memory", test_fork_no_memory),
         ("proc_fork", test_fork),
         ("proc_fork_exec", test_fork_exec),
         ("proc_exec_fails", test_exec_fails),

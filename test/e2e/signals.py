@@ -72,6 +72,19 @@ def tests(rt):
               "under the preload, %d without" % (b, a))
         profile(r, 30, "wpt_sig_work")
 
+    def test_queue_full(tmp):
+        """The user's signal queue full (RLIMIT_SIGPENDING): our sampling
+        signal, sent with its siginfo, arrives without it (as SI_USER from
+        pid 0): it is still ours, not the program's, whose default action
+        would end the program (it did, "Profiling timer expired")."""
+        plain, r = pair(tmp, "queuefull")
+        check(r.stdout == "queuefull: done\n" and r.stdout == plain.stdout,
+              "stdout %r, without the preload %r" % (r.stdout, plain.stdout))
+        obj, _ = profile(r)
+        worker = [ss for tid, ss in rt.samples_by_thread(obj).items()
+                  if tid != str(r.pid) and len(fn_samples(obj, ss, "wpt_sig_work")) >= 40]
+        check(len(worker) == 1, "no worker thread with 40 samples in wpt_sig_work")
+
     def test_reset_all(tmp):
         """Every disposition reset to SIG_DFL: our pending SIGPROF must never
         meet a default action (which would kill the program)."""
@@ -149,6 +162,7 @@ def tests(rt):
     return [
         ("sig_own_sigprof_itimer", test_own_sigprof),
         ("sig_timer_create_sigalrm", test_timer_create),
+        ("sig_queue_full", test_queue_full),
         ("sig_reset_all_dfl", test_reset_all),
         ("sig_mask_sigprof_main", test_mask_sigprof),
         ("sig_mask_sigprof_main_thread", test_mask_sigprof_thread),

@@ -304,7 +304,30 @@ def tests(rt):
               % (on, seq.count("1")))
         check(changes == 2, "%d changes in and out of the handler, want 2: %s" % (changes, seq))
 
+    def test_rawfutex(tmp):
+        """A thread in a futex wait without timeout that no wrapper sees:
+        the one blocked place that gets a signal (the kernel restarts the
+        call unseen), once; its samples off CPU, labelled futex, in the
+        waiting function (a regression: the label was lost from signalled
+        samples)."""
+        r = rt.run_bounded([rt.prog("threads"), "rawfutex"], tmp, timeout=SIGBLOCK_TIMEOUT)
+        check(r.rc == 0 and r.stdout == "rawfutex: woken\n", r.describe())
+        obj = rt.exit_profile(r)
+        rt.check_valid(obj)
+        ss = rt.thread_samples(obj, "rawfutex")
+        good = [s for s in ss if s.get("on_cpu") is False and s.get("syscall") == "futex"
+                and "wpt_raw_futex_wait" in rt.stack_functions(obj, s["stack_id"])]
+        w = rt.wallprof_section(obj)
+        note("rawfutex: %d samples, %d off CPU in futex in wpt_raw_futex_wait; signals_blocked %s"
+             % (len(ss), len(good), w.get("signals_blocked")))
+        check(len(ss) >= 40, "only %d samples of the waiting thread" % len(ss))
+        check(len(good) >= 0.8 * len(ss), "only %d of %d samples off CPU, labelled futex, in "
+              "wpt_raw_futex_wait" % (len(good), len(ss)))
+        check(1 <= int(w.get("signals_blocked") or 0) <= 3,
+              "signals_blocked %s, want one (or a few)" % w.get("signals_blocked"))
+
     return [
+        ("thr_rawfutex", test_rawfutex),
         ("thr_idle_window", test_idle_window),
         ("thr_park_wake", test_park_wake),
         ("thr_handler_over_parked", test_handler_over_parked),

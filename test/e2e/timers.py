@@ -78,7 +78,36 @@ def tests(rt):
             check(r.stdout == bare.stdout, "ids %r, without the profiler %r"
                   % (r.stdout.strip(), bare.stdout.strip()))
 
+    def test_raw_held(tmp):
+        """The program holds a timer made by a raw system call (the
+        interposed timer_create never saw it) while threads that would get
+        CPU timers run: its next timer's id is the one it gets without the
+        profiler (no timer of ours is made then: /proc/self/timers shows
+        the program's)."""
+        argv = [rt.prog("timers"), "raw"]
+        bare = rt.run_plain(argv, tmp)
+        check(bare.rc == 0 and bare.stdout.startswith("timers: raw "), bare.describe())
+        r = rt.run_bounded(argv, tmp, timeout=30)
+        check(r.rc == 0 and r.stdout == bare.stdout, "stdout %r, without the profiler %r"
+              % (r.stdout, bare.stdout))
+
+    def test_queue_limit(tmp):
+        """The user's signal queue nearly full (RLIMIT_SIGPENDING; every
+        timer holds an entry of it): with room for 1, 2 or 3 entries, the
+        program's first timer still gets id 0 (with 2, the timer that puts
+        the kernel's next id back did not fit after ours: ours is deleted
+        to make room)."""
+        for room in ("1", "2", "3"):
+            argv = [rt.prog("timers"), "queue", room]
+            bare = rt.run_plain(argv, tmp)
+            check(bare.rc == 0 and bare.stdout == "timers: first id 0\n", bare.describe())
+            r = rt.run_bounded(argv, tmp, timeout=30)
+            check(r.rc == 0 and r.stdout == bare.stdout, "room %s: stdout %r, without the "
+                  "profiler %r" % (room, r.stdout, bare.stdout))
+
     return [
+        ("timers_raw_held", test_raw_held),
+        ("timers_queue_limit", test_queue_limit),
         ("timers_spin", test_spin),
         ("timers_spin_without", test_spin_without),
         ("timers_ids", test_ids),

@@ -17,6 +17,10 @@
  *                                  returns from its start routine, which ends the child
  *                                  with status 0; the parent waits (up to 10 s) and prints
  *                                  the child's status
+ *   processes forknomem            8 times: fork; the child at once lowers RLIMIT_AS
+ *                                  below what it has mapped (its new sampler cannot map
+ *                                  its ring), sleeps 0.2 s and _exit(0)s; prints how
+ *                                  many children ended otherwise
  * The parent modes print "child PID" and "child status: exited N" /
  * "killed by N" on stdout (lines the test normalizes by pid). Every mode
  * retries its waits on EINTR. */
@@ -31,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -299,6 +304,35 @@ static int mode_forkthread(void)
 	return 0;
 }
 
+/* ---- forknomem: a forked child that can map nothing more ---- */
+
+static int mode_forknomem(void)
+{
+	int bad = 0;
+
+	for (int i = 0; i < 8; i++) {
+		pid_t p = fork();
+		int st;
+
+		if (p < 0)
+			return 1;
+		if (p == 0) {
+			struct rlimit rl = { 1 << 20, RLIM_INFINITY };
+			struct timespec ts = { 0, 200000000 };
+
+			setrlimit(RLIMIT_AS, &rl);
+			while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+				;
+			_exit(0);
+		}
+		while (waitpid(p, &st, 0) < 0 && errno == EINTR)
+			;
+		bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+	}
+	printf("forknomem: %d of 8 children did not exit 0\n", bad);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && strcmp(argv[1], "fork") == 0)
@@ -317,6 +351,8 @@ int main(int argc, char **argv)
 		return mode_daemon(argv[2], argv[3]);
 	if (argc == 2 && strcmp(argv[1], "execfail") == 0)
 		return mode_execfail();
+	if (argc == 2 && strcmp(argv[1], "forknomem") == 0)
+		return mode_forknomem();
 	if (argc == 2 && strcmp(argv[1], "forkthread") == 0)
 		return mode_forkthread();
 	fprintf(stderr, "usage: processes fork|forkexec PROG ARGS|vfork PROG ARGS|spawn PROG ARGS|"

@@ -10,6 +10,10 @@
  *           (wpt_unmasked_work)
  *   query   prints what sigaction reports for a few signals, before and after
  *           installing and resetting its own handlers
+ *   queuefull  RLIMIT_SIGPENDING 64, the user's signal queue filled with a
+ *           blocked real-time signal, then a thread works 0.6 s
+ *           (wpt_sig_work): a signal sent with siginfo then arrives without
+ *           it; prints "queuefull: done", the queue drained
  * Exits 0. */
 /* noipa on the named functions: no inlining, cloning or identical-code folding
  * (two functions with the same body would otherwise share one name). */
@@ -21,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -259,6 +264,38 @@ static int mode_query(void)
 	return 0;
 }
 
+static void *queuefull_work(void *arg)
+{
+	(void)arg;
+	wpt_sig_work(CLOCK_MONOTONIC, 0.6);
+	return NULL;
+}
+
+static int mode_queuefull(void)
+{
+	struct rlimit rl = { 64, 64 };
+	struct timespec zero = { 0, 0 };
+	union sigval v = { 0 };
+	int sig = SIGRTMIN + 2;
+	sigset_t set;
+	pthread_t t;
+
+	if (setrlimit(RLIMIT_SIGPENDING, &rl) < 0)
+		return 1;
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	while (sigqueue(getpid(), sig, v) == 0)
+		;
+	if (pthread_create(&t, NULL, queuefull_work, NULL))
+		return 1;
+	pthread_join(t, NULL);
+	while (sigtimedwait(&set, NULL, &zero) >= 0)
+		;
+	printf("queuefull: done\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc == 2 ? argv[1] : "";
@@ -275,6 +312,8 @@ int main(int argc, char **argv)
 		return mode_mask(1);
 	if (strcmp(mode, "query") == 0)
 		return mode_query();
+	if (strcmp(mode, "queuefull") == 0)
+		return mode_queuefull();
 	fprintf(stderr, "usage: signals prof|timer|reset|mask|mask_thread|query\n");
 	return 2;
 }

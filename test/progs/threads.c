@@ -14,6 +14,8 @@
  *                             at 300 ms main sends it SIGUSR1, whose handler spins
  *                             300 ms (wpt_handler_spin); at 900 ms main writes to the
  *                             pipe and joins it
+ *   threads rawfutex          "rawfutex" waits 0.6 s on a futex without timeout through
+ *                             a raw `syscall` instruction (wpt_raw_futex_wait)
  *   threads stale             "stale" alternates 8 times: spin 50 ms
  *                             (wpt_stale_spin), then 100 ms with every signal
  *                             blocked in a raw nanosleep system call, no wrapper
@@ -25,6 +27,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +43,14 @@ static void die(const char *what, int rc)
 {
 	fprintf(stderr, "threads: %s: %s\n", what, strerror(rc));
 	exit(1);
+}
+
+static void sleep_s(double s)
+{
+	struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
 }
 
 /* ---- churn ---- */
@@ -217,6 +228,51 @@ static int mode_rawpoll(void)
 	return 0;
 }
 
+/* ---- rawfutex: blocked where only a signal can tell where ---- */
+
+/* A futex wait without timeout through the `syscall` instruction: no
+ * wrapper sees it, and the kernel restarts it unseen after our handler, so
+ * the profiler signals the thread once there and reuses the stack the
+ * signal brings. The word is woken by main after 0.6 s. */
+static _Atomic int futex_word;
+
+__attribute__((noipa)) static long wpt_raw_futex_wait(void)
+{
+	long ret;
+	register long r10 __asm__("r10") = 0; /* no timeout */
+
+	do
+		__asm__ volatile("syscall"
+				 : "=a"(ret)
+				 : "a"((long)SYS_futex), "D"(&futex_word), "S"(0L /* FUTEX_WAIT */),
+				   "d"(0L), "r"(r10)
+				 : "rcx", "r11", "memory");
+	while (atomic_load(&futex_word) == 0);
+	return ret;
+}
+
+static void *rawfutex_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "rawfutex");
+	return (void *)(intptr_t)wpt_raw_futex_wait();
+}
+
+static int mode_rawfutex(void)
+{
+	pthread_t t;
+	int rc;
+
+	if ((rc = pthread_create(&t, NULL, rawfutex_main, NULL)))
+		die("pthread_create", rc);
+	sleep_s(0.6);
+	atomic_store(&futex_word, 1);
+	syscall(SYS_futex, &futex_word, 1 /* FUTEX_WAKE */, 1, NULL, NULL, 0);
+	pthread_join(t, NULL);
+	printf("rawfutex: woken\n");
+	return 0;
+}
+
 /* ---- stale: a signal pending while the thread does not run ---- */
 
 WPT_WORK(wpt_stale_spin)
@@ -310,14 +366,6 @@ static void *idle_main(void *arg)
 	(void)arg;
 	wpt_idle_wait();
 	return NULL;
-}
-
-static void sleep_s(double s)
-{
-	struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
 }
 
 static int mode_idle(long n, double secs)
@@ -443,6 +491,8 @@ int main(int argc, char **argv)
 		return mode_stale();
 	if (argc == 2 && strcmp(argv[1], "rawpoll") == 0)
 		return mode_rawpoll();
+	if (argc == 2 && strcmp(argv[1], "rawfutex") == 0)
+		return mode_rawfutex();
 	if (argc == 4 && strcmp(argv[1], "idle") == 0)
 		return mode_idle(atol(argv[2]), atof(argv[3]));
 	if (argc == 2 && strcmp(argv[1], "park") == 0)

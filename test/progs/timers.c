@@ -8,6 +8,12 @@
  *   timers ids               creates timers of its own (and deletes some)
  *                            between runs of a spinning thread, 8 times:
  *                            prints every id it got
+ *   timers raw               holds a timer made by a raw timer_create system
+ *                            call (as Go's runtime makes them), runs the two
+ *                            spinners 0.5 s, then prints its next timer's id
+ *   timers queue N           RLIMIT_SIGPENDING 64, the user's signal queue filled
+ *                            but for N entries, the spinners 0.5 s, the queue
+ *                            drained, then prints its first timer's id
  * One result line, exits 0. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,7 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "work.h"
 
@@ -49,6 +58,65 @@ static long high_timers(void)
 	}
 	fclose(f);
 	return n;
+}
+
+static int spin_both(double s)
+{
+	pthread_t t[2];
+
+	secs = s;
+	for (int i = 0; i < 2; i++)
+		if (pthread_create(&t[i], NULL, spinner, NULL))
+			return -1;
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
+static int mode_raw(void)
+{
+	struct sigevent sev;
+	int kid;
+	timer_t id;
+
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_NONE;
+	if (syscall(SYS_timer_create, CLOCK_MONOTONIC, &sev, &kid) < 0 || spin_both(0.5) < 0 ||
+	    timer_create(CLOCK_MONOTONIC, &sev, &id) < 0)
+		return 1;
+	printf("timers: raw %d, next id %ld\n", kid, (long)(intptr_t)id);
+	return 0;
+}
+
+static int mode_queue(int room)
+{
+	struct rlimit rl = { 64, 64 };
+	struct timespec zero = { 0, 0 };
+	union sigval v = { 0 };
+	struct sigevent sev;
+	int sig = SIGRTMIN + 3;
+	sigset_t set;
+	timer_t id;
+
+	if (setrlimit(RLIMIT_SIGPENDING, &rl) < 0)
+		return 1;
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	while (sigqueue(getpid(), sig, v) == 0)
+		;
+	for (int i = 0; i < room; i++)
+		sigtimedwait(&set, NULL, &zero);
+	if (spin_both(0.5) < 0)
+		return 1;
+	while (sigtimedwait(&set, NULL, &zero) >= 0)
+		;
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_NONE;
+	if (timer_create(CLOCK_MONOTONIC, &sev, &id) < 0)
+		return 1;
+	printf("timers: first id %ld\n", (long)(intptr_t)id);
+	return 0;
 }
 
 static int mode_ids(void)
@@ -92,6 +160,10 @@ int main(int argc, char **argv)
 
 	if (argc == 2 && strcmp(argv[1], "ids") == 0)
 		return mode_ids();
+	if (argc == 2 && strcmp(argv[1], "raw") == 0)
+		return mode_raw();
+	if (argc == 3 && strcmp(argv[1], "queue") == 0)
+		return mode_queue(atoi(argv[2]));
 	if (argc != 3 || strcmp(argv[1], "spin") != 0) {
 		fprintf(stderr, "usage: timers spin SECONDS | timers ids\n");
 		return 2;
