@@ -86,6 +86,8 @@ void wp_sampler_thread_begins(void)
 		pthread_setspecific(g->fix.exit_key, &wp_rt);
 }
 
+static void stop_and_dump(int exec);
+
 /* main() has left by pthread_exit and the last counted thread is ending
  * (or none was left when main left): glibc ends the process with exit(0)
  * on the last thread to end, so that atexit handlers and stdio's flush run
@@ -95,14 +97,22 @@ void wp_sampler_thread_begins(void)
  * see tick). */
 static void stop_if_last(void)
 {
+	int main_exited = atomic_load(&g->sh.main_exited), raw = main_exited == WP_MAIN_SEEN;
+
 	if (atomic_load(&g->sh.live_threads) == 0 && wp_life_started() && !wp_tls_internal &&
-	    getpid() == g->fix.pid &&
-	    (atomic_load(&g->sh.main_exited) || wp_threads_leader_ended()) &&
+	    getpid() == g->fix.pid && (main_exited || (raw = wp_threads_leader_ended())) &&
 	    wp_threads_others_gone((uint32_t)wp_syscall(SYS_gettid)) &&
 	    life_move(WP_LIFE_RUNNING, WP_LIFE_JOINED)) {
 		atomic_fetch_or(&g->sh.events, EV_STOP);
 		wp_futex_wake(&g->sh.events);
 		pthread_join(g->smp.sampler, NULL);
+		/* main() left without a word to us (a raw exit system call):
+		 * glibc still counts it, so no exit() follows this thread's
+		 * end, and the process ends with it. The profile is written
+		 * now. (Had glibc stopped counting it, its exit() finds the
+		 * work done.) */
+		if (raw)
+			stop_and_dump(0);
 	}
 }
 
@@ -116,7 +126,7 @@ void wp_sampler_main_exiting(void)
 
 	if (!wp_life_started() || tid != (uint32_t)g->fix.pid || getpid() != g->fix.pid)
 		return;
-	atomic_store(&g->sh.main_exited, 1);
+	atomic_store(&g->sh.main_exited, WP_MAIN_SAID);
 	stop_if_last();
 }
 
@@ -164,6 +174,7 @@ static void after_fork_child(void)
 	}
 	g->fix.pid = getpid();
 	g->fix.uid = getuid();
+	wp_threads_note_leader();
 	wp_log_forked();
 	/* This thread is the child's leader now, whatever it was in the
 	 * parent: its exit must be seen (thread_exit). A key below 32 is
@@ -238,6 +249,7 @@ int wp_sampler_start(void)
 	wp_convert_init(&g->fix.cfg);
 	g->fix.pid = getpid();
 	g->fix.uid = getuid();
+	wp_threads_note_leader();
 #if WP_TESTING
 	wp_test_enter_signal = g->fix.cfg.test_enter_signal;
 #endif

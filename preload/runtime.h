@@ -41,6 +41,10 @@ struct wp_unw_site;
 #define EV_SNAPSHOT 0x2
 #define EV_FREEZE 0x4 /* a raw dump is being written: hold still */
 
+/* g->sh.main_exited */
+#define WP_MAIN_SAID 1 /* our key's destructor ran on main: glibc stopped counting it */
+#define WP_MAIN_SEEN 2 /* found ended (a raw exit system call): glibc still counts it */
+
 /* Cookie in si_value: magic | generation (24 bits) | slot index (24 bits). */
 #define COOKIE_MAGIC 0x57b0ull
 /* A CPU-time timer's (timers.h): magic | slot index (24 bits). The timer
@@ -112,7 +116,9 @@ struct wp_rt_shared {
 	_Atomic int sampling;       /* handler does captures; sampler sends; wrappers claim */
 	_Atomic uint32_t events;    /* EV_*: any thread sets, the sampler clears */
 	_Atomic uint32_t frozen;    /* the sampler parked for a raw dump (it sets, then clears) */
-	_Atomic int main_exited;    /* main() left through pthread_exit (or was seen ended) */
+	_Atomic int main_exited;    /* main() has ended as a thread: WP_MAIN_SAID (our key's
+				     * destructor ran on it: pthread_exit, thrd_exit) or
+				     * WP_MAIN_SEEN (found ended: a raw exit system call) */
 	_Atomic uint32_t live_threads; /* threads counted by pthread_create, not yet ended */
 	_Atomic int names_dirty;    /* a thread was renamed */
 	_Atomic int loader_users;   /* threads inside our dl_iterate_phdr/dlclose wrappers */

@@ -359,10 +359,35 @@ int wp_threads_user_left(void)
 	return 0;
 }
 
+/* The leader's clear-child-tid word (glibc's copy of its tid in its
+ * thread descriptor, which the kernel zeroes when the leader ends as a
+ * thread), or NULL when it is not known. */
+static const volatile int *leader_word;
+
+void wp_threads_note_leader(void)
+{
+	int *addr = NULL;
+
+	leader_word = NULL;
+	if ((uint32_t)wp_syscall(SYS_gettid) != (uint32_t)g->fix.pid)
+		return;
+	/* PR_GET_TID_ADDRESS (40): a kernel without checkpoint/restore
+	 * support has none, and /proc is read instead. */
+	if (wp_syscall(SYS_prctl, 40, &addr, 0, 0, 0) == 0 && addr && *addr == (int)g->fix.pid)
+		leader_word = addr;
+}
+
+int wp_threads_leader_ended(void)
+{
+	if (leader_word)
+		return *leader_word == 0;
+	return wp_threads_leader_ended_proc();
+}
+
 /* Whether the thread group's leader has ended as a thread (a zombie while
  * the other threads live on): main() left by a way we do not interpose
  * (thrd_exit, glibc's internal pthread_exit, a raw exit system call). */
-int wp_threads_leader_ended(void)
+int wp_threads_leader_ended_proc(void)
 {
 	char path[64], buf[512], *p;
 	int fd;

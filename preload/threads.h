@@ -43,10 +43,23 @@ void wp_threads_scan(void);
  * Sampler. */
 int wp_threads_user_left(void);
 
+/* Notes where the kernel marks the leader's end as a thread (the word its
+ * clear-child-tid points at, read with PR_GET_TID_ADDRESS), for
+ * wp_threads_leader_ended. Called on the leader, at start and in a fork
+ * child; on another thread it notes nothing. */
+void wp_threads_note_leader(void);
+
 /* Whether the thread group's leader has ended as a thread (a zombie while
- * the other threads live on). Any thread, not in a signal handler
- * (snprintf). */
+ * the other threads live on). A load when the leader's word is known (a
+ * program thread's exit path asks, at every exit that leaves no counted
+ * thread), else as wp_threads_leader_ended_proc. A program that moved its
+ * leader's clear-child-tid elsewhere (set_tid_address) is answered "alive"
+ * for ever here; the sampler asks /proc too. Any thread. */
 int wp_threads_leader_ended(void);
+
+/* The same from /proc/self/task/PID/stat (three system calls). Any thread,
+ * not in a signal handler (snprintf). */
+int wp_threads_leader_ended_proc(void);
 
 /* Whether every thread of the program but `self` and the exited leader is
  * gone from /proc/self/task, waiting up to 50 ms for those still listed. A

@@ -209,8 +209,11 @@ static void tick(uint64_t now)
 	g->smp.ctr.nr_ticks++;
 	g->smp.prev_tick_ns = now;
 	if (!atomic_load(&g->sh.main_exited) && g->smp.ctr.nr_ticks % g->fix.ticks_per_scan == 0 &&
-	    wp_threads_leader_ended())
-		atomic_store(&g->sh.main_exited, 1); /* thrd_exit, a raw exit: no word from it */
+	    wp_threads_leader_ended_proc()) {
+		int none = 0; /* a raw exit: no word from it */
+
+		atomic_compare_exchange_strong(&g->sh.main_exited, &none, WP_MAIN_SEEN);
+	}
 	if (atomic_load(&g->sh.main_exited) && !wp_threads_user_left()) {
 		/* main() called pthread_exit and its last thread is gone, and
 		 * was not seen ending (thread_exit runs for threads that got

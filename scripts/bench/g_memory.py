@@ -1,6 +1,10 @@
 """G-memory: build/bench/mem: N threads in pthread_cond_wait + 1 busy for 3 s
 (--quick 1.5 s), VmRSS near the end, with minus without (N = 8, 64; 5
-pairs, the two runs of a pair at the same time). Then the ring's mapping for
+pairs, the two runs of a pair at the same time). Then the peak RSS added,
+exit included (ru_maxrss from wait4, through `mem --reap` as in M-window),
+of a 2-thread program (main + 1 busy) and of 1,000 blocked threads + 1 busy,
+3 pairs each, the median: issue 14's targets, <= 4 MiB and <= 12 MiB. Then
+the ring's mapping for
 a few WALLPROF_RING_SECONDS x WALLPROF_HZ settings, as the library reports
 it: the "ring_bytes" and "ring_samples" of the profile's "wallprof" section
 (output/sentry.c; the sizing itself is preload/sampler.c alloc_state, not
@@ -12,11 +16,14 @@ import subprocess
 
 from .common import (LIB, RUN_TIMEOUT, Benchmark, RunError, clean_env, med, parse_line, prog,
                      run_tool, spread, wallprof_section)
+from .m_window import run_pair
 
 MEM_THREADS = (8, 64)
 MEM_PAIRS = 5
 MEM_SECONDS, QUICK_MEM_SECONDS = 3.0, 1.5
 RING_CONFIGS = ((30, 101), (60, 101), (30, 1000), (600, 1000))
+PEAK_CASES = ((0, 4), (1000, 12))  # blocked threads, target in MiB
+PEAK_PAIRS = 3
 
 
 def mib(b):
@@ -53,6 +60,22 @@ def bench_g(table, tmpdir, quick):
                   "%.1f MiB median of %d pairs (%s); %.1f MiB without" % (
                       a / 1024, MEM_PAIRS, spread([x / 1024 for x in added], "%.1f"), med(base) / 1024),
                   "report", "info")
+    # Peak RSS, the exit's dump included.
+    for n, target in PEAK_CASES:
+        added = []
+        for _ in range(PEAK_PAIRS):
+            res = run_pair(n, secs, tmpdir, busy=1)
+            added.append((res["wallprof"][2] - res["none"][2]) / 1024.0)
+            for f in os.listdir(tmpdir):
+                if f.startswith("w."):
+                    os.unlink(os.path.join(tmpdir, f))
+        a = med(added)
+        what = "a 2-thread program (main + 1 busy)" if n == 0 else \
+            "%d blocked threads + 1 busy" % n
+        table.check("G: peak RSS added, exit included, %s, %.1f s" % (what, secs),
+                    "%.1f MiB median of %d pairs (%s; ru_maxrss, side by side)"
+                    % (a, PEAK_PAIRS, spread(added, "%.1f")),
+                    "<= %d MiB" % target, a <= target)
     # Ring size: what the library reserves for each setting, from the profile.
     for secs, hz in RING_CONFIGS:
         env = {"WALLPROF_RING_SECONDS": str(secs), "WALLPROF_HZ": str(hz)}
@@ -65,7 +88,7 @@ def bench_g(table, tmpdir, quick):
             raise RunError("ring %d s x %d Hz: the profile's wallprof section has no ring_bytes"
                            % (secs, hz))
         table.add("G: ring mapping, RING_SECONDS=%d x HZ=%d" % (secs, hz),
-                  "%.1f MiB, %d samples (profile)" % (mib(int(wp["ring_bytes"])),
+                  "%.1f MiB, %d records (profile)" % (mib(int(wp["ring_bytes"])),
                                                       int(wp.get("ring_samples", 0))),
                   "-", "info")
     table.notes.append(

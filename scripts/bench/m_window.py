@@ -38,13 +38,13 @@ WROTE_LINE_RE = re.compile(r"wrote (\S+) \([^)]*?(\d+) samples, (\d+) threads, (
                            r"(\d+) dropped\) in ([\d.]+) ms")
 
 
-def run_pair(n, secs, tmpdir):
+def run_pair(n, secs, tmpdir, busy=BUSY):
     """mem N SECS BUSY under the preload and bare, at the same time, each
     through `mem --reap`. Returns {kind: (stdout, stderr, peak RSS in KiB)}."""
     env_with = clean_env()
     env_with.update(WALLPROF_LOG="info", WALLPROF_FORMAT="pprof", WALLPROF_HZ=str(HZ),
                     WALLPROF_OUTPUT=os.path.join(tmpdir, "w.%p.json"))
-    args = [str(n), str(secs), str(BUSY)]
+    args = [str(n), str(secs), str(busy)]
     cmds = {"wallprof": [prog("mem"), "--reap", "--preload", LIB] + args,
             "none": [prog("mem"), "--reap"] + args}
     envs = {"wallprof": env_with, "none": clean_env()}

@@ -70,6 +70,28 @@ def tests(rt):
         check(n >= 30, "%d samples of the C11 thread's 0.5 s of work (want >= 30): the "
               "sampler stopped when main left" % n)
 
+    def test_raw_exit(tmp):
+        """main leaves by a raw exit system call (no destructor of ours
+        runs: only the kernel knows) while a thread works on: sampling goes
+        on until that thread ends, the process then ends with it, status 0,
+        and the profile is written."""
+        # 0.5 s: the sampler has seen main gone (it looks every 100 ms);
+        # 0.06 s: the thread's end is the first to know
+        for secs, want in (("0.5", 30), ("0.06", 3)):
+            argv = [rt.prog("exit_paths"), "raw_exit", secs]
+            plain = rt.run_bounded(argv, tmp, preload=False, timeout=TIMEOUT)
+            check(plain.rc == 0 and plain.stdout == "raw: done\n", "bare: %s %r"
+                  % (plain.describe(), plain.stdout))
+            for _ in range(3):
+                r = rt.run_bounded(argv, tmp, timeout=TIMEOUT)
+                check(r.rc == 0 and r.stdout == plain.stdout,
+                      "preloaded: %s %r" % (r.describe(), r.stdout))
+                obj = rt.load_profile(os.path.join(tmp, "wallprof.%d.json" % r.pid))
+                n = sum(1 for s in rt.profile_part(obj)["samples"]
+                        if "wpt_tail_work" in rt.stack_functions(obj, s["stack_id"]))
+                check(n >= want, "%d samples of the thread's %s s of work (want >= %d)"
+                      % (n, secs, want))
+
     def handler_end(tmp, argv, want_rc):
         plain = rt.run_bounded(argv, tmp, preload=False, timeout=TIMEOUT)
         check(plain.rc == want_rc, "bare: rc %s, want %s" % (plain.rc, want_rc))
@@ -130,6 +152,7 @@ def tests(rt):
     return [("exit_pthread_exit_atexit", test_pthread_exit_atexit),
             ("exit_pthread_exit_short", test_pthread_exit_short),
             ("exit_thrd_exit", test_thrd_exit),
+            ("exit_raw_exit", test_raw_exit),
             ("exit_handler_exec_fails", test_handler_exec_fails),
             ("exit_handler__exit", test_handler_exit),
             ("exit_handler_exec", test_handler_exec)]

@@ -12,6 +12,12 @@
  *   thrd_exit            a C11 thread (thrd_create: not through pthread_create)
  *                        works 0.5 s (wpt_tail_work) while main leaves by
  *                        thrd_exit; prints "thrd: done" from the thread.
+ *   raw_exit [SECONDS]   a thread (pthread_create) works SECONDS (0.5;
+ *                        wpt_tail_work)
+ *                        while main leaves by a raw exit system call (only the
+ *                        kernel sees it); the thread writes "raw: done" to
+ *                        stdout (write(2): no exit() flushes stdio then) and
+ *                        returns, and the process ends with it, status 0.
  *   handler_exit         a SIGALRM handler calls _exit(7) while the main
  *                        thread allocates and frees in a loop (wpt_malloc_work):
  *                        the handler interrupts malloc now and then.
@@ -27,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <threads.h>
 #include <unistd.h>
@@ -58,6 +65,17 @@ static void *tail(void *arg)
 {
 	(void)arg;
 	wpt_tail_work(0.6);
+	return NULL;
+}
+
+static double raw_secs = 0.5;
+
+static void *raw_tail(void *arg)
+{
+	(void)arg;
+	wpt_tail_work(raw_secs);
+	if (write(1, "raw: done\n", 10) != 10)
+		return NULL;
 	return NULL;
 }
 
@@ -130,6 +148,15 @@ int main(int argc, char **argv)
 			return 2;
 		thrd_detach(t);
 		thrd_exit(0);
+	}
+	if (!strcmp(mode, "raw_exit")) {
+		pthread_t t;
+
+		if (argc == 3)
+			raw_secs = atof(argv[2]);
+		if (pthread_create(&t, NULL, raw_tail, NULL))
+			return 2;
+		syscall(SYS_exit, 0);
 	}
 	if (!strcmp(mode, "handler_exec_fails")) {
 		struct itimerval it = { { 0, 0 }, { 0, 300000 } };
