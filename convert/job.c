@@ -234,7 +234,8 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 	}
 	c = &p.counters;
 	/* Ticks with no sample of a thread the sampler knew: all in samples. */
-	dropped = c->nr_pending + c->nr_send_failed + c->nr_dropped_full + c->nr_overwritten;
+	dropped = c->nr_pending + c->nr_send_failed + c->nr_dropped_full + c->nr_overwritten +
+		  c->nr_exiting;
 	if (info.signal > 0 && sigabbrev_np(info.signal))
 		snprintf(who, sizeof(who), "SIG%s: ", sigabbrev_np(info.signal));
 	if (p.snapshot)

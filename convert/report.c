@@ -110,6 +110,7 @@ static void head(struct rep *r, const char *path, const uint32_t *tids, size_t n
 		{ "dropped_full", c->nr_dropped_full },
 		{ "overwritten", c->nr_overwritten },
 		{ "threads_untracked", c->nr_threads_untracked },
+		{ "exiting", c->nr_exiting },
 	}, sampling[] = {
 		{ "signals_blocked", c->nr_signals_blocked },
 		{ "eintr_retried", c->nr_eintr_retried },

@@ -412,6 +412,8 @@ static void write_head(struct wp_hw *w, const struct wp_model *m, uint64_t t0, u
 	wp_hw_u64(w, c->nr_unwind_failed);
 	wp_hw_str(w, ",\"truncated\":");
 	wp_hw_u64(w, c->nr_truncated);
+	wp_hw_str(w, ",\"exiting\":");
+	wp_hw_u64(w, c->nr_exiting);
 	wp_hw_str(w, "}");
 }
 

@@ -604,36 +604,6 @@ static int read_threads(struct rd *r, const json_t *meta, const json_t *seen)
 	return 0;
 }
 
-#define CTR(name, field) { name, offsetof(struct wp_counters, field) }
-static const struct {
-	const char *key;
-	size_t off;
-} counters[] = {
-	CTR("ticks", nr_ticks),
-	CTR("ticks_late", nr_ticks_late),
-	CTR("signals", nr_signals),
-	CTR("samples_recorded", nr_samples),
-	CTR("pending", nr_pending),
-	CTR("send_failed", nr_send_failed),
-	CTR("unwind_failed", nr_unwind_failed),
-	CTR("truncated", nr_truncated),
-	CTR("dropped_full", nr_dropped_full),
-	CTR("overwritten", nr_overwritten),
-	CTR("threads_untracked", nr_threads_untracked),
-	CTR("signals_blocked", nr_signals_blocked),
-	CTR("eintr_retried", nr_eintr_retried),
-	CTR("from_wrapper", nr_from_wrapper),
-	CTR("reused", nr_reused),
-	CTR("dl_guarded", nr_dl_guarded),
-	CTR("site_replayed", nr_site_replayed),
-	CTR("site_direct", nr_site_direct),
-	CTR("site_mismatch", nr_site_mismatch),
-	CTR("from_proc", nr_from_proc),
-	CTR("from_timer", nr_from_timer),
-	CTR("held", nr_held),
-	CTR("timers", nr_timers),
-};
-
 /* A number of the wallprof section into *out (absent: left as is). */
 static int setting(struct rd *r, const json_t *w, const char *key, uint64_t max, uint64_t *out)
 {
@@ -654,9 +624,9 @@ static int read_wallprof(struct rd *r, const json_t *w)
 		return 0;
 	if (!json_is_object(w))
 		return fail(r, "wallprof is not an object");
-	for (size_t i = 0; i < sizeof(counters) / sizeof(*counters); i++)
-		bad |= setting(r, w, counters[i].key, UINT64_MAX,
-			       (uint64_t *)((char *)&p->counters + counters[i].off));
+	for (size_t i = 0; i < wp_nr_counter_keys; i++)
+		bad |= setting(r, w, wp_counter_keys[i].key, UINT64_MAX,
+			       (uint64_t *)((char *)&p->counters + wp_counter_keys[i].off));
 #define U32(key, field)                                    \
 	do {                                               \
 		v = p->field;                              \

@@ -1,9 +1,54 @@
-/* profile: ownership helpers for struct wp_profile (profile.h). */
+/* profile: ownership helpers for struct wp_profile, and the counters' keys
+ * (profile.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "profile.h"
+
+#define CTR(name, field) { name, offsetof(struct wp_counters, field) }
+const struct wp_counter_key wp_counter_keys[] = {
+	CTR("ticks", nr_ticks),
+	CTR("ticks_late", nr_ticks_late),
+	CTR("signals", nr_signals),
+	CTR("samples_recorded", nr_samples),
+	CTR("pending", nr_pending),
+	CTR("send_failed", nr_send_failed),
+	CTR("unwind_failed", nr_unwind_failed),
+	CTR("truncated", nr_truncated),
+	CTR("dropped_full", nr_dropped_full),
+	CTR("overwritten", nr_overwritten),
+	CTR("threads_untracked", nr_threads_untracked),
+	CTR("signals_blocked", nr_signals_blocked),
+	CTR("eintr_retried", nr_eintr_retried),
+	CTR("from_wrapper", nr_from_wrapper),
+	CTR("reused", nr_reused),
+	CTR("dl_guarded", nr_dl_guarded),
+	CTR("site_replayed", nr_site_replayed),
+	CTR("site_direct", nr_site_direct),
+	CTR("site_mismatch", nr_site_mismatch),
+	CTR("from_proc", nr_from_proc),
+	CTR("from_timer", nr_from_timer),
+	CTR("held", nr_held),
+	CTR("timers", nr_timers),
+	CTR("exiting", nr_exiting),
+};
+#undef CTR
+
+_Static_assert(sizeof(wp_counter_keys) / sizeof(wp_counter_keys[0]) ==
+		       sizeof(struct wp_counters) / sizeof(uint64_t),
+	       "a key for every counter");
+
+const size_t wp_nr_counter_keys = sizeof(wp_counter_keys) / sizeof(wp_counter_keys[0]);
+
+uint64_t wp_counter_at(const struct wp_counters *c, size_t i)
+{
+	uint64_t v;
+
+	memcpy(&v, (const char *)c + wp_counter_keys[i].off, sizeof(v));
+	return v;
+}
+
 
 int wp_cmp_u32(const void *a, const void *b)
 {

@@ -80,7 +80,22 @@ struct wp_counters {
 	uint64_t nr_from_timer; /* samples from a thread's own CPU-time timer (no signal sent) */
 	uint64_t nr_held; /* ticks of a running thread given its capture of the tick before */
 	uint64_t nr_timers; /* CPU-time timers armed */
+	uint64_t nr_exiting; /* ticks lost: the thread ran its end (glibc's teardown after
+			      * its function returned, every signal blocked) */
 };
+
+/* The counters' keys in the wallprof section of every format (the fields'
+ * names without "nr_"; nr_samples is "samples_recorded", beside the
+ * "samples" written), in the struct's order, with their offsets. */
+struct wp_counter_key {
+	const char *key;
+	size_t off;
+};
+extern const struct wp_counter_key wp_counter_keys[];
+extern const size_t wp_nr_counter_keys;
+
+/* Counter i of wp_counter_keys in *c. */
+uint64_t wp_counter_at(const struct wp_counters *c, size_t i);
 
 struct wp_profile {
 	struct wp_pc *pcs; /* frame table */

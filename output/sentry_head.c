@@ -152,36 +152,6 @@ int wp_sentry_tail(struct wp_jw *w, const struct wp_sentry_plan *pl)
 {
 	const struct wp_profile *p = pl->p;
 	const struct wp_counters *c = &p->counters;
-	/* The counters, named after their fields without "nr_". nr_samples would
-	 * clash with "samples" (written ones), hence "samples_recorded". */
-	const struct {
-		const char *key;
-		uint64_t v;
-	} counters[] = {
-		{ "ticks", c->nr_ticks },
-		{ "ticks_late", c->nr_ticks_late },
-		{ "signals", c->nr_signals },
-		{ "samples_recorded", c->nr_samples },
-		{ "pending", c->nr_pending },
-		{ "send_failed", c->nr_send_failed },
-		{ "unwind_failed", c->nr_unwind_failed },
-		{ "truncated", c->nr_truncated },
-		{ "dropped_full", c->nr_dropped_full },
-		{ "overwritten", c->nr_overwritten },
-		{ "threads_untracked", c->nr_threads_untracked },
-		{ "signals_blocked", c->nr_signals_blocked },
-		{ "eintr_retried", c->nr_eintr_retried },
-		{ "from_wrapper", c->nr_from_wrapper },
-		{ "reused", c->nr_reused },
-		{ "dl_guarded", c->nr_dl_guarded },
-		{ "site_replayed", c->nr_site_replayed },
-		{ "site_direct", c->nr_site_direct },
-		{ "site_mismatch", c->nr_site_mismatch },
-		{ "from_proc", c->nr_from_proc },
-		{ "from_timer", c->nr_from_timer },
-		{ "held", c->nr_held },
-		{ "timers", c->nr_timers },
-	};
 
 	/* Streamed member by member: "threads" can have tens of thousands. */
 	wp_jw_puts(w, ",\"wallprof\":{");
@@ -200,8 +170,8 @@ int wp_sentry_tail(struct wp_jw *w, const struct wp_sentry_plan *pl)
 		     0);
 	wp_jw_member(w, "samples", wp_jint(pl->nr_written), 0);
 	wp_jw_member(w, "truncated_samples", wp_jint(pl->nr_truncated), 0);
-	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
-		wp_jw_member(w, counters[i].key, wp_jint(counters[i].v), 0);
+	for (size_t i = 0; i < wp_nr_counter_keys; i++)
+		wp_jw_member(w, wp_counter_keys[i].key, wp_jint(wp_counter_at(c, i)), 0);
 	write_thread_stats(w, pl);
 	wp_jw_put(w, "}", 1);
 	return wp_jw_put(w, "}\n", 2);

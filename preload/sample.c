@@ -445,15 +445,47 @@ static int thread_cpu_ns(uint32_t tid, uint64_t *ns)
 	return 0;
 }
 
+/* Whether thread `tid`, whose CPU clock read `cpu` a moment ago, is on a
+ * CPU now: its clock has moved since (the kernel's reading of a running
+ * thread's clock includes the run in progress, to the nanosecond). */
+static int running_now(uint32_t tid, uint64_t cpu)
+{
+	uint64_t again;
+
+	return thread_cpu_ns(tid, &again) == 0 && again != cpu;
+}
+
+/* The slot's thread is gone: a capture it finished goes into the ring; a
+ * signal it never took, and the ticks that waited for it, are counted lost
+ * (it was there at those ticks); then the slot is released. */
+static void release_gone(struct wp_slot *s)
+{
+	uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
+
+	if (st == S_READY && !s->hdl.timer) {
+		take(s, s->smp.t_ns);
+	} else if (st == S_SENT) {
+		g->smp.ctr.nr_pending += s->smp.nr_pend + 1;
+		s->smp.nr_pend = 0;
+	}
+	wp_slot_release(s);
+}
+
 static void send_signal(struct wp_slot *s, uint64_t now, uint32_t sysno)
 {
 	uint32_t idx = (uint32_t)(s - g->tab.slots);
 	uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed) & 0xffffff;
 	struct wp_thread *t = wp_threads_of(s);
 	siginfo_t si;
-
 	uint32_t idle = S_IDLE;
 
+	if (atomic_load_explicit(&s->thr.exiting, memory_order_relaxed)) {
+		/* Its end (past our key's destructor): glibc blocks every
+		 * signal before the thread is gone, so ours would be lost
+		 * (half of all signals, with threads that live 50 us). */
+		g->smp.ctr.nr_exiting++;
+		return;
+	}
 	s->smp.t_ns = now;
 	s->smp.sig_sysno = sysno;
 	if (!atomic_compare_exchange_strong_explicit(&s->state, &idle, S_SENT, memory_order_release,
@@ -478,7 +510,7 @@ static void send_signal(struct wp_slot *s, uint64_t now, uint32_t sysno)
 		return;
 	}
 	if (errno == ESRCH) {
-		wp_slot_release(s); /* exited since we looked */
+		release_gone(s); /* exited since we looked */
 		return;
 	}
 	atomic_store_explicit(&s->state, S_IDLE, memory_order_release);
@@ -566,7 +598,7 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 		seq = atomic_load(&s->thr.blk_seq); /* the call ended meanwhile */
 	}
 	if (thread_cpu_ns(tid, &cpu) < 0) {
-		wp_slot_release(s);
+		release_gone(s);
 		return;
 	}
 	ran = cpu != s->smp.cpu_ns;
@@ -638,11 +670,19 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 	}
 	/* A thread that ran only part of the period may have blocked since
 	 * (3 ms of work, then a 7 ms raw nanosleep: every sleep ended early
-	 * when such threads were signalled unseen): the /proc probe (three
-	 * system calls) decides. */
+	 * when such threads were signalled unseen). If its CPU clock, read
+	 * again, has moved, it is on a CPU right now: it runs, as surely as
+	 * the /proc probe would say a moment later (the probe, three system
+	 * calls, takes 20 us: threads that live 50 us had ended before their
+	 * signal came). Else the probe decides. */
+	if (ran && running_now(tid, cpu)) {
+		s->smp.fp_nr = UINT64_MAX;
+		sample_running(s, now, fresh);
+		return;
+	}
 	switch (probe_syscall(tid, &nr, &sp, &pc, args)) {
 	case PROBE_GONE:
-		wp_slot_release(s);
+		release_gone(s);
 		return;
 	case PROBE_BLOCKED:
 		if (fresh)
@@ -673,87 +713,6 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 		s->smp.fp_nr = UINT64_MAX;
 		sample_running(s, now, fresh);
 	}
-}
-
-static int cmp_slot_tp(const void *a, const void *b)
-{
-	uint64_t x = (*(struct wp_slot *const *)a)->smp.stk_tp,
-		 y = (*(struct wp_slot *const *)b)->smp.stk_tp;
-
-	return x < y ? -1 : x > y;
-}
-
-/* For threads seen blocked in wrapped calls, the memory their stack words
- * can be read from with plain loads: the mapping that holds the thread's
- * control block (pthread_self()), from its start up to the control block.
- * glibc puts the control block at the top of the thread's stack mapping (the
- * guard page below it is a mapping of its own), so this is the thread's
- * stack, and it stays mapped while the thread lives. Whatever else it may be
- * (a program-provided stack, a heap), the stack pointer must lie in it for
- * the bounds to be used, and the thread, pinned, is running on it. One read
- * of /proc/self/maps for all of them, at most every ticks_per_scan ticks;
- * until then their words are read through the kernel. The same read finds
- * the main thread's [stack] mapping, which only ever grows downwards. */
-void wp_sample_find_stacks(void)
-{
-	uint32_t i, k = 0, hw = atomic_load(&g->tab.hiwater);
-	struct wp_slot **want;
-	unsigned long lo, hi;
-	char line[512];
-	FILE *f;
-
-	g->smp.want_stacks = 0;
-	g->smp.stacks_tick = g->smp.ctr.nr_ticks;
-	want = malloc(hw * sizeof(*want) + 1);
-	if (!want)
-		return;
-	for (i = 0; i < hw; i++) {
-		struct wp_slot *s = &g->tab.slots[i];
-		uint32_t gen = atomic_load(&s->gen);
-
-		if (atomic_load(&s->state) < S_IDLE || !s->thr.tp ||
-		    atomic_load(&s->tid) == (uint32_t)g->fix.pid ||
-		    (s->smp.stk_gen == gen + 1 && s->smp.stk_tp == s->thr.tp))
-			continue;
-		s->smp.stk_gen = gen + 1; /* not found unless a mapping holds it */
-		s->smp.stk_tp = s->thr.tp;
-		s->smp.stk_lo = s->smp.stk_hi = 0;
-		want[k++] = s;
-	}
-	qsort(want, k, sizeof(*want), cmp_slot_tp);
-	/* thread-self: once the leader has exited, /proc/self/maps is empty. */
-	f = k || !g->smp.main_stk_hi ? fopen("/proc/thread-self/maps", "re") : NULL;
-	i = 0;
-	while (f && (i < k || !g->smp.main_stk_hi) && fgets(line, sizeof(line), f)) {
-		size_t n = strlen(line);
-
-		if (n && line[n - 1] != '\n') { /* a long path: skip the rest of the line */
-			int c;
-
-			while ((c = fgetc(f)) != EOF && c != '\n')
-				;
-		}
-		if (sscanf(line, "%lx-%lx", &lo, &hi) != 2)
-			continue;
-		if (n > 8 && !strcmp(line + n - 8, "[stack]\n")) {
-			g->smp.main_stk_lo = lo;
-			g->smp.main_stk_hi = hi;
-		}
-		while (i < k && want[i]->smp.stk_tp < lo)
-			i++;
-		for (; i < k && want[i]->smp.stk_tp < hi; i++) {
-			want[i]->smp.stk_lo = lo;
-			want[i]->smp.stk_hi = want[i]->smp.stk_tp;
-		}
-	}
-	if (f) {
-		/* The loop read to the end if it did not find [stack]: none.
-		 * [0, 1) holds no stack word and is never looked up again. */
-		if (!g->smp.main_stk_hi)
-			g->smp.main_stk_hi = 1;
-		fclose(f);
-	}
-	free(want);
 }
 
 void wp_sample_find_own_code(void)

@@ -27,9 +27,4 @@ void wp_sample_collect(void);
  * hashing of its frames again). */
 void wp_sample_cached(struct wp_slot *s, uint64_t now);
 
-/* Looks up, in one read of /proc/thread-self/maps, the stack bounds of
- * the threads whose walks asked for them (g->smp.want_stacks), and the main
- * thread's [stack]. */
-void wp_sample_find_stacks(void);
-
 #endif

@@ -377,11 +377,16 @@ void wp_threads_note_leader(void)
 		leader_word = addr;
 }
 
+int wp_threads_leader_word(void)
+{
+	return leader_word ? *leader_word == 0 : -1;
+}
+
 int wp_threads_leader_ended(void)
 {
-	if (leader_word)
-		return *leader_word == 0;
-	return wp_threads_leader_ended_proc();
+	int w = wp_threads_leader_word();
+
+	return w >= 0 ? w : wp_threads_leader_ended_proc();
 }
 
 /* Whether the thread group's leader has ended as a thread (a zombie while

@@ -27,6 +27,7 @@
 #include "sampler.h"
 #include "sigmask.h"
 #include "slots.h"
+#include "stack_bounds.h"
 #include "threads.h"
 #include "tick.h"
 #include "timers.h"
@@ -159,6 +160,19 @@ static void go_notice(void)
 	       "exit unless it exits through C (exit())");
 }
 
+/* Whether main has ended as a thread without a word to us (a raw exit):
+ * the leader's word at every tick (a load), and /proc's stat file (three
+ * system calls) every tenth of a second, or only every second when the word
+ * is known (it misses only a program that moved its leader's
+ * clear-child-tid with set_tid_address). */
+static int leader_gone(uint64_t tick)
+{
+	int w = wp_threads_leader_word();
+	uint64_t every = w < 0 ? g->fix.ticks_per_scan : g->fix.cfg.hz;
+
+	return w == 1 || (tick % every == 0 && wp_threads_leader_ended_proc());
+}
+
 static void tick(uint64_t now)
 {
 	uint32_t i;
@@ -205,11 +219,10 @@ static void tick(uint64_t now)
 	if (!atomic_load(&g->sh.loader_users))
 		wp_modmap_refresh(&g->smp.mods);
 	if (g->smp.want_stacks && g->smp.ctr.nr_ticks - g->smp.stacks_tick >= g->fix.ticks_per_scan)
-		wp_sample_find_stacks();
+		wp_stack_bounds_find();
 	g->smp.ctr.nr_ticks++;
 	g->smp.prev_tick_ns = now;
-	if (!atomic_load(&g->sh.main_exited) && g->smp.ctr.nr_ticks % g->fix.ticks_per_scan == 0 &&
-	    wp_threads_leader_ended_proc()) {
+	if (!atomic_load(&g->sh.main_exited) && leader_gone(g->smp.ctr.nr_ticks)) {
 		int none = 0; /* a raw exit: no word from it */
 
 		atomic_compare_exchange_strong(&g->sh.main_exited, &none, WP_MAIN_SEEN);
@@ -233,6 +246,38 @@ static void tick(uint64_t now)
 		wp_threads_refresh_names();
 	else
 		wp_threads_refresh_some((size_t)g->fix.cfg.hz * 10);
+}
+
+/* The sampler wakes at each tick on time, as far as an unprivileged thread
+ * can: no timer slack (50 us by default: every wake-up that much late), and
+ * on a kernel with custom slices for normal threads (Linux 6.12 and later)
+ * the shortest slice, 0.1 ms, which lets a waking thread preempt a running
+ * one at once instead of waiting for its slice to end. With both CPUs of
+ * this machine busy the sampler woke 120 us late on average, mostly when a
+ * running thread gave its CPU up: a thread that lives 50 us was hardly
+ * ever seen (7 % of their CPU time sampled, 70 % with these). It takes no
+ * more CPU for it: the same work, sooner. Only a thread of the normal
+ * policy, at its nice level, is changed; failures change nothing. */
+static void be_punctual(void)
+{
+	/* the kernel's struct sched_attr (sched_setattr(2); glibc has none) */
+	struct {
+		uint32_t size, sched_policy;
+		uint64_t sched_flags;
+		int32_t sched_nice;
+		uint32_t sched_priority;
+		uint64_t sched_runtime, sched_deadline, sched_period;
+		uint32_t sched_util_min, sched_util_max;
+	} a;
+
+	prctl(PR_SET_TIMERSLACK, 1ul);
+	memset(&a, 0, sizeof(a));
+	if (wp_syscall(SYS_sched_getattr, 0, &a, sizeof(a), 0) < 0 || a.sched_policy != SCHED_OTHER)
+		return;
+	a.size = sizeof(a);
+	a.sched_flags = 0;
+	a.sched_runtime = 100000; /* ns: the kernel's shortest slice */
+	wp_syscall(SYS_sched_setattr, 0, &a, 0);
 }
 
 /* The sampler parks here while a raw dump is written: the ring, names and
@@ -260,6 +305,7 @@ static void *sampler_main(void *arg)
 	 * (before the name, which tests take as the sign that it is done). */
 	g->smp.fds_private = wp_fds_go_private() == 0;
 	prctl(PR_SET_NAME, "wallprof");
+	be_punctual();
 	wp_tls_internal = 1;
 	wp_sigmask_bypass = 1;
 	g->smp.sampler_tid = (pid_t)wp_syscall(SYS_gettid); /* never samples itself */

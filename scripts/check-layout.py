@@ -61,11 +61,7 @@ SIZED = ("preload", "unwind", "symbolize", "output", "upload", "convert")
 MAX_LINES = 800
 
 # Files allowed over MAX_LINES, each with its reason.
-LONG = {
-    "output/model_json.c":
-        "12 lines over after the reformat: one reader of one document; its frames-to-"
-        "locations part is the piece to move out when it grows",
-}
+LONG = {}
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 SOURCE_EXT = (".c", ".h", ".cc", ".inc")

@@ -224,6 +224,33 @@ def tests(rt):
         check(share >= 0.4, "only %.0f %% of the short threads' CPU time is in the profile"
               % (100 * share))
 
+    def test_very_short_threads(tmp):
+        """Threads of 0.05 ms on CPU each, two at a time, at 1000 Hz: the
+        sampler reaches a running thread before it ends (no /proc probe
+        when its CPU clock is moving, a sampler that wakes on time): a
+        good share of their CPU time is in the profile (7 to 17 % before);
+        no signal is wasted on threads in their end, where glibc blocks
+        every signal (half of them were, lost and not even counted), and
+        the ticks such threads are in their end are counted (exiting)."""
+        prog = os.path.join(rt.BUILD, "bench", "shortthreads")
+        r = rt.run_under_preload([prog, "3000", "0.05"], cwd=tmp,
+                                 env_extra={"WALLPROF_HZ": "1000"})
+        check(r.rc == 0, r.describe())
+        obj = rt.exit_profile(r)
+        w = rt.wallprof_section(obj)
+        samples = rt.profile_part(obj)["samples"]
+        hits = [s for s in samples if s.get("on_cpu")
+                and "short_work" in rt.stack_functions(obj, s["stack_id"])]
+        cpu_s = float(re.search(r"cpu_s=([\d.]+)", r.stdout).group(1))
+        share = len(hits) / 1000.0 / cpu_s
+        sig, pend = int(w.get("signals") or 0), int(w.get("pending") or 0)
+        note("very short threads: %.0f %% of %.2f s of CPU found; signals %d, pending %d, "
+             "exiting %s" % (100 * share, cpu_s, sig, pend, w.get("exiting")))
+        check(share >= 0.3, "only %.0f %% of the short threads' CPU time is in the profile"
+              % (100 * share))
+        check(pend <= 0.1 * sig, "%d of %d signals never taken" % (pend, sig))
+        check("exiting" in w, "no exiting counter")
+
     def test_idle_window(tmp):
         """400 threads blocked in one call for 3 s with a 2 s window: every
         one of them has a sample at (nearly) every tick of the window, and
@@ -332,6 +359,7 @@ def tests(rt):
         ("thr_park_wake", test_park_wake),
         ("thr_handler_over_parked", test_handler_over_parked),
         ("thr_short_threads", test_short_threads),
+        ("thr_very_short_threads", test_very_short_threads),
         ("thr_untracked_not_dropped", test_untracked_not_dropped),
         ("thr_churn", test_churn),
         ("thr_sigblock", test_sigblock),
