@@ -234,8 +234,7 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 	}
 	c = &p.counters;
 	/* Ticks with no sample of a thread the sampler knew: all in samples. */
-	dropped = c->nr_pending + c->nr_send_failed + c->nr_dropped_full + c->nr_overwritten +
-		  c->nr_exiting;
+	dropped = wp_counters_dropped(c);
 	if (info.signal > 0 && sigabbrev_np(info.signal))
 		snprintf(who, sizeof(who), "SIG%s: ", sigabbrev_np(info.signal));
 	if (p.snapshot)

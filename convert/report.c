@@ -88,6 +88,23 @@ static void heading(const struct rep *r, const char *text)
 		printf("\n%s:\n", text);
 }
 
+/* One line, "label counter n, counter n, ...", of the counters of `kind`
+ * that are not 0, after the `n` bytes already in `line` (1024 bytes);
+ * nothing if there is nothing to say. */
+static void counter_line(const struct rep *r, const char *label, enum wp_counter_kind kind,
+			 const struct wp_counters *c, char *line, size_t n)
+{
+	for (size_t i = 0; i < wp_nr_counter_keys; i++) {
+		uint64_t v = wp_counter_at(c, i);
+
+		if (wp_counter_keys[i].kind == kind && v && n < 1023)
+			n += (size_t)snprintf(line + n, 1024 - n, "%s%s %llu", n ? ", " : "",
+					      wp_counter_keys[i].key, (unsigned long long)v);
+	}
+	if (n)
+		printf("%s%s %s\n", r->md ? "    " : "", label, line);
+}
+
 static void head(struct rep *r, const char *path, const uint32_t *tids, size_t nr_tids)
 {
 	const struct wp_profile *p = &r->m->p;
@@ -97,27 +114,6 @@ static void head(struct rep *r, const char *path, const uint32_t *tids, size_t n
 	size_t idle = 0, i;
 	char line[1024];
 	size_t n = 0;
-	const struct {
-		const char *key;
-		unsigned long long v;
-	} losses[] = {
-		{ "truncated_samples", 0 },
-		{ "ticks_late", c->nr_ticks_late },
-		{ "pending", c->nr_pending },
-		{ "send_failed", c->nr_send_failed },
-		{ "unwind_failed", c->nr_unwind_failed },
-		{ "truncated", c->nr_truncated },
-		{ "dropped_full", c->nr_dropped_full },
-		{ "overwritten", c->nr_overwritten },
-		{ "threads_untracked", c->nr_threads_untracked },
-		{ "exiting", c->nr_exiting },
-	}, sampling[] = {
-		{ "signals_blocked", c->nr_signals_blocked },
-		{ "eintr_retried", c->nr_eintr_retried },
-		{ "from_wrapper", c->nr_from_wrapper },
-		{ "reused", c->nr_reused },
-		{ "dl_guarded", c->nr_dl_guarded },
-	};
 
 	if (p->nr_samples && p->samples[0].t_ns < base)
 		base = p->samples[0].t_ns;
@@ -146,24 +142,10 @@ static void head(struct rep *r, const char *path, const uint32_t *tids, size_t n
 	if (p->hz)
 		printf(" (configured %u Hz)", p->hz);
 	printf("\n");
-	for (i = 0; i < sizeof(losses) / sizeof(*losses); i++) {
-		unsigned long long v = i ? losses[i].v : trunc;
-
-		if (v)
-			n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s %llu",
-					      n ? ", " : "", losses[i].key, v);
-		if (n >= sizeof(line))
-			n = sizeof(line) - 1;
-	}
-	if (n)
-		printf("%slosses:   %s\n", r->md ? "    " : "", line);
-	n = 0;
-	for (i = 0; i < sizeof(sampling) / sizeof(*sampling); i++)
-		if (sampling[i].v)
-			n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s %llu",
-					      n ? ", " : "", sampling[i].key, sampling[i].v);
-	if (n)
-		printf("%ssampling: %s\n", r->md ? "    " : "", line);
+	if (trunc)
+		n = (size_t)snprintf(line, sizeof(line), "truncated_samples %llu", trunc);
+	counter_line(r, "losses:  ", WP_CTR_LOSS, c, line, n);
+	counter_line(r, "sampling:", WP_CTR_HOW, c, line, 0);
 	if (p->nr_threads) {
 		for (i = 0; i < p->nr_threads; i++)
 			idle += !bsearch(&p->threads[i].tid, tids, nr_tids, sizeof(*tids), cmp_u32);

@@ -402,18 +402,15 @@ static void write_head(struct wp_hw *w, const struct wp_model *m, uint64_t t0, u
 	wp_hw_i64(w, ((int64_t)t0 + p->realtime_offset_ns) / 1000000);
 	wp_hw_str(w, ",\"snapshot\":");
 	wp_hw_i64(w, p->snapshot);
-	wp_hw_str(w, ",\"lost\":{\"overwritten\":");
-	wp_hw_u64(w, c->nr_overwritten);
-	wp_hw_str(w, ",\"dropped_full\":");
-	wp_hw_u64(w, c->nr_dropped_full);
-	wp_hw_str(w, ",\"pending\":");
-	wp_hw_u64(w, c->nr_pending);
-	wp_hw_str(w, ",\"unwind_failed\":");
-	wp_hw_u64(w, c->nr_unwind_failed);
-	wp_hw_str(w, ",\"truncated\":");
-	wp_hw_u64(w, c->nr_truncated);
-	wp_hw_str(w, ",\"exiting\":");
-	wp_hw_u64(w, c->nr_exiting);
+	wp_hw_str(w, ",\"lost\":{");
+	for (size_t i = 0, k = 0; i < wp_nr_counter_keys; i++) {
+		if (wp_counter_keys[i].kind != WP_CTR_LOSS)
+			continue;
+		wp_hw_str(w, k++ ? ",\"" : "\"");
+		wp_hw_str(w, wp_counter_keys[i].key);
+		wp_hw_str(w, "\":");
+		wp_hw_u64(w, wp_counter_at(c, i));
+	}
 	wp_hw_str(w, "}");
 }
 

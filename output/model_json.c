@@ -626,7 +626,7 @@ static int read_wallprof(struct rd *r, const json_t *w)
 		return fail(r, "wallprof is not an object");
 	for (size_t i = 0; i < wp_nr_counter_keys; i++)
 		bad |= setting(r, w, wp_counter_keys[i].key, UINT64_MAX,
-			       (uint64_t *)((char *)&p->counters + wp_counter_keys[i].off));
+			       wp_counter_ptr(&p->counters, i));
 #define U32(key, field)                                    \
 	do {                                               \
 		v = p->field;                              \

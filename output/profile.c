@@ -6,32 +6,32 @@
 
 #include "profile.h"
 
-#define CTR(name, field) { name, offsetof(struct wp_counters, field) }
+#define CTR(name, field, kind) { name, offsetof(struct wp_counters, field), kind }
 const struct wp_counter_key wp_counter_keys[] = {
-	CTR("ticks", nr_ticks),
-	CTR("ticks_late", nr_ticks_late),
-	CTR("signals", nr_signals),
-	CTR("samples_recorded", nr_samples),
-	CTR("pending", nr_pending),
-	CTR("send_failed", nr_send_failed),
-	CTR("unwind_failed", nr_unwind_failed),
-	CTR("truncated", nr_truncated),
-	CTR("dropped_full", nr_dropped_full),
-	CTR("overwritten", nr_overwritten),
-	CTR("threads_untracked", nr_threads_untracked),
-	CTR("signals_blocked", nr_signals_blocked),
-	CTR("eintr_retried", nr_eintr_retried),
-	CTR("from_wrapper", nr_from_wrapper),
-	CTR("reused", nr_reused),
-	CTR("dl_guarded", nr_dl_guarded),
-	CTR("site_replayed", nr_site_replayed),
-	CTR("site_direct", nr_site_direct),
-	CTR("site_mismatch", nr_site_mismatch),
-	CTR("from_proc", nr_from_proc),
-	CTR("from_timer", nr_from_timer),
-	CTR("held", nr_held),
-	CTR("timers", nr_timers),
-	CTR("exiting", nr_exiting),
+	CTR("ticks", nr_ticks, WP_CTR_INFO),
+	CTR("ticks_late", nr_ticks_late, WP_CTR_LOSS),
+	CTR("signals", nr_signals, WP_CTR_INFO),
+	CTR("samples_recorded", nr_samples, WP_CTR_INFO),
+	CTR("pending", nr_pending, WP_CTR_LOSS),
+	CTR("send_failed", nr_send_failed, WP_CTR_LOSS),
+	CTR("unwind_failed", nr_unwind_failed, WP_CTR_LOSS),
+	CTR("truncated", nr_truncated, WP_CTR_LOSS),
+	CTR("dropped_full", nr_dropped_full, WP_CTR_LOSS),
+	CTR("overwritten", nr_overwritten, WP_CTR_LOSS),
+	CTR("threads_untracked", nr_threads_untracked, WP_CTR_LOSS),
+	CTR("signals_blocked", nr_signals_blocked, WP_CTR_HOW),
+	CTR("eintr_retried", nr_eintr_retried, WP_CTR_HOW),
+	CTR("from_wrapper", nr_from_wrapper, WP_CTR_HOW),
+	CTR("reused", nr_reused, WP_CTR_HOW),
+	CTR("dl_guarded", nr_dl_guarded, WP_CTR_HOW),
+	CTR("site_replayed", nr_site_replayed, WP_CTR_INFO),
+	CTR("site_direct", nr_site_direct, WP_CTR_INFO),
+	CTR("site_mismatch", nr_site_mismatch, WP_CTR_INFO),
+	CTR("from_proc", nr_from_proc, WP_CTR_HOW),
+	CTR("from_timer", nr_from_timer, WP_CTR_HOW),
+	CTR("held", nr_held, WP_CTR_HOW),
+	CTR("timers", nr_timers, WP_CTR_INFO),
+	CTR("exiting", nr_exiting, WP_CTR_LOSS),
 };
 #undef CTR
 
@@ -41,12 +41,20 @@ _Static_assert(sizeof(wp_counter_keys) / sizeof(wp_counter_keys[0]) ==
 
 const size_t wp_nr_counter_keys = sizeof(wp_counter_keys) / sizeof(wp_counter_keys[0]);
 
+uint64_t *wp_counter_ptr(struct wp_counters *c, size_t i)
+{
+	return (uint64_t *)((char *)c + wp_counter_keys[i].off);
+}
+
 uint64_t wp_counter_at(const struct wp_counters *c, size_t i)
 {
-	uint64_t v;
+	return *wp_counter_ptr((struct wp_counters *)c, i);
+}
 
-	memcpy(&v, (const char *)c + wp_counter_keys[i].off, sizeof(v));
-	return v;
+uint64_t wp_counters_dropped(const struct wp_counters *c)
+{
+	return c->nr_pending + c->nr_send_failed + c->nr_dropped_full + c->nr_overwritten +
+	       c->nr_exiting;
 }
 
 

@@ -86,16 +86,26 @@ struct wp_counters {
 
 /* The counters' keys in the wallprof section of every format (the fields'
  * names without "nr_"; nr_samples is "samples_recorded", beside the
- * "samples" written), in the struct's order, with their offsets. */
+ * "samples" written), in the struct's order, with their offsets and what
+ * they tell: a loss (ticks without their sample, or samples cut short:
+ * what a report lists as lost), how samples were taken, or neither. */
+enum wp_counter_kind { WP_CTR_INFO, WP_CTR_LOSS, WP_CTR_HOW };
 struct wp_counter_key {
 	const char *key;
 	size_t off;
+	enum wp_counter_kind kind;
 };
 extern const struct wp_counter_key wp_counter_keys[];
 extern const size_t wp_nr_counter_keys;
 
 /* Counter i of wp_counter_keys in *c. */
+uint64_t *wp_counter_ptr(struct wp_counters *c, size_t i);
 uint64_t wp_counter_at(const struct wp_counters *c, size_t i);
+
+/* Ticks of threads the sampler knew that have no sample: the "dropped"
+ * of the log line (pending + send_failed + dropped_full + overwritten +
+ * exiting). */
+uint64_t wp_counters_dropped(const struct wp_counters *c);
 
 struct wp_profile {
 	struct wp_pc *pcs; /* frame table */

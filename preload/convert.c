@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -135,6 +136,7 @@ struct spawn {
 	char **argv;
 	int raw_fd, out_fd; /* become 3 and 1 (-1: /dev/null) */
 	int idle;
+	unsigned long slack; /* timer slack to give back (the sampler's own is 1 ns) */
 	char *stack2;       /* top of the converter's stack */
 	volatile int pid;   /* the converter, as the intermediate saw it */
 	volatile int err;   /* set by the converter when exec failed */
@@ -187,6 +189,8 @@ WP_AS_SAFE static int child(void *arg)
 
 		wp_syscall(SYS_sched_setscheduler, 0, s->idle ? SCHED_IDLE : SCHED_OTHER, &sp);
 	}
+	if (s->slack)
+		wp_syscall(SYS_prctl, PR_SET_TIMERSLACK, s->slack, 0, 0, 0);
 	/* Background work is out of the terminal's reach: a ^C, ^Z or hangup
 	 * meant for the program does not stop it mid-conversion. */
 	if (s->idle)
@@ -318,6 +322,7 @@ WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq
 	s.raw_fd = rq->raw_fd;
 	s.out_fd = pipefd[1];
 	s.idle = rq->detach;
+	s.slack = (pid_t)wp_syscall(SYS_gettid) == g->smp.sampler_tid ? g->smp.slack : 0;
 	s.stack2 = stack + CHILD_STACK / 2;
 	s.pid = 0;
 	s.err = 0;

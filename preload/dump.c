@@ -153,11 +153,14 @@ WP_AS_SAFE static void dump_paths(struct dump_names *d, const char *json, const 
 static int long_enough(int level, int snapshot)
 {
 	const struct wp_ring_stats *rs = wp_ring_stats(g->smp.ring);
-	unsigned long long dropped = g->smp.ctr.nr_pending + g->smp.ctr.nr_send_failed +
-				     rs->nr_dropped_full + rs->nr_overwritten;
+	struct wp_counters c = g->smp.ctr;
+	unsigned long long dropped;
 	size_t i;
 	struct wp_threads_view v;
 
+	c.nr_dropped_full = rs->nr_dropped_full; /* the ring's own */
+	c.nr_overwritten = rs->nr_overwritten;
+	dropped = wp_counters_dropped(&c);
 	wp_threads_view(&v);
 	for (i = 0; i < v.nr; i++)
 		if (v.e[i].nr_samples >= 2)

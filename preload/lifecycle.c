@@ -109,9 +109,9 @@ static void stop_if_last(void)
 		/* main() left without a word to us (a raw exit system call):
 		 * glibc still counts it, so no exit() follows this thread's
 		 * end, and the process ends with it. The profile is written
-		 * now. (Had glibc stopped counting it, its exit() finds the
-		 * work done.) */
-		if (raw)
+		 * now. The word is read after main_exited: a main that left
+		 * by pthread_exit meanwhile said so before its word changed. */
+		if (raw && atomic_load(&g->sh.main_exited) != WP_MAIN_SAID)
 			stop_and_dump(0);
 	}
 }
@@ -266,6 +266,10 @@ int wp_sampler_start(void)
 	 * could allocate when a wrapper sets it, so it is not used. */
 	g->fix.exit_key_ok =
 		pthread_key_create(&g->fix.exit_key, thread_exit) == 0 && g->fix.exit_key < 32;
+	/* The leader's end is seen (thread_exit) however it leaves as a
+	 * thread but a raw exit, thrd_exit included, slot or not. */
+	if (g->fix.exit_key_ok && (pid_t)wp_syscall(SYS_gettid) == g->fix.pid)
+		pthread_setspecific(g->fix.exit_key, &wp_rt);
 	if (wp_handler_pick_signal() < 0)
 		return -1;
 	wp_timers_init();

@@ -42,8 +42,10 @@ struct wp_unw_site;
 #define EV_FREEZE 0x4 /* a raw dump is being written: hold still */
 
 /* g->sh.main_exited */
-#define WP_MAIN_SAID 1 /* our key's destructor ran on main: glibc stopped counting it */
-#define WP_MAIN_SEEN 2 /* found ended (a raw exit system call): glibc still counts it */
+#define WP_MAIN_SAID 1 /* main is leaving by pthread_exit or thrd_exit (our wrapper or our
+			* key's destructor said so): glibc's exit() follows its last thread */
+#define WP_MAIN_SEEN 2 /* found ended without a word (a raw exit system call): glibc
+			* still counts it, no exit() follows */
 
 /* Cookie in si_value: magic | generation (24 bits) | slot index (24 bits). */
 #define COOKIE_MAGIC 0x57b0ull
@@ -98,6 +100,8 @@ struct wp_rt_sampler {
 	struct wp_modmap mods;
 	struct wp_counters ctr;
 	int fds_private;            /* the sampler works in a private descriptor table */
+	unsigned long slack;        /* its timer slack as inherited, before be_punctual
+				     * (given back to the converters it starts); 0: unchanged */
 	uint64_t own_lo, own_hi;    /* this library's executable segment */
 	uint64_t main_stk_lo, main_stk_hi; /* the main thread's [stack] mapping, once looked up */
 	int want_stacks;            /* a pinned thread's stack bounds are not known yet */

@@ -31,8 +31,6 @@
 
 /* A sampling signal still undelivered after this long is given up. */
 #define WP_SENT_TIMEOUT_NS 200000000ull
-/* smp.cpu_ns of a thread whose CPU time was not read at the last tick */
-#define CPU_UNKNOWN UINT64_MAX
 
 /* This library's executable segment, so that the return addresses inside
  * our wrappers can be left out of stacks (see drop_own_frames). */
@@ -222,7 +220,7 @@ static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, i
 	uint32_t i, n;
 	int ok;
 
-	/* Where plain loads are safe: see find_stacks(). */
+	/* Where plain loads are safe: see wp_stack_bounds_find(). */
 	if (atomic_load(&s->tid) == (uint32_t)g->fix.pid) {
 		lo = g->smp.main_stk_lo;
 		hi = g->smp.main_stk_hi;
@@ -334,8 +332,8 @@ static int probe_syscall(uint32_t tid, uint64_t *nr, uint64_t *sp, uint64_t *pc,
 
 	snprintf(path, sizeof(path), "/proc/self/task/%u/syscall", tid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return PROBE_GONE;
+	if (fd < 0) /* no such task: gone; no descriptor, no memory: say nothing */
+		return errno == ENOENT || errno == ESRCH ? PROBE_GONE : PROBE_RUNNING;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
@@ -445,14 +443,16 @@ static int thread_cpu_ns(uint32_t tid, uint64_t *ns)
 	return 0;
 }
 
-/* Whether thread `tid`, whose CPU clock read `cpu` a moment ago, is on a
- * CPU now: its clock has moved since (the kernel's reading of a running
- * thread's clock includes the run in progress, to the nanosecond). */
-static int running_now(uint32_t tid, uint64_t cpu)
+/* Whether thread `tid` is on a CPU now: its CPU clock moves between two
+ * reads a few microseconds apart at most (the kernel's reading of a running
+ * thread's clock includes the run in progress, to the nanosecond). Reads
+ * further apart (the sampler was preempted between them) say nothing. */
+static int running_now(uint32_t tid)
 {
-	uint64_t again;
+	uint64_t t0 = wp_mono_ns(), a, b;
 
-	return thread_cpu_ns(tid, &again) == 0 && again != cpu;
+	return thread_cpu_ns(tid, &a) == 0 && thread_cpu_ns(tid, &b) == 0 && b != a &&
+	       wp_mono_ns() - t0 <= 5000;
 }
 
 /* The slot's thread is gone: a capture it finished goes into the ring; a
@@ -471,7 +471,24 @@ static void release_gone(struct wp_slot *s)
 	wp_slot_release(s);
 }
 
-static void send_signal(struct wp_slot *s, uint64_t now, uint32_t sysno)
+/* Whether the thread is in its end, where a signal would be lost: past our
+ * key's destructor (the first to run), for WP_EXIT_TICKS ticks from the
+ * first tick that sees it so; after that (the program's own destructors
+ * run long) it is signalled again. With threads that live 50 us, half of
+ * all signals went to threads in their end, lost. */
+static int in_its_end(struct wp_slot *s)
+{
+	if (!atomic_load_explicit(&s->thr.exiting, memory_order_relaxed))
+		return 0;
+	if (!s->smp.exit_tick)
+		s->smp.exit_tick = g->smp.ctr.nr_ticks + 1;
+	return g->smp.ctr.nr_ticks + 1 - s->smp.exit_tick < WP_EXIT_TICKS;
+}
+
+/* Sends our signal to the slot's thread for this tick. Returns 1 if it
+ * went; 0 if the tick was dealt with otherwise (a capture under way, the
+ * thread in its end or gone: counted). */
+static int send_signal(struct wp_slot *s, uint64_t now, uint32_t sysno)
 {
 	uint32_t idx = (uint32_t)(s - g->tab.slots);
 	uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed) & 0xffffff;
@@ -479,12 +496,9 @@ static void send_signal(struct wp_slot *s, uint64_t now, uint32_t sysno)
 	siginfo_t si;
 	uint32_t idle = S_IDLE;
 
-	if (atomic_load_explicit(&s->thr.exiting, memory_order_relaxed)) {
-		/* Its end (past our key's destructor): glibc blocks every
-		 * signal before the thread is gone, so ours would be lost
-		 * (half of all signals, with threads that live 50 us). */
+	if (in_its_end(s)) {
 		g->smp.ctr.nr_exiting++;
-		return;
+		return 0;
 	}
 	s->smp.t_ns = now;
 	s->smp.sig_sysno = sysno;
@@ -493,7 +507,7 @@ static void send_signal(struct wp_slot *s, uint64_t now, uint32_t sysno)
 		/* The thread's timer fired just now: its capture is being
 		 * taken. */
 		hold(s, now);
-		return;
+		return 0;
 	}
 	memset(&si, 0, sizeof(si));
 	si.si_signo = g->sig.signal;
@@ -507,14 +521,15 @@ static void send_signal(struct wp_slot *s, uint64_t now, uint32_t sysno)
 		g->smp.ctr.nr_signals++;
 		if (t)
 			t->nr_signals++;
-		return;
+		return 1;
 	}
 	if (errno == ESRCH) {
 		release_gone(s); /* exited since we looked */
-		return;
+		return 0;
 	}
 	atomic_store_explicit(&s->state, S_IDLE, memory_order_release);
 	g->smp.ctr.nr_send_failed++;
+	return 0;
 }
 
 /* A thread in the wrapped call with sequence `seq`: its stack from the
@@ -564,7 +579,8 @@ static void sample_running(struct wp_slot *s, uint64_t now, int fresh)
 	} else {
 		send_signal(s, now, UINT32_MAX);
 	}
-	if (s->smp.busy_ticks >= 3 && wp_timers_wanted(s))
+	if (s->smp.busy_ticks >= 3 &&
+	    !atomic_load_explicit(&s->thr.exiting, memory_order_relaxed) && wp_timers_wanted(s))
 		wp_timers_arm(s);
 }
 
@@ -590,7 +606,7 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 		drop_timer_capture(s); /* taken before it blocked */
 		if (sample_published(s, seq, now) == 0) {
 			/* its CPU time is not read while it blocks: unknown */
-			s->smp.cpu_ns = CPU_UNKNOWN;
+			s->smp.cpu_ns = WP_CPU_UNKNOWN;
 			s->smp.busy_ticks = 0;
 			wp_park(s, seq);
 			return;
@@ -603,7 +619,7 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 	}
 	ran = cpu != s->smp.cpu_ns;
 	/* CPU time since the last tick (none known after a blocking call) */
-	delta = s->smp.cpu_ns == CPU_UNKNOWN ? 0 : cpu - s->smp.cpu_ns;
+	delta = s->smp.cpu_ns == WP_CPU_UNKNOWN ? 0 : cpu - s->smp.cpu_ns;
 	/* Ran (nearly) the whole time since the last tick: running still,
 	 * whatever /proc would say a microsecond later. */
 	since = g->smp.prev_tick_ns && now > g->smp.prev_tick_ns ? now - g->smp.prev_tick_ns
@@ -670,12 +686,15 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 	}
 	/* A thread that ran only part of the period may have blocked since
 	 * (3 ms of work, then a 7 ms raw nanosleep: every sleep ended early
-	 * when such threads were signalled unseen). If its CPU clock, read
-	 * again, has moved, it is on a CPU right now: it runs, as surely as
-	 * the /proc probe would say a moment later (the probe, three system
-	 * calls, takes 20 us: threads that live 50 us had ended before their
-	 * signal came). Else the probe decides. */
-	if (ran && running_now(tid, cpu)) {
+	 * when such threads were signalled unseen). One not seen blocked at
+	 * its last look whose CPU clock moves between two reads is on a CPU
+	 * at that moment: it is taken for running without the /proc probe
+	 * (three system calls, 20 us: threads that live 50 us had ended
+	 * before their signal came). Neither check is proof against a thread
+	 * that blocks in the microseconds before the signal lands; one last
+	 * seen blocked gets the probe, which also sees a thread that has set
+	 * itself to sleep but not yet left its CPU. */
+	if (ran && s->smp.fp_nr == UINT64_MAX && running_now(tid)) {
 		s->smp.fp_nr = UINT64_MAX;
 		sample_running(s, now, fresh);
 		return;
@@ -706,8 +725,8 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 			record_blocked_proc(s, now, nr, sp, pc);
 			return;
 		}
-		g->smp.ctr.nr_signals_blocked++;
-		send_signal(s, now, (uint32_t)nr);
+		if (send_signal(s, now, (uint32_t)nr))
+			g->smp.ctr.nr_signals_blocked++;
 		return;
 	default:
 		s->smp.fp_nr = UINT64_MAX;

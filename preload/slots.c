@@ -155,7 +155,7 @@ WP_AS_SAFE void wp_slot_reset(struct wp_slot *s, enum wp_slot_scope scope, uint3
 	s->smp.fp_sp = 0;
 	s->smp.fp_pc = 0;
 	s->smp.fp_nr = UINT64_MAX;
-	s->smp.cpu_ns = 0;
+	s->smp.cpu_ns = WP_CPU_UNKNOWN;
 	s->smp.nr_pend = 0;
 	/* As if listed by the scan under way: one that began before can not
 	 * have listed the thread, and must not take it for gone. */
@@ -172,6 +172,7 @@ WP_AS_SAFE void wp_slot_reset(struct wp_slot *s, enum wp_slot_scope scope, uint3
 	s->smp.timer_id = 0;
 	s->smp.timer_on = 0;
 	s->smp.busy_ticks = 0;
+	s->smp.exit_tick = 0;
 	if (scope == WP_SLOT_WHOLE) {
 		atomic_store_explicit(&s->tid, tid, memory_order_relaxed);
 		/* A late handler or cookie of the earlier owner's sees a new

@@ -44,6 +44,15 @@ struct wp_config;
  * valid for all of them (the thread did not run meanwhile). */
 #define WP_SLOT_PEND 16
 
+/* smp.cpu_ns of a thread whose CPU time was not read at the last tick */
+#define WP_CPU_UNKNOWN UINT64_MAX
+
+/* Ticks an exiting thread (past our key's destructor) goes without a
+ * signal: glibc blocks every signal in the thread's last steps (2.34 and
+ * later), where ours would be lost; the program's own key destructors run
+ * after ours, and may run long, so not for ever. */
+#define WP_EXIT_TICKS 2
+
 /* Slot states. S_TIMED: the handler captures for the thread's CPU-time
  * timer, unasked (it goes to S_READY with hdl.timer set). */
 enum { S_FREE, S_CLAIMED, S_IDLE, S_SENT, S_READY, S_TIMED };
@@ -135,8 +144,8 @@ struct wp_slot {
 					    * stays mapped while it lives: [start of the mapping
 					    * holding its thread control block, the TCB) */
 		uint64_t fp_sp, fp_pc, fp_nr; /* /proc fingerprint of the cached blocked stack */
-		uint64_t cpu_ns; /* thread CPU time at the last tick (UINT64_MAX: not read
-				  * then, it was in a blocking call) */
+		uint64_t cpu_ns; /* thread CPU time at the last tick (WP_CPU_UNKNOWN: not
+				  * read then: in a blocking call, or a new slot) */
 		uint64_t pend_ns[WP_SLOT_PEND]; /* ticks that came while our signal was pending */
 		uint32_t nr_pend;
 		uint64_t scan; /* last /proc scan that listed the thread, or under
@@ -156,6 +165,7 @@ struct wp_slot {
 		int32_t timer_id; /* the thread's CPU-time timer (timers.c), when timer_on */
 		uint32_t timer_on;
 		uint32_t busy_ticks; /* consecutive ticks it ran a quarter of the period or more */
+		uint64_t exit_tick; /* nr_ticks + 1 when first seen past our key's destructor */
 	} smp;
 };
 

@@ -27,7 +27,7 @@ static int cmp_slot_tp(const void *a, const void *b)
  * stack, and it stays mapped while the thread lives. Whatever else it may be
  * (a program-provided stack, a heap), the stack pointer must lie in it for
  * the bounds to be used, and the thread, pinned, is running on it. One read
- * of /proc/self/maps for all of them, at most every ticks_per_scan ticks;
+ * of /proc/thread-self/maps for all of them, at most every ticks_per_scan ticks;
  * until then their words are read through the kernel. The same read finds
  * the main thread's [stack] mapping, which only ever grows downwards. */
 void wp_stack_bounds_find(void)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -331,8 +332,11 @@ void wp_threads_scan(void)
 		struct wp_slot *s = &g->tab.slots[i];
 		uint32_t st = atomic_load(&s->state);
 
-		/* Neither listed nor claimed since the listing began: gone. */
-		if (st >= S_IDLE &&
+		/* Neither listed nor claimed since the listing began: gone.
+		 * One with a signal in flight or a capture waiting is on the
+		 * active list: its visit this tick finds it gone too, and keeps
+		 * the capture or counts the signal lost (release_gone). */
+		if (st == S_IDLE &&
 		    s->smp.scan != atomic_load_explicit(&g->tab.scan, memory_order_relaxed))
 			wp_slot_release(s);
 	}
@@ -371,20 +375,25 @@ void wp_threads_note_leader(void)
 	leader_word = NULL;
 	if ((uint32_t)wp_syscall(SYS_gettid) != (uint32_t)g->fix.pid)
 		return;
-	/* PR_GET_TID_ADDRESS (40): a kernel without checkpoint/restore
-	 * support has none, and /proc is read instead. */
-	if (wp_syscall(SYS_prctl, 40, &addr, 0, 0, 0) == 0 && addr && *addr == (int)g->fix.pid)
+	/* A kernel without checkpoint/restore support has no
+	 * PR_GET_TID_ADDRESS: /proc is read instead. The word is in the
+	 * leader's thread descriptor: the initial thread's is never freed;
+	 * a fork child's leader's is a thread stack glibc may reuse only
+	 * after that thread left by pthread_exit, which says so first
+	 * (main_exited, after which the word is not read). */
+	if (wp_syscall(SYS_prctl, PR_GET_TID_ADDRESS, &addr, 0, 0, 0) == 0 && addr &&
+	    *addr == (int)g->fix.pid)
 		leader_word = addr;
 }
 
-int wp_threads_leader_word(void)
+int wp_threads_leader_word_ended(void)
 {
 	return leader_word ? *leader_word == 0 : -1;
 }
 
 int wp_threads_leader_ended(void)
 {
-	int w = wp_threads_leader_word();
+	int w = wp_threads_leader_word_ended();
 
 	return w >= 0 ? w : wp_threads_leader_ended_proc();
 }
@@ -392,22 +401,31 @@ int wp_threads_leader_ended(void)
 /* Whether the thread group's leader has ended as a thread (a zombie while
  * the other threads live on): main() left by a way we do not interpose
  * (thrd_exit, glibc's internal pthread_exit, a raw exit system call). */
-int wp_threads_leader_ended_proc(void)
+/* The leader's /proc/self/task/PID/stat after the command's closing
+ * parenthesis (") S ppid ..."), in buf; NULL if it cannot be read. */
+static const char *leader_stat(char *buf, size_t len)
 {
-	char path[64], buf[512], *p;
+	char path[64];
 	int fd;
 	long n;
 
 	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)g->fix.pid);
 	fd = (int)wp_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return 0;
-	n = wp_syscall(SYS_read, fd, buf, sizeof(buf) - 1);
+		return NULL;
+	n = wp_syscall(SYS_read, fd, buf, len - 1);
 	wp_syscall(SYS_close, fd);
 	if (n <= 0)
-		return 0;
+		return NULL;
 	buf[n] = 0;
-	p = strrchr(buf, ')');
+	return strrchr(buf, ')');
+}
+
+int wp_threads_leader_ended_proc(void)
+{
+	char buf[512];
+	const char *p = leader_stat(buf, sizeof(buf));
+
 	return p && (p[2] == 'Z' || p[2] == 'X');
 }
 

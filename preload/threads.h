@@ -51,7 +51,7 @@ void wp_threads_note_leader(void);
 
 /* The leader's word: 1 if it says the leader has ended as a thread, 0 if
  * not, -1 when it is not known. A load. Any thread. */
-int wp_threads_leader_word(void);
+int wp_threads_leader_word_ended(void);
 
 /* Whether the thread group's leader has ended as a thread (a zombie while
  * the other threads live on). A load when the leader's word is known (a

@@ -167,7 +167,7 @@ static void go_notice(void)
  * clear-child-tid with set_tid_address). */
 static int leader_gone(uint64_t tick)
 {
-	int w = wp_threads_leader_word();
+	int w = wp_threads_leader_word_ended();
 	uint64_t every = w < 0 ? g->fix.ticks_per_scan : g->fix.cfg.hz;
 
 	return w == 1 || (tick % every == 0 && wp_threads_leader_ended_proc());
@@ -228,12 +228,19 @@ static void tick(uint64_t now)
 		atomic_compare_exchange_strong(&g->sh.main_exited, &none, WP_MAIN_SEEN);
 	}
 	if (atomic_load(&g->sh.main_exited) && !wp_threads_user_left()) {
-		/* main() called pthread_exit and its last thread is gone, and
-		 * was not seen ending (thread_exit runs for threads that got
-		 * a slot of their own): without us the process would end now,
-		 * with status 0 (glibc's rule). Our descriptor table may lack the
+		/* main() has ended as a thread and its last thread is gone, not
+		 * seen ending (thread_exit runs for threads that got a slot of
+		 * their own): without us the process would end now. After
+		 * pthread_exit or thrd_exit, glibc's exit(0) on that last
+		 * thread: exit(0) here (our descriptor table may lack the
 		 * program's files, but the program's table is gone with its
-		 * last thread: this is the best left to do. */
+		 * last thread: the best left to do). After a raw exit, no
+		 * exit(): the process ends with its last thread's status, 0
+		 * for a thread that returned; no atexit handler runs. */
+		if (atomic_load(&g->sh.main_exited) == WP_MAIN_SEEN) {
+			wp_sampler_stop_and_dump();
+			wp_syscall(SYS_exit_group, 0);
+		}
 		exit(0);
 	}
 	/* Names change: read again right after a pthread_setname_np or a
@@ -252,15 +259,35 @@ static void tick(uint64_t now)
  * can: no timer slack (50 us by default: every wake-up that much late), and
  * on a kernel with custom slices for normal threads (Linux 6.12 and later)
  * the shortest slice, 0.1 ms, which lets a waking thread preempt a running
- * one at once instead of waiting for its slice to end. With both CPUs of
- * this machine busy the sampler woke 120 us late on average, mostly when a
- * running thread gave its CPU up: a thread that lives 50 us was hardly
- * ever seen (7 % of their CPU time sampled, 70 % with these). It takes no
- * more CPU for it: the same work, sooner. Only a thread of the normal
- * policy, at its nice level, is changed; failures change nothing. */
+ * one at once instead of waiting for its slice to end (earlier kernels
+ * ignore it). With every CPU busy the sampler woke 120 us late on average,
+ * mostly when a running thread gave its CPU up, so that threads that live
+ * 50 us were hardly ever seen (docs/PERFORMANCE.md, L-short-threads). It
+ * takes no more CPU for it: the same work, sooner. Only a thread of the
+ * normal policy, at its nice level, is changed, and not in its children
+ * (reset on fork; the converters it starts get the slack back). Not under
+ * a seccomp filter: one that kills on sched_setattr would kill the
+ * program. Failures change nothing. */
+/* Whether a seccomp filter is on this thread (/proc's "Seccomp: 2"). */
+static int seccomp_filtered(void)
+{
+	char buf[4096], *p;
+	int fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 1; /* cannot tell: as if */
+	buf[n] = 0;
+	p = strstr(buf, "\nSeccomp:");
+	return !p || strtol(p + 9, NULL, 10) != 0;
+}
+
 static void be_punctual(void)
 {
-	/* the kernel's struct sched_attr (sched_setattr(2); glibc has none) */
+	/* the kernel's struct sched_attr (sched_setattr(2); glibc before 2.41
+	 * has none) */
 	struct {
 		uint32_t size, sched_policy;
 		uint64_t sched_flags;
@@ -269,13 +296,18 @@ static void be_punctual(void)
 		uint64_t sched_runtime, sched_deadline, sched_period;
 		uint32_t sched_util_min, sched_util_max;
 	} a;
+	long slack;
 
-	prctl(PR_SET_TIMERSLACK, 1ul);
+	if (seccomp_filtered())
+		return;
+	slack = prctl(PR_GET_TIMERSLACK);
+	if (slack > 0 && prctl(PR_SET_TIMERSLACK, 1ul) == 0)
+		g->smp.slack = (unsigned long)slack;
 	memset(&a, 0, sizeof(a));
 	if (wp_syscall(SYS_sched_getattr, 0, &a, sizeof(a), 0) < 0 || a.sched_policy != SCHED_OTHER)
 		return;
 	a.size = sizeof(a);
-	a.sched_flags = 0;
+	a.sched_flags = 0x01; /* SCHED_FLAG_RESET_ON_FORK */
 	a.sched_runtime = 100000; /* ns: the kernel's shortest slice */
 	wp_syscall(SYS_sched_setattr, 0, &a, 0);
 }

@@ -204,21 +204,25 @@ def tests(rt):
               % (m.group(1), want, w["pending"], w["send_failed"], w["dropped_full"],
                  w["overwritten"], w["threads_untracked"]))
 
+    def short_threads(tmp, args):
+        """build/bench/shortthreads ARGS at 1000 Hz: its exit profile, the
+        share of the threads' CPU time (cpu_s, its own measure) found on
+        CPU in short_work, cpu_s, and those samples."""
+        prog = os.path.join(rt.BUILD, "bench", "shortthreads")
+        r = rt.run_under_preload([prog] + args, cwd=tmp, env_extra={"WALLPROF_HZ": "1000"})
+        check(r.rc == 0, r.describe())
+        obj = rt.exit_profile(r)
+        hits = [s for s in rt.profile_part(obj)["samples"] if s.get("on_cpu")
+                and "short_work" in rt.stack_functions(obj, s["stack_id"])]
+        cpu_s = float(re.search(r"cpu_s=([\d.]+)", r.stdout).group(1))
+        return obj, len(hits) / 1000.0 / cpu_s, cpu_s, hits
+
     def test_short_threads(tmp):
         """Threads that live 2 ms on CPU each, one after the other, at
         1000 Hz: known to the sampler from their first instruction (not
         from the next /proc scan, every tenth tick), most of their CPU time
         is in the profile (about 5 % before)."""
-        prog = os.path.join(rt.BUILD, "bench", "shortthreads")
-        r = rt.run_under_preload([prog, "300", "2", "1"], cwd=tmp,
-                                 env_extra={"WALLPROF_HZ": "1000"})
-        check(r.rc == 0, r.describe())
-        obj = rt.exit_profile(r)
-        samples = rt.profile_part(obj)["samples"]
-        hits = [s for s in samples if s.get("on_cpu")
-                and "short_work" in rt.stack_functions(obj, s["stack_id"])]
-        cpu_s = float(re.search(r"cpu_s=([\d.]+)", r.stdout).group(1))
-        share = len(hits) / 1000.0 / cpu_s
+        _, share, cpu_s, hits = short_threads(tmp, ["300", "2", "1"])
         note("short threads: %.0f %% of %.2f s of CPU found, %d threads sampled"
              % (100 * share, cpu_s, len({s["thread_id"] for s in hits})))
         check(share >= 0.4, "only %.0f %% of the short threads' CPU time is in the profile"
@@ -232,17 +236,8 @@ def tests(rt):
         no signal is wasted on threads in their end, where glibc blocks
         every signal (half of them were, lost and not even counted), and
         the ticks such threads are in their end are counted (exiting)."""
-        prog = os.path.join(rt.BUILD, "bench", "shortthreads")
-        r = rt.run_under_preload([prog, "3000", "0.05"], cwd=tmp,
-                                 env_extra={"WALLPROF_HZ": "1000"})
-        check(r.rc == 0, r.describe())
-        obj = rt.exit_profile(r)
+        obj, share, cpu_s, _ = short_threads(tmp, ["3000", "0.05"])
         w = rt.wallprof_section(obj)
-        samples = rt.profile_part(obj)["samples"]
-        hits = [s for s in samples if s.get("on_cpu")
-                and "short_work" in rt.stack_functions(obj, s["stack_id"])]
-        cpu_s = float(re.search(r"cpu_s=([\d.]+)", r.stdout).group(1))
-        share = len(hits) / 1000.0 / cpu_s
         sig, pend = int(w.get("signals") or 0), int(w.get("pending") or 0)
         note("very short threads: %.0f %% of %.2f s of CPU found; signals %d, pending %d, "
              "exiting %s" % (100 * share, cpu_s, sig, pend, w.get("exiting")))
@@ -331,6 +326,24 @@ def tests(rt):
               % (on, seq.count("1")))
         check(changes == 2, "%d changes in and out of the handler, want 2: %s" % (changes, seq))
 
+    def test_long_destructor(tmp):
+        """A thread whose own key destructor works 0.5 s, after ours has run
+        (the thread is "exiting" for us), with CPU timers off: it is
+        signalled again after a tick or two, and the work is in the
+        profile (a regression: it went unsampled, every tick counted in
+        exiting)."""
+        r = rt.run_bounded([rt.prog("threads"), "dtor"], tmp, {"WALLPROF_CPU_TIMERS": "0"},
+                           timeout=SIGBLOCK_TIMEOUT)
+        check(r.rc == 0 and r.stdout == "dtor: joined\n", r.describe())
+        obj = rt.exit_profile(r)
+        rt.check_valid(obj)
+        ss = rt.thread_samples(obj, "dtor")
+        spin = [s for s in ss if "wpt_dtor_spin" in rt.stack_functions(obj, s["stack_id"])]
+        w = rt.wallprof_section(obj)
+        note("dtor: %d samples, %d in wpt_dtor_spin; exiting %s" % (len(ss), len(spin),
+                                                                  w.get("exiting")))
+        check(len(spin) >= 25, "only %d samples in the destructor's 0.5 s" % len(spin))
+
     def test_rawfutex(tmp):
         """A thread in a futex wait without timeout that no wrapper sees:
         the one blocked place that gets a signal (the kernel restarts the
@@ -360,6 +373,7 @@ def tests(rt):
         ("thr_handler_over_parked", test_handler_over_parked),
         ("thr_short_threads", test_short_threads),
         ("thr_very_short_threads", test_very_short_threads),
+        ("thr_long_destructor", test_long_destructor),
         ("thr_untracked_not_dropped", test_untracked_not_dropped),
         ("thr_churn", test_churn),
         ("thr_sigblock", test_sigblock),

@@ -30,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sigqueue.h"
+
 static volatile uint64_t sink;
 static volatile sig_atomic_t handled;
 
@@ -273,25 +275,15 @@ static void *queuefull_work(void *arg)
 
 static int mode_queuefull(void)
 {
-	struct rlimit rl = { 64, 64 };
-	struct timespec zero = { 0, 0 };
-	union sigval v = { 0 };
-	int sig = SIGRTMIN + 2;
 	sigset_t set;
 	pthread_t t;
 
-	if (setrlimit(RLIMIT_SIGPENDING, &rl) < 0)
+	if (wpt_sigqueue_fill(SIGRTMIN + 2, 0, &set) < 0)
 		return 1;
-	sigemptyset(&set);
-	sigaddset(&set, sig);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	while (sigqueue(getpid(), sig, v) == 0)
-		;
 	if (pthread_create(&t, NULL, queuefull_work, NULL))
 		return 1;
 	pthread_join(t, NULL);
-	while (sigtimedwait(&set, NULL, &zero) >= 0)
-		;
+	wpt_sigqueue_drain(&set);
 	printf("queuefull: done\n");
 	return 0;
 }

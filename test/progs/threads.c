@@ -20,6 +20,9 @@
  *                             (wpt_stale_spin), then 100 ms with every signal
  *                             blocked in a raw nanosleep system call, no wrapper
  *                             (wpt_stale_masked), unblocking before it returns
+ *   threads dtor              "dtor" sets a pthread key of the program's whose
+ *                             destructor spins 0.5 s (wpt_dtor_spin), and returns;
+ *                             main joins it
  * Prints one deterministic result line per mode, exits 0. */
 /* noipa on the named functions: no inlining, cloning or identical-code folding
  * (two functions with the same body would otherwise share one name). */
@@ -479,6 +482,39 @@ static int mode_handler(void)
 	return 0;
 }
 
+WPT_WORK(wpt_dtor_spin)
+
+static void dtor_spin(void *v)
+{
+	(void)v;
+	wpt_dtor_spin(0.5);
+}
+
+static void *dtor_main(void *arg)
+{
+	pthread_key_t *key = arg;
+
+	pthread_setname_np(pthread_self(), "dtor");
+	pthread_setspecific(*key, key);
+	return NULL;
+}
+
+/* The program's key destructors run after ours (our key is older): the
+ * thread is past our destructor for the 0.5 s its own one spins. */
+static int mode_dtor(void)
+{
+	static pthread_key_t key;
+	pthread_t t;
+	int rc;
+
+	if ((rc = pthread_key_create(&key, dtor_spin)) ||
+	    (rc = pthread_create(&t, NULL, dtor_main, &key)))
+		die("pthread", rc);
+	pthread_join(t, NULL);
+	printf("dtor: joined\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "churn") == 0)
@@ -499,6 +535,8 @@ int main(int argc, char **argv)
 		return mode_park();
 	if (argc == 2 && strcmp(argv[1], "handler") == 0)
 		return mode_handler();
+	if (argc == 2 && strcmp(argv[1], "dtor") == 0)
+		return mode_dtor();
 	fprintf(stderr, "usage: threads churn N BATCH | sigblock | rename | stale\n");
 	return 2;
 }

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sigqueue.h"
 #include "work.h"
 
 WPT_WORK(wpt_timers_spin)
@@ -90,27 +91,13 @@ static int mode_raw(void)
 
 static int mode_queue(int room)
 {
-	struct rlimit rl = { 64, 64 };
-	struct timespec zero = { 0, 0 };
-	union sigval v = { 0 };
 	struct sigevent sev;
-	int sig = SIGRTMIN + 3;
 	sigset_t set;
 	timer_t id;
 
-	if (setrlimit(RLIMIT_SIGPENDING, &rl) < 0)
+	if (wpt_sigqueue_fill(SIGRTMIN + 3, room, &set) < 0 || spin_both(0.5) < 0)
 		return 1;
-	sigemptyset(&set);
-	sigaddset(&set, sig);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	while (sigqueue(getpid(), sig, v) == 0)
-		;
-	for (int i = 0; i < room; i++)
-		sigtimedwait(&set, NULL, &zero);
-	if (spin_both(0.5) < 0)
-		return 1;
-	while (sigtimedwait(&set, NULL, &zero) >= 0)
-		;
+	wpt_sigqueue_drain(&set);
 	memset(&sev, 0, sizeof(sev));
 	sev.sigev_notify = SIGEV_NONE;
 	if (timer_create(CLOCK_MONOTONIC, &sev, &id) < 0)
