@@ -5,7 +5,7 @@ preload.
 
 - busy slowdown: median over pairs of busy_wall_s with / without. Target <= 1.02.
 - profiler CPU: (proc_cpu_s - busy_cpu_s) with minus the same without, over
-  the with-run's wall_s, as % of one core; median over pairs. Target <= 5 %.
+  the with-run's wall_s, as % of one core; median over pairs. Target <= 2 % (issue 14).
   Counts the sampler thread and whatever the profiler costs the other
   threads (signal handlers, kernel work).
 - sampler thread CPU (read from /proc by the program): information only.
@@ -65,7 +65,7 @@ def bench_a(table, tmpdir, quick):
     p = statistics.median(prof)
     table.check(label + ": profiler CPU",
                 "%.1f %% of a core, median (%s)" % (p, fmt_range(prof, "%.1f")),
-                "<= 5 %", p <= 5.0)
+                "<= 2 %", p <= 2.0)
     if samp:
         q = statistics.median(samp)
         table.add(label + ": sampler thread CPU (direct)",

@@ -4,9 +4,9 @@ threads (N = 10, 100, 1000), under the preload. From the exit profile's
 B-signals-running: condvar -r 10 -d SECONDS: 10 busy threads, none blocked.
 
 Rates are counters over the sampler's lifetime, (ticks + ticks_late)/hz, not
-over "duration_ns": duration_ns spans only the samples still in the ring, and
-with 1000 threads the ring (sized for 64 threads x 30 s) wraps after about
-2 s, while "signals" counts the whole run.
+over "duration_ns": duration_ns spans only the samples still in the ring
+(the whole run here, but not in general), while "signals" counts the whole
+run.
 
 Targets follow the design where only running threads get a signal and
 blocked threads are sampled from the context they published: signals/s

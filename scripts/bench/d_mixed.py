@@ -1,7 +1,7 @@
 """D-mixed-overhead: build/bench/mixed: 64 threads: 4 busy (fixed work, ~1.5 s
 of wall without the profiler), 1 pipe feeder, 59 waiters cycling nanosleep
 1-5 ms / a pipe read / a contended mutex. Pairs with/without (15, --quick
-5): busy wall ratio <= 1.02 and the waiters' operations per second,
+5): busy wall ratio <= 1.01 (issue 14) and the waiters' operations per second,
 without/with, <= 1.02; the sampler thread's CPU is information.
 """
 
@@ -36,7 +36,7 @@ def bench_d(table, tmpdir, quick):
     label = "D: mixed 64 thr (4 busy, 59 waiting)"
     s, t = med(slow), med(thr)
     table.check(label + ": busy wall ratio", "%.3fx median of %d pairs (%s)" % (
-        s, pairs, spread(slow)), "<= 1.020x", s <= 1.02)
+        s, pairs, spread(slow)), "<= 1.010x", s <= 1.01)
     table.check(label + ": waiters' ops/s without/with",
                 "%.3fx median (%s); %.0f ops/s without" % (t, spread(thr), med(ops)),
                 "<= 1.020x", t <= 1.02)

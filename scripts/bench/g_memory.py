@@ -7,8 +7,8 @@ of a 2-thread program (main + 1 busy) and of 1,000 blocked threads + 1 busy,
 the ring's mapping for
 a few WALLPROF_RING_SECONDS x WALLPROF_HZ settings, as the library reports
 it: the "ring_bytes" and "ring_samples" of the profile's "wallprof" section
-(output/sentry.c; the sizing itself is preload/sampler.c alloc_state, not
-repeated here).
+(output/sentry.c; the sizing itself is wp_tick_alloc_ring in
+preload/tick.c, not repeated here).
 """
 
 import os
