@@ -153,7 +153,7 @@ demo: deps
 	@scripts/demo.sh
 
 test: deps
-	@$(MAKE) --no-print-directory $(LIB) testlib unit $(PROGS) $(BUILD)/bench/shortthreads
+	@$(MAKE) --no-print-directory $(LIB) testlib unit $(PROGS) $(BENCH_PROGS)
 	@$(MAKE) --no-print-directory clang-check
 	@$(PYTHON) scripts/check-as-safe.py
 	@$(PYTHON) scripts/check-layout.py

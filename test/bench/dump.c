@@ -42,6 +42,7 @@
 #include "../../output/output.h"
 #include "../../output/profile.h"
 #include "../../output/raw.h"
+#include "../../preload/raw_dump.h"
 #include "../../preload/ring.h"
 #include "../../preload/wallprof.h"
 #include "../../symbolize/symbolize.h"
