@@ -404,7 +404,7 @@ static void write_head(struct wp_hw *w, const struct wp_model *m, uint64_t t0, u
 	wp_hw_i64(w, p->snapshot);
 	wp_hw_str(w, ",\"lost\":{");
 	for (size_t i = 0, k = 0; i < wp_nr_counter_keys; i++) {
-		if (wp_counter_keys[i].kind != WP_CTR_LOSS)
+		if (!(wp_counter_keys[i].kind & WP_CTR_LOSS))
 			continue;
 		wp_hw_str(w, k++ ? ",\"" : "\"");
 		wp_hw_str(w, wp_counter_keys[i].key);

@@ -12,18 +12,18 @@ const struct wp_counter_key wp_counter_keys[] = {
 	CTR("ticks_late", nr_ticks_late, WP_CTR_LOSS),
 	CTR("signals", nr_signals, WP_CTR_INFO),
 	CTR("samples_recorded", nr_samples, WP_CTR_INFO),
-	CTR("pending", nr_pending, WP_CTR_LOSS),
-	CTR("send_failed", nr_send_failed, WP_CTR_LOSS),
+	CTR("pending", nr_pending, WP_CTR_DROP),
+	CTR("send_failed", nr_send_failed, WP_CTR_DROP),
 	CTR("unwind_failed", nr_unwind_failed, WP_CTR_LOSS),
 	CTR("truncated", nr_truncated, WP_CTR_LOSS),
-	CTR("dropped_full", nr_dropped_full, WP_CTR_LOSS),
-	CTR("overwritten", nr_overwritten, WP_CTR_LOSS),
+	CTR("dropped_full", nr_dropped_full, WP_CTR_DROP),
+	CTR("overwritten", nr_overwritten, WP_CTR_DROP),
 	CTR("threads_untracked", nr_threads_untracked, WP_CTR_LOSS),
 	CTR("signals_blocked", nr_signals_blocked, WP_CTR_HOW),
 	CTR("eintr_retried", nr_eintr_retried, WP_CTR_HOW),
 	CTR("from_wrapper", nr_from_wrapper, WP_CTR_HOW),
 	CTR("reused", nr_reused, WP_CTR_HOW),
-	CTR("dl_guarded", nr_dl_guarded, WP_CTR_HOW),
+	CTR("dl_guarded", nr_dl_guarded, WP_CTR_LOSS),
 	CTR("site_replayed", nr_site_replayed, WP_CTR_INFO),
 	CTR("site_direct", nr_site_direct, WP_CTR_INFO),
 	CTR("site_mismatch", nr_site_mismatch, WP_CTR_INFO),
@@ -31,7 +31,7 @@ const struct wp_counter_key wp_counter_keys[] = {
 	CTR("from_timer", nr_from_timer, WP_CTR_HOW),
 	CTR("held", nr_held, WP_CTR_HOW),
 	CTR("timers", nr_timers, WP_CTR_INFO),
-	CTR("exiting", nr_exiting, WP_CTR_LOSS),
+	CTR("exiting", nr_exiting, WP_CTR_DROP),
 };
 #undef CTR
 
@@ -53,8 +53,12 @@ uint64_t wp_counter_at(const struct wp_counters *c, size_t i)
 
 uint64_t wp_counters_dropped(const struct wp_counters *c)
 {
-	return c->nr_pending + c->nr_send_failed + c->nr_dropped_full + c->nr_overwritten +
-	       c->nr_exiting;
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < wp_nr_counter_keys; i++)
+		if (wp_counter_keys[i].kind == WP_CTR_DROP)
+			sum += wp_counter_at(c, i);
+	return sum;
 }
 
 

@@ -58,7 +58,9 @@ struct wp_counters {
 	uint64_t nr_samples; /* samples recorded (before ring overwrite) */
 	uint64_t nr_pending; /* ticks lost: the previous signal was still undelivered, or
 			      * the thread's timer capture under way (and none recent) */
-	uint64_t nr_send_failed; /* ticks lost: the signal could not be sent */
+	uint64_t nr_send_failed; /* ticks lost: the signal could not be sent, or /proc could not
+				  * say whether a thread that may be blocked runs (no signal
+				  * on a guess) */
 	uint64_t nr_unwind_failed; /* samples whose unwinding failed (PC only) */
 	uint64_t nr_truncated; /* samples whose stack hit WALLPROF_MAX_DEPTH */
 	uint64_t nr_dropped_full; /* samples dropped: stack tables full */
@@ -81,15 +83,23 @@ struct wp_counters {
 	uint64_t nr_held; /* ticks of a running thread given its capture of the tick before */
 	uint64_t nr_timers; /* CPU-time timers armed */
 	uint64_t nr_exiting; /* ticks lost: the thread ran its end (glibc's teardown after
-			      * its function returned, every signal blocked) */
+			      * its function returned, which blocks every signal): no
+			      * signal at its first two ticks there */
 };
 
 /* The counters' keys in the wallprof section of every format (the fields'
  * names without "nr_"; nr_samples is "samples_recorded", beside the
  * "samples" written), in the struct's order, with their offsets and what
- * they tell: a loss (ticks without their sample, or samples cut short:
- * what a report lists as lost), how samples were taken, or neither. */
-enum wp_counter_kind { WP_CTR_INFO, WP_CTR_LOSS, WP_CTR_HOW };
+ * they tell: a loss (what a report lists as lost: ticks not taken, samples
+ * cut short, threads not tracked), of which the dropped ones are ticks of
+ * a thread the sampler knew that have no sample (the log line's
+ * "dropped"); how samples were taken; or neither. */
+enum wp_counter_kind {
+	WP_CTR_INFO = 0,
+	WP_CTR_LOSS = 1,
+	WP_CTR_HOW = 2,
+	WP_CTR_DROP = 4 | WP_CTR_LOSS, /* a loss: test with kind & WP_CTR_LOSS */
+};
 struct wp_counter_key {
 	const char *key;
 	size_t off;
@@ -103,8 +113,7 @@ uint64_t *wp_counter_ptr(struct wp_counters *c, size_t i);
 uint64_t wp_counter_at(const struct wp_counters *c, size_t i);
 
 /* Ticks of threads the sampler knew that have no sample: the "dropped"
- * of the log line (pending + send_failed + dropped_full + overwritten +
- * exiting). */
+ * of the log line, the sum of the WP_CTR_DROP counters. */
 uint64_t wp_counters_dropped(const struct wp_counters *c);
 
 struct wp_profile {

@@ -10,6 +10,9 @@
 #define WP_SYS_H
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <sys/syscall.h>
 
 static inline long wp_sys6(long nr, long a, long b, long c, long d, long e, long f)
 {
@@ -57,5 +60,21 @@ static inline long wp_sys_ret(long ret)
 #define WP_SYS_CAT(a, b) a##b
 #define WP_SYS_PICK(k) WP_SYS_CAT(wp_sys, k)
 #define wp_syscall(...) WP_SYS_PICK(WP_SYS_NARG(__VA_ARGS__))(__VA_ARGS__)
+
+/* The first len - 1 bytes of the file at `path` (a /proc file, say) in
+ * buf, NUL-terminated, through no wrapper of ours. Returns their count, or
+ * -1 (errno set) when it cannot be opened or read. */
+static inline long wp_sys_read_file(const char *path, char *buf, size_t len)
+{
+	long fd = wp_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC), n;
+
+	if (fd < 0)
+		return -1;
+	n = wp_syscall(SYS_read, fd, buf, len - 1);
+	wp_syscall(SYS_close, fd);
+	if (n >= 0)
+		buf[n] = 0;
+	return n;
+}
 
 #endif

@@ -42,9 +42,11 @@ struct wp_unw_site;
 #define EV_FREEZE 0x4 /* a raw dump is being written: hold still */
 
 /* g->sh.main_exited */
-#define WP_MAIN_SAID 1 /* main is leaving by pthread_exit or thrd_exit (our wrapper or our
+#define WP_MAIN_SAID \
+	1 /* main is leaving by pthread_exit or thrd_exit (our wrapper or our
 			* key's destructor said so): glibc's exit() follows its last thread */
-#define WP_MAIN_SEEN 2 /* found ended without a word (a raw exit system call): glibc
+#define WP_MAIN_SEEN \
+	2 /* found ended without a word (a raw exit system call): glibc
 			* still counts it, no exit() follows */
 
 /* Cookie in si_value: magic | generation (24 bits) | slot index (24 bits). */

@@ -320,8 +320,10 @@ unpin:
 	return -1;
 }
 
-/* What /proc/self/task/T/syscall says, read without disturbing the thread. */
-enum { PROBE_GONE, PROBE_RUNNING, PROBE_BLOCKED };
+/* What /proc/self/task/T/syscall says, read without disturbing the thread;
+ * PROBE_UNKNOWN when it cannot be read (no descriptor left in the
+ * program's table, no memory). */
+enum { PROBE_GONE, PROBE_RUNNING, PROBE_BLOCKED, PROBE_UNKNOWN };
 
 static int probe_syscall(uint32_t tid, uint64_t *nr, uint64_t *sp, uint64_t *pc,
 			 unsigned long long a[6])
@@ -332,12 +334,12 @@ static int probe_syscall(uint32_t tid, uint64_t *nr, uint64_t *sp, uint64_t *pc,
 
 	snprintf(path, sizeof(path), "/proc/self/task/%u/syscall", tid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) /* no such task: gone; no descriptor, no memory: say nothing */
-		return errno == ENOENT || errno == ESRCH ? PROBE_GONE : PROBE_RUNNING;
+	if (fd < 0) /* no such task: gone */
+		return errno == ENOENT || errno == ESRCH ? PROBE_GONE : PROBE_UNKNOWN;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
-		return PROBE_RUNNING;
+		return n < 0 && errno == ESRCH ? PROBE_GONE : PROBE_UNKNOWN;
 	buf[n] = 0;
 	if (!strncmp(buf, "running", 7))
 		return PROBE_RUNNING;
@@ -592,6 +594,13 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 	unsigned long long args[6];
 	int ran, fresh = 0, whole;
 
+	if (tid == (uint32_t)g->fix.pid && atomic_load(&g->sh.main_exited)) {
+		/* main() has ended as a thread: a zombie until the process
+		 * ends, whose clock reads and whose /proc says "running"; a
+		 * signal to it is never taken. */
+		release_gone(s);
+		return;
+	}
 	if (WP_TESTING && (seq & 1) && g->fix.cfg.test_signal_blocked &&
 	    atomic_load_explicit(&s->state, memory_order_acquire) == S_IDLE) {
 		send_signal(s, now, s->thr.blk_sysno); /* tests: force the race */
@@ -695,13 +704,24 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 	 * seen blocked gets the probe, which also sees a thread that has set
 	 * itself to sleep but not yet left its CPU. */
 	if (ran && s->smp.fp_nr == UINT64_MAX && running_now(tid)) {
-		s->smp.fp_nr = UINT64_MAX;
 		sample_running(s, now, fresh);
 		return;
 	}
 	switch (probe_syscall(tid, &nr, &sp, &pc, args)) {
 	case PROBE_GONE:
 		release_gone(s);
+		return;
+	case PROBE_UNKNOWN:
+		/* No signal on a guess: it may be blocked in a call that would
+		 * see it. Its timer's fresh capture stands for the tick, else
+		 * the tick is lost (counted with failed sends): it ran since
+		 * its last stack. */
+		if (fresh) {
+			g->smp.ctr.nr_from_timer++;
+			take(s, now);
+		} else {
+			g->smp.ctr.nr_send_failed++;
+		}
 		return;
 	case PROBE_BLOCKED:
 		if (fresh)

@@ -399,34 +399,17 @@ int wp_threads_leader_ended(void)
 }
 
 /* Whether the thread group's leader has ended as a thread (a zombie while
- * the other threads live on): main() left by a way we do not interpose
- * (thrd_exit, glibc's internal pthread_exit, a raw exit system call). */
-/* The leader's /proc/self/task/PID/stat after the command's closing
- * parenthesis (") S ppid ..."), in buf; NULL if it cannot be read. */
-static const char *leader_stat(char *buf, size_t len)
-{
-	char path[64];
-	int fd;
-	long n;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)g->fix.pid);
-	fd = (int)wp_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	n = wp_syscall(SYS_read, fd, buf, len - 1);
-	wp_syscall(SYS_close, fd);
-	if (n <= 0)
-		return NULL;
-	buf[n] = 0;
-	return strrchr(buf, ')');
-}
-
+ * the other threads live on), from its /proc stat: the state after the
+ * command's closing parenthesis. */
 int wp_threads_leader_ended_proc(void)
 {
-	char buf[512];
-	const char *p = leader_stat(buf, sizeof(buf));
+	char path[64], buf[512];
+	const char *p;
 
-	return p && (p[2] == 'Z' || p[2] == 'X');
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)g->fix.pid);
+	if (wp_sys_read_file(path, buf, sizeof(buf)) <= 0 || !(p = strrchr(buf, ')')))
+		return 0;
+	return p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
 /* Whether every thread of the program but the caller and the exited leader

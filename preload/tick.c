@@ -235,11 +235,14 @@ static void tick(uint64_t now)
 		 * thread: exit(0) here (our descriptor table may lack the
 		 * program's files, but the program's table is gone with its
 		 * last thread: the best left to do). After a raw exit, no
-		 * exit(): the process ends with its last thread's status, 0
-		 * for a thread that returned; no atexit handler runs. */
+		 * exit() and no atexit handler: the profile, then this thread
+		 * leaves as the program's last one did, and the kernel ends the
+		 * process with the status of main's raw exit (a process whose
+		 * threads all left one by one reports its leader's). */
 		if (atomic_load(&g->sh.main_exited) == WP_MAIN_SEEN) {
 			wp_sampler_stop_and_dump();
-			wp_syscall(SYS_exit_group, 0);
+			for (;;)
+				wp_syscall(SYS_exit, 0);
 		}
 		exit(0);
 	}
@@ -255,6 +258,21 @@ static void tick(uint64_t now)
 		wp_threads_refresh_some((size_t)g->fix.cfg.hz * 10);
 }
 
+/* Whether seccomp is on for this thread ("Seccomp: 2", a filter) in its /proc
+ * status (read with raw system calls: the read wrapper would take a slot
+ * for the sampler). A status that cannot be read counts as filtered; one
+ * without the line (a kernel without seccomp) as not. */
+static int seccomp_filtered(void)
+{
+	char buf[4096];
+	const char *p;
+
+	if (wp_sys_read_file("/proc/thread-self/status", buf, sizeof(buf)) <= 0)
+		return 1;
+	p = strstr(buf, "\nSeccomp:");
+	return p && strtol(p + 9, NULL, 10) != 0;
+}
+
 /* The sampler wakes at each tick on time, as far as an unprivileged thread
  * can: no timer slack (50 us by default: every wake-up that much late), and
  * on a kernel with custom slices for normal threads (Linux 6.12 and later)
@@ -268,22 +286,6 @@ static void tick(uint64_t now)
  * (reset on fork; the converters it starts get the slack back). Not under
  * a seccomp filter: one that kills on sched_setattr would kill the
  * program. Failures change nothing. */
-/* Whether a seccomp filter is on this thread (/proc's "Seccomp: 2"). */
-static int seccomp_filtered(void)
-{
-	char buf[4096], *p;
-	int fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return 1; /* cannot tell: as if */
-	buf[n] = 0;
-	p = strstr(buf, "\nSeccomp:");
-	return !p || strtol(p + 9, NULL, 10) != 0;
-}
-
 static void be_punctual(void)
 {
 	/* the kernel's struct sched_attr (sched_setattr(2); glibc before 2.41
@@ -298,8 +300,13 @@ static void be_punctual(void)
 	} a;
 	long slack;
 
-	if (seccomp_filtered())
+	g->smp.slack = 0;
+	if (seccomp_filtered()) {
+		wp_log(WP_LOG_DEBUG,
+		       "a seccomp filter is on: the sampler keeps its timer slack and "
+		       "time slice");
 		return;
+	}
 	slack = prctl(PR_GET_TIMERSLACK);
 	if (slack > 0 && prctl(PR_SET_TIMERSLACK, 1ul) == 0)
 		g->smp.slack = (unsigned long)slack;

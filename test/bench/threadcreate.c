@@ -45,7 +45,8 @@ int main(int argc, char **argv)
 		for (k = 0; k < m; k++) {
 			err = pthread_create(&t[k], NULL, thread_main, NULL);
 			if (err != 0) {
-				fprintf(stderr, "threadcreate: pthread_create: %s\n", strerror(err));
+				fprintf(stderr, "threadcreate: pthread_create: %s\n",
+					strerror(err));
 				return 1;
 			}
 		}

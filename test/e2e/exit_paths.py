@@ -92,6 +92,28 @@ def tests(rt):
                 check(n >= want, "%d samples of the thread's %s s of work (want >= %d)"
                       % (n, secs, want))
 
+    def test_raw_exit_status(tmp):
+        """main leaves by a raw exit with status 3 while a thread the
+        library does not count (C11's thrd_create) works on and returns:
+        the sampler writes the profile when that thread is gone, and the
+        process ends with the status the kernel gives without us (the last
+        thread's on this kernel, 0; main's on kernels that report the
+        leader's, which an exit_group(0) of ours overrode)."""
+        for secs, want in (("0.5", 30), ("0.06", 3)):
+            argv = [rt.prog("exit_paths"), "raw_exit_c11", secs, "3"]
+            plain = rt.run_bounded(argv, tmp, preload=False, timeout=TIMEOUT)
+            check(plain.rc in (0, 3) and plain.stdout == "raw: done\n", "bare: %s %r"
+                  % (plain.describe(), plain.stdout))
+            for _ in range(3):
+                r = rt.run_bounded(argv, tmp, timeout=TIMEOUT)
+                check(r.rc == plain.rc and r.stdout == plain.stdout,
+                      "preloaded: %s %r, bare %s" % (r.describe(), r.stdout, plain.describe()))
+                obj = rt.load_profile(os.path.join(tmp, "wallprof.%d.json" % r.pid))
+                n = sum(1 for s in rt.profile_part(obj)["samples"]
+                        if "wpt_tail_work" in rt.stack_functions(obj, s["stack_id"]))
+                check(n >= want, "%d samples of the thread's %s s of work (want >= %d)"
+                      % (n, secs, want))
+
     def handler_end(tmp, argv, want_rc):
         plain = rt.run_bounded(argv, tmp, preload=False, timeout=TIMEOUT)
         check(plain.rc == want_rc, "bare: rc %s, want %s" % (plain.rc, want_rc))
@@ -153,6 +175,7 @@ def tests(rt):
             ("exit_pthread_exit_short", test_pthread_exit_short),
             ("exit_thrd_exit", test_thrd_exit),
             ("exit_raw_exit", test_raw_exit),
+            ("exit_raw_exit_status", test_raw_exit_status),
             ("exit_handler_exec_fails", test_handler_exec_fails),
             ("exit_handler__exit", test_handler_exit),
             ("exit_handler_exec", test_handler_exec)]

@@ -18,6 +18,11 @@
  *                        kernel sees it); the thread writes "raw: done" to
  *                        stdout (write(2): no exit() flushes stdio then) and
  *                        returns, and the process ends with it, status 0.
+ *   raw_exit_c11 SECONDS STATUS  the same with a C11 thread (thrd_create: not
+ *                        counted by the library), and main's raw exit with
+ *                        STATUS: the process ends with the last thread, with
+ *                        the status main's exit gave (the kernel reports the
+ *                        leader's).
  *   handler_exit         a SIGALRM handler calls _exit(7) while the main
  *                        thread allocates and frees in a loop (wpt_malloc_work):
  *                        the handler interrupts malloc now and then.
@@ -77,6 +82,11 @@ static void *raw_tail(void *arg)
 	if (write(1, "raw: done\n", 10) != 10)
 		return NULL;
 	return NULL;
+}
+
+static int c11_raw_tail(void *arg)
+{
+	return raw_tail(arg) ? 1 : 0;
 }
 
 static int c11_tail(void *arg)
@@ -158,6 +168,14 @@ int main(int argc, char **argv)
 			return 2;
 		syscall(SYS_exit, 0);
 	}
+	if (!strcmp(mode, "raw_exit_c11") && argc == 4) {
+		thrd_t t;
+
+		raw_secs = atof(argv[2]);
+		if (thrd_create(&t, c11_raw_tail, NULL) != thrd_success)
+			return 2;
+		syscall(SYS_exit, atoi(argv[3]));
+	}
 	if (!strcmp(mode, "handler_exec_fails")) {
 		struct itimerval it = { { 0, 0 }, { 0, 300000 } };
 
@@ -170,7 +188,8 @@ int main(int argc, char **argv)
 		printf("exec from the handler failed; main went on\n");
 		return 0;
 	}
-	fprintf(stderr, "usage: exit_paths pthread_exit_atexit|handler_exit|handler_exec PROG|"
-			"handler_exec_fails\n");
+	fprintf(stderr, "usage: exit_paths pthread_exit_atexit|pthread_exit_short|thrd_exit|"
+			"raw_exit [SECONDS]|raw_exit_c11 SECONDS STATUS|handler_exit|"
+			"handler_exec PROG|handler_exec_fails\n");
 	return 2;
 }

@@ -20,6 +20,12 @@
  *                             (wpt_stale_spin), then 100 ms with every signal
  *                             blocked in a raw nanosleep system call, no wrapper
  *                             (wpt_stale_masked), unblocking before it returns
+ *   threads fdfull            main lowers RLIMIT_NOFILE to 1 (no process-wide
+ *                             descriptor can be opened, not even in the sampler's
+ *                             own table) while "fdfull" alternates 60 times
+ *                             3 ms of spinning (wpt_fdfull_spin) and a 7 ms raw
+ *                             poll (as in rawpoll); then main restores the limit
+ *                             and prints how many polls a signal cut short
  *   threads dtor              "dtor" sets a pthread key of the program's whose
  *                             destructor spins 0.5 s (wpt_dtor_spin), and returns;
  *                             main joins it
@@ -35,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <time.h>
@@ -216,6 +223,45 @@ __attribute__((noipa)) NO_FP static void *rawpoll_main(void *arg)
 	for (int i = 0; i < 4; i++)
 		timed_out += wpt_raw_poll(500) == 0;
 	return (void *)(intptr_t)timed_out;
+}
+
+WPT_WORK(wpt_fdfull_spin)
+
+static void *fdfull_main(void *arg)
+{
+	long cut = 0;
+
+	(void)arg;
+	pthread_setname_np(pthread_self(), "fdfull");
+	for (int i = 0; i < 60; i++) {
+		wpt_fdfull_spin(0.003);
+		cut += wpt_raw_poll(7) == -EINTR;
+	}
+	return (void *)(intptr_t)cut;
+}
+
+/* No descriptor to be had (the limit below every table's lowest free
+ * one): the sampler cannot open /proc to tell whether a thread that ran is
+ * blocked now; it must not signal it on a guess. */
+static int mode_fdfull(void)
+{
+	struct rlimit was, low;
+	pthread_t t;
+	void *r;
+	int rc;
+
+	if (getrlimit(RLIMIT_NOFILE, &was))
+		die("getrlimit", errno);
+	low = was;
+	low.rlim_cur = 1;
+	if (setrlimit(RLIMIT_NOFILE, &low))
+		die("setrlimit", errno);
+	if ((rc = pthread_create(&t, NULL, fdfull_main, NULL)))
+		die("pthread_create", rc);
+	pthread_join(t, &r);
+	setrlimit(RLIMIT_NOFILE, &was);
+	printf("fdfull: %ld of 60 raw polls cut short\n", (long)(intptr_t)r);
+	return 0;
 }
 
 static int mode_rawpoll(void)
@@ -537,6 +583,9 @@ int main(int argc, char **argv)
 		return mode_handler();
 	if (argc == 2 && strcmp(argv[1], "dtor") == 0)
 		return mode_dtor();
-	fprintf(stderr, "usage: threads churn N BATCH | sigblock | rename | stale\n");
+	if (argc == 2 && strcmp(argv[1], "fdfull") == 0)
+		return mode_fdfull();
+	fprintf(stderr, "usage: threads churn N BATCH | sigblock | rename | stale | rawpoll | "
+			"rawfutex | idle N SECONDS | park | handler | dtor | fdfull\n");
 	return 2;
 }

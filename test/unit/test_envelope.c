@@ -69,11 +69,16 @@ static struct wp_thread threads[4] = { { .tid = 100, .name = "main" },
 #define ON WP_SAMPLE_ON_CPU
 static struct wp_sample samples[10];
 static const struct wp_sample samples_init[10] = {
-	{ T0, 100, 0, ON, 0, 1, 0 },           { T0 + 10 * MS, 101, 1, 0, 0, 1, 0 }, /* 101's only busy one */
-	{ T0 + 10 * MS, 102, 2, 0, 0, 1, 0 },  { T0 + 20 * MS, 100, 1, 0, 0, 1, 0 },
-	{ T0 + 20 * MS, 101, 2, 0, 0, 1, 0 },  { T0 + 30 * MS, 102, 2, 0, 0, 1, 0 },
-	{ T0 + 30 * MS, 103, 0, ON, 0, 1, 0 }, { T0 + 40 * MS, 100, 2, 0, 0, 1, 0 }, /* idle, kept */
-	{ T0 + 50 * MS, 103, 0, ON, 0, 1, 0 }, { T0 + 60 * MS, 100, 0, ON, 0, 1, 0 },
+	{ T0, 100, 0, ON, 0, 1, 0 },
+	{ T0 + 10 * MS, 101, 1, 0, 0, 1, 0 }, /* 101's only busy one */
+	{ T0 + 10 * MS, 102, 2, 0, 0, 1, 0 },
+	{ T0 + 20 * MS, 100, 1, 0, 0, 1, 0 },
+	{ T0 + 20 * MS, 101, 2, 0, 0, 1, 0 },
+	{ T0 + 30 * MS, 102, 2, 0, 0, 1, 0 },
+	{ T0 + 30 * MS, 103, 0, ON, 0, 1, 0 },
+	{ T0 + 40 * MS, 100, 2, 0, 0, 1, 0 }, /* idle, kept */
+	{ T0 + 50 * MS, 103, 0, ON, 0, 1, 0 },
+	{ T0 + 60 * MS, 100, 0, ON, 0, 1, 0 },
 };
 static char cmdline[] = "/usr/bin/app --token secret";
 

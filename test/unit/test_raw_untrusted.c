@@ -951,8 +951,8 @@ static void test_runs_untrusted(void)
 		REQ(info.nr_bad_samples == 3);
 		REQ(p.end_ns == 100000 && p.start_ns == 500);
 		json = json_bytes(&p);
-		REQ(json > 0 && json <= JSON_BOUND(len) +
-						 JSON_PER_TICK * (wp_profile_count(&p) - p.nr_samples));
+		REQ(json > 0 && json <= JSON_BOUND(len) + JSON_PER_TICK * (wp_profile_count(&p) -
+									   p.nr_samples));
 		wp_profile_free(&p);
 	} else {
 		printf("     (%s)\n", err);
