@@ -236,9 +236,9 @@ static void tick(uint64_t now)
 		 * program's files, but the program's table is gone with its
 		 * last thread: the best left to do). After a raw exit, no
 		 * exit() and no atexit handler: the profile, then this thread
-		 * leaves as the program's last one did, and the kernel ends the
-		 * process with the status of main's raw exit (a process whose
-		 * threads all left one by one reports its leader's). */
+		 * leaves as a thread that returns does (status 0), and the
+		 * kernel ends the process as one whose threads all left one by
+		 * one; no status of ours is imposed on the group. */
 		if (atomic_load(&g->sh.main_exited) == WP_MAIN_SEEN) {
 			wp_sampler_stop_and_dump();
 			for (;;)
