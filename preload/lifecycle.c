@@ -130,6 +130,12 @@ void wp_sampler_main_exiting(void)
 	stop_if_last();
 }
 
+void wp_sampler_pthread_exit(void)
+{
+	if (!g->fix.exit_key_ok || !pthread_getspecific(g->fix.exit_key))
+		wp_sampler_main_exiting();
+}
+
 /* The pthread key's destructor: a thread that holds a slot (the value is
  * its slot), or was counted at its start, or leads the process, is ending. */
 static void thread_exit(void *p)

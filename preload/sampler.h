@@ -51,6 +51,12 @@ WP_AS_SAFE void wp_sampler_count_eintr_retry(void);
  * (joined: not async-signal-safe). */
 void wp_sampler_main_exiting(void);
 
+/* lifecycle.c: the pthread_exit wrapper, before glibc's pthread_exit: the
+ * leader's end is seen by our key's destructor, which runs after the
+ * program's cleanup handlers (so that those are sampled); only where the
+ * leader holds no value of our key, at once (wp_sampler_main_exiting). */
+void wp_sampler_pthread_exit(void);
+
 /* lifecycle.c: exec is about to replace the image: stop and write the
  * profile so far (as "<name>.exec<k>.json"); if exec fails, start sampling
  * again. From a signal handler of the program's, only the raw dump is

@@ -177,7 +177,7 @@ WP_EXPORT __attribute__((noreturn)) void pthread_exit(void *ret)
 	wp_pexit_fn real =
 		real_pthread_exit ? real_pthread_exit : (wp_pexit_fn)next_symbol("pthread_exit");
 
-	wp_sampler_main_exiting();
+	wp_sampler_pthread_exit();
 	if (real)
 		real(ret);
 	wp_syscall(SYS_exit, 0);

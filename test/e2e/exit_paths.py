@@ -54,6 +54,20 @@ def tests(rt):
         check(bad == 0, "%d of %d runs lost the program's output (%s)" % (bad, RUNS * 2, last)
               if bad else "")
 
+    def test_pthread_exit_cleanup(tmp):
+        """main's own cleanup handler runs 0.4 s after its pthread_exit:
+        main is still sampled there (it was let go at the call, and its
+        handler's work was missing from the profile)."""
+        argv = [rt.prog("exit_paths"), "pthread_exit_cleanup"]
+        r = rt.run_bounded(argv, tmp, timeout=TIMEOUT)
+        check(r.rc == 0 and r.stdout == "cleanup: done\n", "%s %r" % (r.describe(), r.stdout))
+        obj = rt.load_profile(os.path.join(tmp, "wallprof.%d.json" % r.pid))
+        rt.check_valid(obj)
+        n = sum(1 for s in rt.profile_part(obj)["samples"]
+                if "wpt_cleanup_work" in rt.stack_functions(obj, s["stack_id"])
+                and str(s["thread_id"]) == str(r.pid))
+        check(n >= 25, "%d samples of main's 0.4 s cleanup handler (want >= 25)" % n)
+
     def test_thrd_exit(tmp):
         """main leaves by thrd_exit while a C11 thread (not created through
         pthread_create, so not counted) works on: sampling goes on until
@@ -173,6 +187,7 @@ def tests(rt):
 
     return [("exit_pthread_exit_atexit", test_pthread_exit_atexit),
             ("exit_pthread_exit_short", test_pthread_exit_short),
+            ("exit_pthread_exit_cleanup", test_pthread_exit_cleanup),
             ("exit_thrd_exit", test_thrd_exit),
             ("exit_raw_exit", test_raw_exit),
             ("exit_raw_exit_status", test_raw_exit_status),

@@ -9,6 +9,10 @@
  *                        "atexit: stdout").
  *   pthread_exit_short   the same with 16 detached threads of 5 ms each (too
  *                        short to be seen by a sampling tick).
+ *   pthread_exit_cleanup main pushes a cleanup handler that works 0.4 s
+ *                        (wpt_cleanup_work), starts a thread that works 0.8 s
+ *                        (wpt_tail_work) and calls pthread_exit; the thread
+ *                        prints "cleanup: done".
  *   thrd_exit            a C11 thread (thrd_create: not through pthread_create)
  *                        works 0.5 s (wpt_tail_work) while main leaves by
  *                        thrd_exit; prints "thrd: done" from the thread.
@@ -47,6 +51,21 @@
 
 WPT_WORK(wpt_tail_work)
 WPT_WORK(wpt_after_work)
+WPT_WORK(wpt_cleanup_work)
+
+static void cleanup_spin(void *arg)
+{
+	(void)arg;
+	wpt_cleanup_work(0.4);
+}
+
+static void *cleanup_tail(void *arg)
+{
+	(void)arg;
+	wpt_tail_work(0.8);
+	printf("cleanup: done\n");
+	return NULL;
+}
 
 static int log_fd = -1;
 static const char *exec_prog;
@@ -168,6 +187,15 @@ int main(int argc, char **argv)
 			return 2;
 		syscall(SYS_exit, 0);
 	}
+	if (!strcmp(mode, "pthread_exit_cleanup")) {
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, cleanup_tail, NULL))
+			return 2;
+		pthread_cleanup_push(cleanup_spin, NULL);
+		pthread_exit(NULL);
+		pthread_cleanup_pop(0);
+	}
 	if (!strcmp(mode, "raw_exit_c11") && argc == 4) {
 		thrd_t t;
 
@@ -188,7 +216,8 @@ int main(int argc, char **argv)
 		printf("exec from the handler failed; main went on\n");
 		return 0;
 	}
-	fprintf(stderr, "usage: exit_paths pthread_exit_atexit|pthread_exit_short|thrd_exit|"
+	fprintf(stderr, "usage: exit_paths pthread_exit_atexit|pthread_exit_short|"
+			"pthread_exit_cleanup|thrd_exit|"
 			"raw_exit [SECONDS]|raw_exit_c11 SECONDS STATUS|handler_exit|"
 			"handler_exec PROG|handler_exec_fails\n");
 	return 2;
