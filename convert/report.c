@@ -97,7 +97,7 @@ static void counter_line(const struct rep *r, const char *label, enum wp_counter
 	for (size_t i = 0; i < wp_nr_counter_keys; i++) {
 		uint64_t v = wp_counter_at(c, i);
 
-		if ((wp_counter_keys[i].kind & kind) && v && n < 1023)
+		if ((wp_counter_keys[i].kind & kind) == kind && v && n < 1023)
 			n += (size_t)snprintf(line + n, 1024 - n, "%s%s %llu", n ? ", " : "",
 					      wp_counter_keys[i].key, (unsigned long long)v);
 	}

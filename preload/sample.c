@@ -474,7 +474,8 @@ static void release_gone(struct wp_slot *s)
 }
 
 /* Whether the thread is in its end, where a signal would be lost: past our
- * key's destructor (the first to run), for WP_EXIT_TICKS ticks from the
+ * key's destructor (the first of the program's keys made after our start),
+ * for WP_EXIT_TICKS ticks from the
  * first tick that sees it so; after that (the program's own destructors
  * run long) it is signalled again. With threads that live 50 us, half of
  * all signals went to threads in their end, lost. */
@@ -713,12 +714,17 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 		return;
 	case PROBE_UNKNOWN:
 		/* No signal on a guess: it may be blocked in a call that would
-		 * see it. Its timer's fresh capture stands for the tick, else
-		 * the tick is lost (counted with failed sends): it ran since
-		 * its last stack. */
+		 * see it. Its timer's fresh capture stands for the tick; else,
+		 * if its clock moves now, it runs (as above, for a thread seen
+		 * blocked before /proc became unreadable); else the tick is
+		 * lost (counted with failed sends): it ran since its last
+		 * stack. */
 		if (fresh) {
 			g->smp.ctr.nr_from_timer++;
 			take(s, now);
+		} else if (ran && running_now(tid)) {
+			s->smp.fp_nr = UINT64_MAX;
+			sample_running(s, now, 0);
 		} else {
 			g->smp.ctr.nr_send_failed++;
 		}

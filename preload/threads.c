@@ -398,18 +398,21 @@ int wp_threads_leader_ended(void)
 	return w >= 0 ? w : wp_threads_leader_ended_proc();
 }
 
-/* Whether the thread group's leader has ended as a thread (a zombie while
- * the other threads live on), from its /proc stat: the state after the
- * command's closing parenthesis. */
-int wp_threads_leader_ended_proc(void)
+int wp_threads_leader_proc(void)
 {
 	char path[64], buf[512];
 	const char *p;
 
 	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)g->fix.pid);
-	if (wp_sys_read_file(path, buf, sizeof(buf)) <= 0 || !(p = strrchr(buf, ')')))
-		return 0;
-	return p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+	if (wp_sys_read_file(path, buf, sizeof(buf)) <= 0 || !(p = strrchr(buf, ')')) ||
+	    p[1] != ' ')
+		return -1;
+	return p[2] == 'Z' || p[2] == 'X';
+}
+
+int wp_threads_leader_ended_proc(void)
+{
+	return wp_threads_leader_proc() == 1;
 }
 
 /* Whether every thread of the program but the caller and the exited leader

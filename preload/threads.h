@@ -65,6 +65,11 @@ int wp_threads_leader_ended(void);
  * not in a signal handler (snprintf). */
 int wp_threads_leader_ended_proc(void);
 
+/* What that file says: 1 the leader has ended as a thread (a zombie), 0 it
+ * is still running (its own destructors, say, after our key's), -1 it
+ * cannot be read. */
+int wp_threads_leader_proc(void);
+
 /* Whether every thread of the program but `self` and the exited leader is
  * gone from /proc/self/task, waiting up to 50 ms for those still listed. A
  * program thread's exit path. */

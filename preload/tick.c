@@ -227,7 +227,10 @@ static void tick(uint64_t now)
 
 		atomic_compare_exchange_strong(&g->sh.main_exited, &none, WP_MAIN_SEEN);
 	}
-	if (atomic_load(&g->sh.main_exited) && !wp_threads_user_left()) {
+	/* The leader itself may still run the program's own key destructors
+	 * (after ours, which set main_exited): not before it has ended. */
+	if (atomic_load(&g->sh.main_exited) && !wp_threads_user_left() &&
+	    wp_threads_leader_proc() != 0) {
 		/* main() has ended as a thread and its last thread is gone, not
 		 * seen ending (thread_exit runs for threads that got a slot of
 		 * their own): without us the process would end now. After
@@ -344,9 +347,9 @@ static void *sampler_main(void *arg)
 	 * (before the name, which tests take as the sign that it is done). */
 	g->smp.fds_private = wp_fds_go_private() == 0;
 	prctl(PR_SET_NAME, "wallprof");
-	be_punctual();
-	wp_tls_internal = 1;
+	wp_tls_internal = 1; /* before any wrapped call (be_punctual's log line) */
 	wp_sigmask_bypass = 1;
+	be_punctual();
 	g->smp.sampler_tid = (pid_t)wp_syscall(SYS_gettid); /* never samples itself */
 	wp_sample_find_own_code();
 	if (arg) /* restarted: a forked child, a failed exec */

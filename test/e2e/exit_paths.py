@@ -69,9 +69,9 @@ def tests(rt):
         check(n >= 25, "%d samples of main's 0.4 s cleanup handler (want >= 25)" % n)
 
     def test_thrd_exit(tmp):
-        """main leaves by thrd_exit while a C11 thread (not created through
-        pthread_create, so not counted) works on: sampling goes on until
-        it ends, and its output is there."""
+        """main leaves by thrd_exit while a C11 thread (thrd_create, counted
+        as pthread_create's are) works on: sampling goes on until it ends,
+        and its output is there."""
         argv = [rt.prog("exit_paths"), "thrd_exit"]
         plain = rt.run_bounded(argv, tmp, preload=False, timeout=TIMEOUT)
         check(plain.rc == 0 and plain.stdout == "thrd: done\n", "bare: %s %r"
@@ -107,14 +107,15 @@ def tests(rt):
                       % (n, secs, want))
 
     def test_raw_exit_status(tmp):
-        """main leaves by a raw exit with status 3 while a thread the
-        library does not count (C11's thrd_create) works on and returns:
-        the sampler writes the profile when that thread is gone, and the
-        process ends with the status the kernel gives without us (the last
-        thread's on this kernel, 0; main's on kernels that report the
-        leader's, which an exit_group(0) of ours overrode)."""
+        """main leaves by a raw exit with status 3, and its other thread,
+        after its work, by a raw exit too: no code of ours sees either
+        end, so the sampler finds them gone, writes the profile (nothing
+        else could) and leaves by a raw exit of its own thread: the
+        process ends with the status the bare run gets (the last
+        thread's on Linux 6.18: 0), and no exit_group of ours imposes
+        one."""
         for secs, want in (("0.5", 30), ("0.06", 3)):
-            argv = [rt.prog("exit_paths"), "raw_exit_c11", secs, "3"]
+            argv = [rt.prog("exit_paths"), "raw_exit_all", secs, "3"]
             plain = rt.run_bounded(argv, tmp, preload=False, timeout=TIMEOUT)
             check(plain.rc in (0, 3) and plain.stdout == "raw: done\n", "bare: %s %r"
                   % (plain.describe(), plain.stdout))

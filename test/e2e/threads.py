@@ -353,8 +353,13 @@ def tests(rt):
         ticks it could not tell are counted lost (send_failed)."""
         r = rt.run_bounded([rt.prog("threads"), "fdfull"], tmp, {"WALLPROF_CPU_TIMERS": "0"},
                            timeout=SIGBLOCK_TIMEOUT)
-        check(r.rc == 0 and r.stdout == "fdfull: 0 of 60 raw polls cut short\n",
-              "%s %r" % (r.describe(), r.stdout))
+        m = re.match(r"fdfull: (\d+) of 60 raw polls cut short\n$", r.stdout)
+        check(r.rc == 0 and m, "%s %r" % (r.describe(), r.stdout))
+        # A thread seen running is signalled; one that blocks in the
+        # microseconds before the signal lands sees it (README, limits):
+        # rare, not every tick (60 of 60 before).
+        check(int(m.group(1)) <= 2, "%s of 60 raw polls cut short by our signal"
+              % m.group(1))
         obj = rt.exit_profile(r)
         rt.check_valid(obj)
         w = rt.wallprof_section(obj)

@@ -22,11 +22,12 @@
  *                        kernel sees it); the thread writes "raw: done" to
  *                        stdout (write(2): no exit() flushes stdio then) and
  *                        returns, and the process ends with it, status 0.
- *   raw_exit_c11 SECONDS STATUS  the same with a C11 thread (thrd_create: not
- *                        counted by the library), and main's raw exit with
- *                        STATUS: the process ends with the last thread, with
- *                        the status main's exit gave (the kernel reports the
- *                        leader's).
+ *   raw_exit_all SECONDS STATUS  main leaves by a raw exit with STATUS while
+ *                        a thread works SECONDS (wpt_tail_work), writes
+ *                        "raw: done" and leaves by a raw exit too (status 0):
+ *                        no thread's end runs any code, and the process ends
+ *                        with its last thread (Linux 6.18 reports that
+ *                        thread's status).
  *   handler_exit         a SIGALRM handler calls _exit(7) while the main
  *                        thread allocates and frees in a loop (wpt_malloc_work):
  *                        the handler interrupts malloc now and then.
@@ -103,9 +104,11 @@ static void *raw_tail(void *arg)
 	return NULL;
 }
 
-static int c11_raw_tail(void *arg)
+static void *raw_tail_raw(void *arg)
 {
-	return raw_tail(arg) ? 1 : 0;
+	raw_tail(arg);
+	syscall(SYS_exit, 0);
+	return NULL;
 }
 
 static int c11_tail(void *arg)
@@ -196,11 +199,11 @@ int main(int argc, char **argv)
 		pthread_exit(NULL);
 		pthread_cleanup_pop(0);
 	}
-	if (!strcmp(mode, "raw_exit_c11") && argc == 4) {
-		thrd_t t;
+	if (!strcmp(mode, "raw_exit_all") && argc == 4) {
+		pthread_t t;
 
 		raw_secs = atof(argv[2]);
-		if (thrd_create(&t, c11_raw_tail, NULL) != thrd_success)
+		if (pthread_create(&t, NULL, raw_tail_raw, NULL))
 			return 2;
 		syscall(SYS_exit, atoi(argv[3]));
 	}
@@ -218,7 +221,7 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "usage: exit_paths pthread_exit_atexit|pthread_exit_short|"
 			"pthread_exit_cleanup|thrd_exit|"
-			"raw_exit [SECONDS]|raw_exit_c11 SECONDS STATUS|handler_exit|"
+			"raw_exit [SECONDS]|raw_exit_all SECONDS STATUS|handler_exit|"
 			"handler_exec PROG|handler_exec_fails\n");
 	return 2;
 }
