@@ -714,21 +714,16 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 		return;
 	case PROBE_UNKNOWN:
 		/* No signal on a guess: it may be blocked in a call that would
-		 * see it. Its timer's fresh capture stands for the tick; else,
-		 * if its clock moves now, it runs (as above, for a thread seen
+		 * see it. Its timer's fresh capture stands for the tick, or, if
+		 * its clock moves now, it runs (as above, for a thread seen
 		 * blocked before /proc became unreadable); else the tick is
 		 * lost (counted with failed sends): it ran since its last
 		 * stack. */
-		if (fresh) {
-			g->smp.ctr.nr_from_timer++;
-			take(s, now);
-		} else if (ran && running_now(tid)) {
-			s->smp.fp_nr = UINT64_MAX;
-			sample_running(s, now, 0);
-		} else {
+		if (!fresh && !(ran && running_now(tid))) {
 			g->smp.ctr.nr_send_failed++;
+			return;
 		}
-		return;
+		break;
 	case PROBE_BLOCKED:
 		if (fresh)
 			drop_timer_capture(s); /* it ran, then blocked */
@@ -755,9 +750,11 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 			g->smp.ctr.nr_signals_blocked++;
 		return;
 	default:
-		s->smp.fp_nr = UINT64_MAX;
-		sample_running(s, now, fresh);
+		break;
 	}
+	/* running, or unknown but running by its clock or timer */
+	s->smp.fp_nr = UINT64_MAX;
+	sample_running(s, now, fresh);
 }
 
 void wp_sample_find_own_code(void)
