@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "test_hooks.h"
-#include "../unwind/unwind.h"
 #include "convert.h"
 #include "dump.h"
 #include "handler.h"
@@ -265,7 +264,6 @@ int wp_sampler_start(void)
 		       strerror(errno));
 		return -1;
 	}
-	wp_unwind_init();
 	wp_tick_read_cmdline();
 	wp_modmap_refresh(&g->smp.mods);
 	/* glibc keeps keys below 32 in each thread's descriptor; a later one
