@@ -149,6 +149,21 @@ void wp_ring_destroy(struct wp_ring *r)
 		munmap(r->map, r->map_len);
 }
 
+/* A hash slot, read with a write access. The tables are anonymous memory
+ * touched as they fill, at random places: a plain read of an untouched page
+ * maps the shared zero page, and the insert that follows must replace it,
+ * which flushes that address from the TLB of every CPU the program runs on:
+ * an interprocessor interrupt for each, taking its CPU from the program (a
+ * VM exit on both sides in a virtual machine). A locked add of 0 (one xadd;
+ * a compare-and-swap loop would read first) faults the page in writable at
+ * once and leaves the value as it was. With a compiler as the program, a
+ * third of the sampler's CPU went to these flushes (docs/PERFORMANCE.md,
+ * "Where the cost goes"). Test: test_ring's test_one_fault_per_page. */
+static inline uint32_t slot_load(uint32_t *slot)
+{
+	return __atomic_fetch_add(slot, 0u, __ATOMIC_RELAXED);
+}
+
 static uint32_t pc_slot(const struct wp_ring *r, uint64_t addr, uint32_t flags)
 {
 	return (uint32_t)mix64(addr * 2 + flags) & (r->pc_hash_size - 1);
@@ -161,7 +176,7 @@ static int64_t pc_intern(struct wp_ring *r, uint64_t addr, uint32_t flags)
 	size_t i = pc_slot(r, addr, flags);
 	uint32_t v;
 
-	while ((v = r->pc_hash[i]) != EMPTY) {
+	while ((v = slot_load(&r->pc_hash[i])) != EMPTY) {
 		const struct wp_pc *p = &r->pcs[v - 1];
 
 		if (p->addr == addr && p->flags == flags)
@@ -184,7 +199,7 @@ static int64_t stack_intern(struct wp_ring *r, const uint32_t *w, unsigned n)
 	size_t i = h & mask;
 	uint32_t v;
 
-	while ((v = r->stack_hash[i]) != EMPTY) {
+	while ((v = slot_load(&r->stack_hash[i])) != EMPTY) {
 		uint32_t s = v - 1;
 
 		if (r->stack_hashv[s] == h && r->stack_len[s] == n &&

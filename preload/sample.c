@@ -237,11 +237,15 @@ static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, i
 	} else if (s->thr.tp) {
 		g->smp.want_stacks = 1;
 	}
-	/* The entry used last first: one cache line touched when it matches. */
+	/* The entry used last first: one cache line touched when it matches.
+	 * Only entries this slot has filled (in this or an earlier owner's
+	 * time) are read: reading an untouched page maps the zero page, and
+	 * the fill that follows must then flush it from the TLB of every CPU
+	 * the program runs on, an interrupt for each (see ring.c, slot_load). */
 	for (i = 0; i < WP_SITES; i++) {
 		uint32_t k = (s->smp.site_last + i) % WP_SITES;
 
-		if (site_matches(&e[k * stride], s, epoch, cap)) {
+		if (k < s->smp.sites_used && site_matches(&e[k * stride], s, epoch, cap)) {
 			hit = &e[k * stride];
 			s->smp.site_last = k;
 			break;
@@ -263,6 +267,8 @@ static uint32_t walk_published(struct wp_slot *s, uint64_t *out, uint32_t cap, i
 	/* Fill the entry that matched (it went stale) or the next victim. */
 	if (!hit) {
 		s->smp.site_last = s->smp.site_next++ % WP_SITES;
+		if (s->smp.sites_used <= s->smp.site_last)
+			s->smp.sites_used = s->smp.site_last + 1;
 		hit = &e[s->smp.site_last * stride];
 	}
 	n = walk_regs(s, out, cap, truncated, hit);

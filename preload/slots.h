@@ -138,6 +138,9 @@ struct wp_slot {
 		uint32_t nr_cached_ok; /* stk holds a valid stack */
 		uint32_t site_next; /* next entry of the slot's walk cache to replace */
 		uint32_t site_last; /* the entry hit or filled last */
+		uint32_t sites_used; /* entries this slot index has ever filled: never
+				      * reset, so lookups read no untouched page
+				      * (walk_published) */
 		uint32_t stk_gen; /* gen (+1) the stack bounds were found for, 0: none */
 		uint64_t stk_tp; /* ... and the tp they were found for */
 		uint64_t stk_lo, stk_hi; /* memory from the thread's stack pointer up that

@@ -5,9 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "../../preload/ring.h"
+#include "../../preload/ring_int.h"
 #include "ring_dump.h"
 
 static int nr_pass, nr_fail;
@@ -555,6 +558,55 @@ static void test_tick_iter(void)
 	CHECK(wp_profile_check(&p, NULL, 0) == 0, "and still holds together");
 }
 
+static __attribute__((unused)) long minor_faults(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_minflt;
+}
+
+/* The frame and stack hash tables fill at random places. Each page of the
+ * ring must fault once, writable: a probe that reads an untouched page first
+ * maps the zero page, and the insert then takes a second fault that flushes
+ * the TLB of every CPU the program runs on (an interrupt each). So the faults
+ * taken while filling a fresh ring are at most the pages it has in memory
+ * afterwards. Under AddressSanitizer, reads of its shadow fault too. */
+static void test_one_fault_per_page(void)
+{
+#ifndef __SANITIZE_ADDRESS__
+	struct wp_ring *r = mk(4096, 16384, 1000000000000ull);
+	long page = sysconf(_SC_PAGESIZE), before, faults;
+	size_t i, k, resident = 0, npages;
+	unsigned char *vec;
+	uint64_t pcs[16], x = 0x9e3779b97f4a7c15ull;
+
+	CHECK(r != NULL, "ring");
+	if (!r)
+		return;
+	npages = (r->map_len + (size_t)page - 1) / (size_t)page;
+	vec = calloc(npages, 1);
+	before = minor_faults();
+	for (i = 0; i < 2000; i++) {
+		for (k = 0; k < 16; k++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			pcs[k] = (x & 0xffffffffff0ull) + 0x400000;
+		}
+		wp_ring_add(r, 1000000 * (i + 1), 10, 0, 0, pcs, 16, 1);
+	}
+	faults = minor_faults() - before;
+	if (vec && mincore(r->map, r->map_len, vec) == 0)
+		for (i = 0; i < npages; i++)
+			resident += vec[i] & 1;
+	CHECK(resident > 100, "the ring is in memory: %zu pages", resident);
+	CHECK(faults <= (long)resident + 16, "%ld faults for %zu resident pages", faults, resident);
+	free(vec);
+	wp_ring_destroy(r);
+#endif
+}
+
 int main(void)
 {
 	test_runs();
@@ -573,6 +625,7 @@ int main(void)
 	test_sorted_window();
 	test_empty();
 	test_refs();
+	test_one_fault_per_page();
 	printf("ring: %d passed, %d failed\n", nr_pass, nr_fail);
 	return nr_fail != 0;
 }
