@@ -31,6 +31,12 @@ int wp_active_alloc(uint32_t nr_slots)
 	}
 	act.list = l;
 	act.nr = 0;
+	/* Written now: the sampler reads the map at every tick, and a read of
+	 * an untouched page maps the zero page, which a thread's first wake
+	 * bit must then replace with a flush of every CPU's TLB (ring.c,
+	 * slot_load). */
+	for (size_t i = 0; i < words; i += 4096 / sizeof(uint64_t))
+		((volatile uint64_t *)w)[i] = 0;
 	g->tab.wake_map = w;
 	atomic_store(&g->tab.claim_head, 0);
 	return 0;

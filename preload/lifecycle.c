@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "test_hooks.h"
+#include "../unwind/unwind.h"
 #include "convert.h"
 #include "dump.h"
 #include "handler.h"
@@ -264,6 +265,12 @@ int wp_sampler_start(void)
 		       strerror(errno));
 		return -1;
 	}
+	/* Here, before main(), not at the sampler's first tick: libunwind's
+	 * pthread key must get a number below 32 (glibc stores those in the
+	 * thread descriptor; a higher one makes each thread's first capture
+	 * allocate in the handler), and its pipe must be our fake one even if
+	 * the program calls libunwind itself (unwind.c). */
+	wp_unwind_init();
 	wp_tick_read_cmdline();
 	wp_modmap_refresh(&g->smp.mods);
 	/* glibc keeps keys below 32 in each thread's descriptor; a later one

@@ -154,14 +154,23 @@ void wp_ring_destroy(struct wp_ring *r)
  * maps the shared zero page, and the insert that follows must replace it,
  * which flushes that address from the TLB of every CPU the program runs on:
  * an interprocessor interrupt for each, taking its CPU from the program (a
- * VM exit on both sides in a virtual machine). A locked add of 0 (one xadd;
- * a compare-and-swap loop would read first) faults the page in writable at
- * once and leaves the value as it was. With a compiler as the program, a
- * third of the sampler's CPU went to these flushes (docs/PERFORMANCE.md,
- * "Where the cost goes"). Test: test_ring's test_one_fault_per_page. */
+ * VM exit on both sides in a virtual machine). An exchange-and-add of 0 is
+ * one read-modify-write instruction: it faults the page in writable at once
+ * and leaves the value as it was. In assembly, because a compiler may turn
+ * an atomic add of 0 into a plain load; no lock prefix, the ring has one
+ * owner. With a compiler as the program, a third of the sampler's CPU went
+ * to these flushes (docs/PERFORMANCE.md, "Where the cost goes"). Test:
+ * test_ring's test_one_fault_per_page. */
 static inline uint32_t slot_load(uint32_t *slot)
 {
+#if defined(__x86_64__) || defined(__i386__)
+	uint32_t v = 0;
+
+	__asm__ volatile("xaddl %0, %1" : "+r"(v), "+m"(*slot));
+	return v;
+#else
 	return __atomic_fetch_add(slot, 0u, __ATOMIC_RELAXED);
+#endif
 }
 
 static uint32_t pc_slot(const struct wp_ring *r, uint64_t addr, uint32_t flags)

@@ -4,8 +4,8 @@
  * handlers' captures, lists /proc/self/task now and then, samples every
  * tracked thread (sample.c), refreshes the module map and the thread names,
  * and watches for the end of the program's threads. It runs with every
- * signal blocked, in a descriptor table of its own, and does all the work
- * that is not async-signal-safe. */
+ * signal blocked, from its first tick in a descriptor table of its own
+ * (settle), and does all the work that is not async-signal-safe. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +19,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../unwind/unwind.h"
 #include "active.h"
 #include "dump.h"
 #include "runtime.h"
@@ -142,7 +141,7 @@ static void reset_after_fork(void)
 	memset(&g->smp.ctr, 0, sizeof(g->smp.ctr));
 	g->smp.next_scan = 0;
 	wp_tick_mark_start();
-	wp_tick_read_cmdline();
+	/* the command line is read again by settle(): it opens a file */
 }
 
 /* Go's runtime (it asked for SA_ONSTACK on our signal, and its cgo glue is
@@ -339,8 +338,10 @@ static void freeze(void)
 
 /* The sampler's own set-up, done when its first tick or snapshot is due,
  * not at its start: most processes of a build (a shell, mkdir, the compiler
- * driver) end before that, and pay none of it (docs/PERFORMANCE.md, K). */
-static void settle(void)
+ * driver) end before that, and pay none of it (docs/PERFORMANCE.md, K).
+ * Until then the sampler opens no file and writes no log line (the only
+ * ones a restart can write are the ring's failure, to stderr itself). */
+static void settle(int restarted)
 {
 	/* Before anything opens a file: our descriptors in a table of our own
 	 * (before the name, which tests take as the sign that it is done). */
@@ -348,8 +349,16 @@ static void settle(void)
 	prctl(PR_SET_NAME, "wallprof");
 	be_punctual();
 	wp_sample_find_own_code();
-	/* before the first signal or timer can ask a handler for a walk */
-	wp_unwind_init();
+	if (restarted) /* a forked child's command line is its parent's */
+		wp_tick_read_cmdline();
+}
+
+static void settle_once(int *settled, int restarted)
+{
+	if (!*settled) {
+		settle(restarted);
+		*settled = 1;
+	}
 }
 
 static void *sampler_main(void *arg)
@@ -360,9 +369,13 @@ static void *sampler_main(void *arg)
 	uint64_t next_chunk = next + chunk_every;
 	int settled = 0;
 
-	wp_tls_internal = 1; /* before any wrapped call (be_punctual's log line) */
+	wp_tls_internal = 1; /* before any wrapped call (settle's log lines) */
 	wp_sigmask_bypass = 1;
 	g->smp.sampler_tid = (pid_t)wp_syscall(SYS_gettid); /* never samples itself */
+	/* A forked child's sampler has neither, whatever its parent's had,
+	 * until it settles. */
+	g->smp.fds_private = 0;
+	g->smp.slack = 0;
 	if (arg) /* restarted: a forked child, a failed exec */
 		reset_after_fork();
 	for (;;) {
@@ -383,8 +396,7 @@ static void *sampler_main(void *arg)
 			}
 			if (ev & EV_SNAPSHOT) {
 				atomic_fetch_and(&g->sh.events, ~(uint32_t)EV_SNAPSHOT);
-				if (!settled++)
-					settle();
+				settle_once(&settled, arg != NULL);
 				wp_dump_snapshot();
 				continue;
 			}
@@ -392,6 +404,7 @@ static void *sampler_main(void *arg)
 				break;
 			wp_futex_wait_until(&g->sh.events, 0, next);
 		}
+		settle_once(&settled, arg != NULL);
 		now = wp_mono_ns();
 		if (now >= next + period) {
 			/* Overran (host stopped, machine busy): skip, don't burst. */
@@ -400,8 +413,6 @@ static void *sampler_main(void *arg)
 			g->smp.ctr.nr_ticks_late += missed;
 			next += missed * period;
 		}
-		if (!settled++)
-			settle();
 		wp_dump_snapshot_poll();
 		tick(now);
 		if (chunk_every && now >= next_chunk) {

@@ -19,8 +19,9 @@
 #define WP_UNW_SCRATCH 24
 
 /* Warms libunwind up (its caches and lazily created state) so that the first
- * capture in a handler allocates nothing. Called by the sampler thread before
- * its first tick, so before any signal or timer asks a handler for a walk.
+ * capture in a handler allocates nothing. Call once from the constructor,
+ * before the program can create pthread keys (libunwind's must be below 32)
+ * or call libunwind itself.
  * Not async-signal-safe. */
 void wp_unwind_init(void);
 

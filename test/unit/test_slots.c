@@ -231,6 +231,7 @@ static const struct field fields[] = {
 	F(smp.nr_cached_ok),
 	F(smp.site_next),
 	F(smp.site_last),
+	F(smp.sites_used),
 	F(smp.stk_gen),
 	F(smp.stk_tp),
 	F(smp.stk_lo),
@@ -298,10 +299,13 @@ static void dirty(struct wp_slot *s, unsigned char pat)
 	s->stk = stk;
 }
 
-/* The fields a WP_SLOT_WHOLE reset puts to a value of its own. */
+/* The fields a WP_SLOT_WHOLE reset puts to a value of its own. Not
+ * sites_used: what the slot's index has filled of the walk cache, whoever
+ * owned it (so that lookups read no untouched page). */
 static int reset_sets(const char *name)
 {
-	return strcmp(name, "state") && strcmp(name, "gen") && strcmp(name, "smp.pend_ns");
+	return strcmp(name, "state") && strcmp(name, "gen") && strcmp(name, "smp.pend_ns") &&
+	       strcmp(name, "smp.sites_used");
 }
 
 static void check_clean(const struct wp_slot *s, uint32_t tid, uint32_t old_seq)
@@ -381,6 +385,7 @@ static void test_reuse_clean(void)
 		dirty(s, 0xa5);
 		wp_slot_reset(s, WP_SLOT_WHOLE, 4002);
 		a = *s;
+		REQ(a.smp.sites_used == 0xa5a5a5a5u); /* kept, whatever it held */
 		dirty(s, 0x5a);
 		wp_slot_reset(s, WP_SLOT_WHOLE, 4002);
 		b = *s;
@@ -399,7 +404,8 @@ static void test_reuse_clean(void)
 		check_clean(s, 4002, 0x5a5a5a5a);
 		atomic_store(&s->state, S_IDLE);
 	}
-	report("WP_SLOT_WHOLE: every field reset whatever it held (but pend_ns, unused at 0)");
+	report("WP_SLOT_WHOLE: every field reset whatever it held (but pend_ns, unused at 0, and "
+	       "sites_used, kept)");
 
 	/* A thread that still has the slot (it left a call by longjmp, or was
 	 * taken for gone) cannot retract the new owner's publication. */
@@ -440,10 +446,10 @@ static void test_reset_sampler(void)
 		const struct field *f = &fields[i];
 		int same = !memcmp((char *)&before + f->off, (char *)s + f->off, f->size);
 		int smp = !strncmp(f->name, "smp.", 4) && strcmp(f->name, "smp.t_ns") &&
-			  strcmp(f->name, "smp.pend_ns");
+			  strcmp(f->name, "smp.pend_ns") && strcmp(f->name, "smp.sites_used");
 
 		if (smp == same) {
-			REQ(!"WP_SLOT_SAMPLER resets smp alone, but t_ns and pend_ns");
+			REQ(!"WP_SLOT_SAMPLER resets smp alone, but t_ns, pend_ns and sites_used");
 			printf("     (%s %s)\n", f->name, same ? "kept" : "changed");
 		}
 	}
