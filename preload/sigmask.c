@@ -37,6 +37,10 @@ static __thread int tls_blocked __attribute__((tls_model("initial-exec")));
 static __thread int tls_deferred __attribute__((tls_model("initial-exec")));
 static __thread siginfo_t tls_deferred_info __attribute__((tls_model("initial-exec")));
 
+/* This thread's mask is fixed (wp_sigmask_fix_mine), and is this. */
+static __thread int tls_fixed __attribute__((tls_model("initial-exec")));
+static __thread sigset_t tls_fixed_mask __attribute__((tls_model("initial-exec")));
+
 static int (*real_pthread_sigmask)(int, const sigset_t *, sigset_t *);
 static int (*real_sigprocmask)(int, const sigset_t *, sigset_t *);
 static int (*real_signalfd)(int, const sigset_t *, int);
@@ -52,6 +56,13 @@ void wp_sigmask_init(void)
 	*(void **)&real_pthread_sigmask = dlsym(RTLD_NEXT, "pthread_sigmask");
 	*(void **)&real_sigprocmask = dlsym(RTLD_NEXT, "sigprocmask");
 	*(void **)&real_signalfd = dlsym(RTLD_NEXT, "signalfd");
+}
+
+void wp_sigmask_fix_mine(void)
+{
+	sigemptyset(&tls_fixed_mask);
+	if (wp_sigmask_raw(SIG_BLOCK, NULL, &tls_fixed_mask) == 0)
+		tls_fixed = 1;
 }
 
 void wp_sigmask_set_signal(int sig)
@@ -145,6 +156,11 @@ WP_AS_SAFE static int mask_call(int (*call)(int, const sigset_t *, sigset_t *), 
 	int sig = wp_sigmask_bypass ? 0 : the_signal, was = tls_blocked, now = was, rc;
 	sigset_t k;
 
+	if (tls_fixed && (how == SIG_BLOCK || how == SIG_UNBLOCK || how == SIG_SETMASK)) {
+		if (old)
+			*old = tls_fixed_mask;
+		return 0;
+	}
 	if (sig && set) {
 		int member = sigismember(set, sig) == 1;
 

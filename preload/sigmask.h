@@ -19,6 +19,14 @@ extern __thread int wp_sigmask_bypass __attribute__((tls_model("initial-exec")))
  * sampler thread must really block everything). async-signal-safe */
 WP_AS_SAFE int wp_sigmask_raw(int how, const sigset_t *set, sigset_t *old);
 
+/* The calling thread's mask stays as it is now, for good: its later
+ * pthread_sigmask and sigprocmask calls report that mask and change nothing,
+ * without a system call. For the sampler, whose mask blocks every signal
+ * (but glibc's two internal ones): libunwind blocks and restores signals
+ * around its cache lock, two system calls per walk, about 100 a tick when
+ * many threads wait in wrapped calls. Not async-signal-safe. */
+void wp_sigmask_fix_mine(void);
+
 /* Resolves the real calls; from the constructor. Not async-signal-safe. */
 void wp_sigmask_init(void);
 

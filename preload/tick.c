@@ -371,6 +371,7 @@ static void *sampler_main(void *arg)
 
 	wp_tls_internal = 1; /* before any wrapped call (settle's log lines) */
 	wp_sigmask_bypass = 1;
+	wp_sigmask_fix_mine(); /* every signal blocked (wp_tick_spawn), for good */
 	g->smp.sampler_tid = (pid_t)wp_syscall(SYS_gettid); /* never samples itself */
 	/* A forked child's sampler has neither, whatever its parent's had,
 	 * until it settles. */
