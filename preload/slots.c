@@ -95,8 +95,9 @@ int wp_slots_alloc(const struct wp_config *c)
 /* The one reset of a slot. WP_SLOT_WHOLE gives the slot to `tid` (0:
  * nobody) with nothing of its earlier owners: every field a thread, the
  * handler or the sampler keeps in it (but smp.sites_used, which counts the
- * walk-cache entries the slot's index has ever filled, whoever owned it); it is the reset for every change of
- * hands (wp_slot_claim, a forked child), and the caller holds the slot
+ * walk-cache entries the slot's index has ever filled, whoever owned it);
+ * it is the reset for every change of hands (wp_slot_claim, a forked
+ * child), and the caller holds the slot
  * (S_CLAIMED) or is the process's only thread. WP_SLOT_SAMPLER forgets only
  * what the sampler knows about the slot's thread (its last stack, the ticks
  * waiting for a signal, CPU time, stack bounds, blocking fingerprint, the

@@ -371,7 +371,9 @@ static void *sampler_main(void *arg)
 
 	wp_tls_internal = 1; /* before any wrapped call (settle's log lines) */
 	wp_sigmask_bypass = 1;
-	wp_sigmask_fix_mine(); /* every signal blocked (wp_tick_spawn), for good */
+	/* every signal blocked (wp_tick_spawn), for good; glibc's sigfillset
+	 * leaves out its own two, which setuid needs (sig_setxid_all_threads) */
+	wp_sigmask_fix_mine();
 	g->smp.sampler_tid = (pid_t)wp_syscall(SYS_gettid); /* never samples itself */
 	/* A forked child's sampler has neither, whatever its parent's had,
 	 * until it settles. */

@@ -159,7 +159,17 @@ def tests(rt):
             raise rt.Failure("sigaction reports differ; first (plain, preload): %s" % (diff[0],))
         profile(r)
 
+    def test_setxid(tmp):
+        """setgid and setuid after the sampler runs: glibc carries them to
+        every thread with its SIGSETXID and waits for each, so the sampler
+        must take that signal; the calls return and the profile is
+        written."""
+        plain, r = pair(tmp, "setxid")
+        check("setxid: done" in r.stdout, "stdout %r (plain: %r)" % (r.stdout, plain.stdout))
+        profile(r, min_main=10)
+
     return [
+        ("sig_setxid_all_threads", test_setxid),
         ("sig_own_sigprof_itimer", test_own_sigprof),
         ("sig_timer_create_sigalrm", test_timer_create),
         ("sig_queue_full", test_queue_full),

@@ -14,6 +14,9 @@
  *           blocked real-time signal, then a thread works 0.6 s
  *           (wpt_sig_work): a signal sent with siginfo then arrives without
  *           it; prints "queuefull: done", the queue drained
+ *   setxid  0.3 s of work, then setgid and setuid to its own ids (glibc
+ *           signals every thread with SIGSETXID and waits for each); prints
+ *           "setxid: done"
  * Exits 0. */
 /* noipa on the named functions: no inlining, cloning or identical-code folding
  * (two functions with the same body would otherwise share one name). */
@@ -288,6 +291,22 @@ static int mode_queuefull(void)
 	return 0;
 }
 
+/* setgid and setuid in a process of several threads (ours included): glibc
+ * carries the change to every thread with a signal of its own (SIGSETXID)
+ * and waits until each has taken it, so a thread that blocks it hangs the
+ * call. Once the sampler ticks, then the calls (to the same ids: allowed
+ * to anyone). */
+static int mode_setxid(void)
+{
+	wpt_sig_work(CLOCK_MONOTONIC, 0.3);
+	if (setgid(getgid()) != 0 || setuid(getuid()) != 0) {
+		perror("setxid");
+		return 1;
+	}
+	printf("setxid: done\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc == 2 ? argv[1] : "";
@@ -306,6 +325,9 @@ int main(int argc, char **argv)
 		return mode_query();
 	if (strcmp(mode, "queuefull") == 0)
 		return mode_queuefull();
-	fprintf(stderr, "usage: signals prof|timer|reset|mask|mask_thread|query\n");
+	if (strcmp(mode, "setxid") == 0)
+		return mode_setxid();
+	fprintf(stderr,
+		"usage: signals prof|timer|reset|mask|mask_thread|query|queuefull|setxid\n");
 	return 2;
 }
