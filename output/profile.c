@@ -32,6 +32,7 @@ const struct wp_counter_key wp_counter_keys[] = {
 	CTR("held", nr_held, WP_CTR_HOW),
 	CTR("timers", nr_timers, WP_CTR_INFO),
 	CTR("exiting", nr_exiting, WP_CTR_DROP),
+	CTR("signal_batches", nr_signal_batches, WP_CTR_INFO),
 };
 #undef CTR
 

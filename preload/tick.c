@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -31,6 +32,11 @@
 #include "threads.h"
 #include "tick.h"
 #include "timers.h"
+
+/* Signals spread over the period (visit_active): in up to this many
+ * batches, each of at least this many signals. */
+#define WP_SPREAD_PARTS 4
+#define WP_SPREAD_MIN 8
 
 __thread int wp_tls_internal __attribute__((tls_model("initial-exec")));
 
@@ -173,9 +179,63 @@ static int leader_gone(uint64_t tick)
 	return w == 1 || (tick % every == 0 && wp_threads_leader_ended_proc());
 }
 
+/* Waits, in the middle of a tick, until CLOCK_MONOTONIC `deadline`. Returns
+ * 0 then, or -1 at once when an event (stop, snapshot, freeze) is waiting:
+ * the tick ends without more waits, and the main loop sees to it. */
+static int wait_in_tick(uint64_t deadline)
+{
+	while (!atomic_load(&g->sh.events)) {
+		if (wp_mono_ns() >= deadline)
+			return 0;
+		wp_futex_wait_until(&g->sh.events, 0, deadline);
+	}
+	return -1;
+}
+
+/* Samples every slot on the active list (a call may take the slot off it,
+ * parked or released, which moves the last one into its place), with the
+ * signals it takes spread over the period instead of sent in a burst: once
+ * a batch holds `cap` signals, the next slots wait for the next quarter of
+ * the period (WP_SPREAD_PARTS). `cap` is the CPUs the process may run on,
+ * at least WP_SPREAD_MIN (a batch that small costs the sampler less than a
+ * wake-up: about 40 us in a virtual machine), or a quarter of the signals
+ * of the tick before, so that the last quarter does not take a burst. A
+ * tick that needs no more than `cap` signals, which is every tick of a
+ * program whose running threads have CPU-time timers, wakes once. The
+ * samples are this tick's whatever the quarter (`now`): the list does not
+ * change meanwhile (claims and wakes are taken in at the next tick), and an
+ * event ends the waits. */
+static void visit_active(uint64_t now)
+{
+	uint64_t period = 1000000000ull / g->fix.cfg.hz, first = g->smp.ctr.nr_signals;
+	uint64_t mark = first, cap = (g->smp.prev_signals + WP_SPREAD_PARTS - 1) / WP_SPREAD_PARTS;
+	unsigned part = 1;
+	uint32_t i;
+
+	if (cap < g->smp.burst)
+		cap = g->smp.burst;
+	for (i = 0; i < wp_active_count();) {
+		struct wp_slot *s = wp_active_at(i);
+
+		if (part < WP_SPREAD_PARTS && g->smp.ctr.nr_signals - mark >= cap) {
+			if (wait_in_tick(now + period / WP_SPREAD_PARTS * part) == 0) {
+				g->smp.ctr.nr_signal_batches++;
+				mark = g->smp.ctr.nr_signals;
+				part++;
+			} else {
+				part = WP_SPREAD_PARTS; /* the rest at once */
+			}
+		}
+		if (atomic_load_explicit(&s->state, memory_order_acquire) >= S_IDLE)
+			wp_sample_thread(s, now);
+		if (i < wp_active_count() && wp_active_at(i) == s)
+			i++;
+	}
+	g->smp.prev_signals = g->smp.ctr.nr_signals - first;
+}
+
 static void tick(uint64_t now)
 {
-	uint32_t i;
 
 	if (g->sig.sample_onstack && !g->smp.go_checked)
 		go_notice();
@@ -201,16 +261,7 @@ static void tick(uint64_t now)
 				   (every > g->fix.ticks_per_scan ? every : g->fix.ticks_per_scan);
 	}
 	if (atomic_load(&g->sh.sampling) && g->smp.ring) {
-		/* The active list: a call may take the slot off it (parked,
-		 * released), which moves the last one into its place. */
-		for (i = 0; i < wp_active_count();) {
-			struct wp_slot *s = wp_active_at(i);
-
-			if (atomic_load_explicit(&s->state, memory_order_acquire) >= S_IDLE)
-				wp_sample_thread(s, now);
-			if (i < wp_active_count() && wp_active_at(i) == s)
-				i++;
-		}
+		visit_active(now);
 		wp_park_roll(now);
 	}
 	/* The refresh takes the loader's lock: not while a thread of the
@@ -322,6 +373,18 @@ static void be_punctual(void)
 	wp_syscall(SYS_sched_setattr, 0, &a, 0);
 }
 
+/* Signals a tick sends at once (visit_active): the CPUs this thread may
+ * run on (the program's, inherited), at least WP_SPREAD_MIN. */
+static uint32_t spread_burst(void)
+{
+	cpu_set_t cpus;
+	int n = 0;
+
+	if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0)
+		n = CPU_COUNT(&cpus);
+	return n > WP_SPREAD_MIN ? (uint32_t)n : WP_SPREAD_MIN;
+}
+
 /* The sampler parks here while a raw dump is written: the ring, names and
  * module map hold still. Only an exec from a handler that failed thaws it;
  * after a fatal signal it stays until the process is gone. */
@@ -348,6 +411,7 @@ static void settle(int restarted)
 	g->smp.fds_private = wp_fds_go_private() == 0;
 	prctl(PR_SET_NAME, "wallprof");
 	be_punctual();
+	g->smp.burst = spread_burst();
 	wp_sample_find_own_code();
 	if (restarted) /* a forked child's command line is its parent's */
 		wp_tick_read_cmdline();

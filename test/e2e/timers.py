@@ -3,6 +3,8 @@
 signals; the program's own timers get the ids they get without the
 profiler, and none of ours outlives its thread."""
 
+import os
+
 SPIN_S = "1.5"
 
 
@@ -64,6 +66,40 @@ def tests(rt):
         sp = spinners(obj)
         check(len(sp) == 2 and all(spin_share(obj, ss) >= 0.9 for ss in sp),
               "spinners: %s" % [spin_share(obj, ss) for ss in sp])
+        # two running threads take at most two signals a tick: one batch
+        check(int(w.get("signal_batches") or 0) == 0,
+              "%s extra batches of signals for two threads" % w.get("signal_batches"))
+
+    def test_spread(tmp):
+        """More running threads than a batch of signals holds (WALLPROF_CPU_TIMERS=0,
+        three times max(CPUs, 8) threads spinning 1.5 s): the sampler
+        spreads its signals over the period (signal_batches, its extra
+        wake-ups in a tick) and the profile still has every thread at
+        nearly every tick, spinning."""
+        cpus = len(os.sched_getaffinity(0))
+        n = 3 * max(cpus, 8)
+        argv = [rt.prog("timers"), "crowd", str(n), SPIN_S]
+        r = rt.run_bounded(argv, tmp, {"WALLPROF_CPU_TIMERS": "0"}, timeout=60)
+        check(r.rc == 0 and r.stdout == "timers: crowd of %d done\n" % n, r.describe())
+        obj = rt.exit_profile(r)
+        rt.check_valid(obj)
+        w = rt.wallprof_section(obj)
+        ticks, batches = int(w.get("ticks") or 0), int(w.get("signal_batches") or 0)
+        sp = spinners(obj)
+        total = sum(len(ss) for ss in sp)
+        note("spread: %d threads on %d CPUs, %d ticks, %s signals, %d extra batches, "
+             "pending %s; %d spinners' samples" % (n, cpus, ticks, w.get("signals"), batches,
+                                                  w.get("pending"), total))
+        check(batches >= 1, "no tick spread its signals (%s signals in %d ticks)"
+              % (w.get("signals"), ticks))
+        check(batches < 3 * ticks, "%d extra batches in %d ticks: more than 3 a tick"
+              % (batches, ticks))
+        check(len(sp) == n, "%d of %d spinning threads in the profile" % (len(sp), n))
+        check(total >= 0.7 * n * ticks, "%d samples of %d spinners over %d ticks"
+              % (total, n, ticks))
+        for ss in sp:
+            check(spin_share(obj, ss) >= 0.9, "%.0f%% of a spinner's samples on CPU in "
+                  "wpt_timers_spin" % (100 * spin_share(obj, ss)))
 
     def test_ids(tmp):
         """The program creates and deletes timers of its own while threads
@@ -110,5 +146,6 @@ def tests(rt):
         ("timers_queue_limit", test_queue_limit),
         ("timers_spin", test_spin),
         ("timers_spin_without", test_spin_without),
+        ("timers_spread", test_spread),
         ("timers_ids", test_ids),
     ]

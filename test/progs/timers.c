@@ -14,6 +14,10 @@
  *   timers queue N           RLIMIT_SIGPENDING 64, the user's signal queue filled
  *                            but for N entries, the spinners 0.5 s, the queue
  *                            drained, then prints its first timer's id
+ *   timers crowd N SECONDS   N threads spin for SECONDS of wall time
+ *                            (wpt_timers_spin) and are joined: more running
+ *                            threads than CPUs, whose signals the sampler
+ *                            spreads over the period
  * One result line, exits 0. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -137,6 +141,27 @@ static int mode_ids(void)
 	return 0;
 }
 
+static int mode_crowd(int n, double s)
+{
+	pthread_t *t = calloc((size_t)n, sizeof(*t));
+	int rc = 0, made = 0;
+
+	secs = s;
+	if (!t || n < 1)
+		return 2;
+	while (made < n && !(rc = pthread_create(&t[made], NULL, spinner, NULL)))
+		made++;
+	for (int i = 0; i < made; i++)
+		pthread_join(t[i], NULL);
+	free(t);
+	if (rc) {
+		fprintf(stderr, "timers: pthread_create: %s\n", strerror(rc));
+		return 1;
+	}
+	printf("timers: crowd of %d done\n", n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	pthread_t t[2];
@@ -151,6 +176,8 @@ int main(int argc, char **argv)
 		return mode_raw();
 	if (argc == 3 && strcmp(argv[1], "queue") == 0)
 		return mode_queue(atoi(argv[2]));
+	if (argc == 4 && strcmp(argv[1], "crowd") == 0)
+		return mode_crowd(atoi(argv[2]), atof(argv[3]));
 	if (argc != 3 || strcmp(argv[1], "spin") != 0) {
 		fprintf(stderr, "usage: timers spin SECONDS | timers ids\n");
 		return 2;
