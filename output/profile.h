@@ -85,9 +85,9 @@ struct wp_counters {
 	uint64_t nr_exiting; /* ticks lost: the thread ran its end (glibc's teardown after
 			      * its function returned, which blocks every signal): no
 			      * signal at its first two ticks there */
-	uint64_t nr_signal_batches; /* batches of signals sent after the tick's first: the
-				     * sampler's extra wake-ups to spread its signals over
-				     * the period (tick.c) */
+	uint64_t nr_signal_batches; /* batches of signals a tick sent after waiting for the
+				     * next quarter of its period: its signals spread
+				     * (tick.c, visit_active) */
 };
 
 /* The counters' keys in the wallprof section of every format (the fields'

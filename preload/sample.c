@@ -593,7 +593,7 @@ static void sample_running(struct wp_slot *s, uint64_t now, int fresh)
 		wp_timers_arm(s);
 }
 
-void wp_sample_thread(struct wp_slot *s, uint64_t now)
+void wp_sample_thread(struct wp_slot *s, uint64_t now, uint64_t at)
 {
 	uint32_t seq = atomic_load_explicit(&s->thr.blk_seq, memory_order_acquire);
 	uint32_t tid = atomic_load(&s->tid), st;
@@ -634,16 +634,20 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now)
 		return;
 	}
 	ran = cpu != s->smp.cpu_ns;
-	/* CPU time since the last tick (none known after a blocking call) */
+	/* CPU time since the last look (none known after a blocking call),
+	 * against the time since that look: a tick's later batch looks later
+	 * than the tick (visit_active), and a slot's batch changes from tick
+	 * to tick. */
 	delta = s->smp.cpu_ns == WP_CPU_UNKNOWN ? 0 : cpu - s->smp.cpu_ns;
-	/* Ran (nearly) the whole time since the last tick: running still,
+	since = s->smp.cpu_at && at > s->smp.cpu_at ? at - s->smp.cpu_at
+						    : 1000000000ull / g->fix.cfg.hz;
+	/* Ran (nearly) the whole time since the last look: running still,
 	 * whatever /proc would say a microsecond later. */
-	since = g->smp.prev_tick_ns && now > g->smp.prev_tick_ns ? now - g->smp.prev_tick_ns
-								 : 1000000000ull / g->fix.cfg.hz;
 	whole = delta >= since / 10 * 9;
-	/* ticks in a row it ran a quarter of the period or more */
+	/* looks in a row it ran a quarter of the time between or more */
 	s->smp.busy_ticks = delta >= since / 4 ? s->smp.busy_ticks + 1 : 0;
 	s->smp.cpu_ns = cpu;
+	s->smp.cpu_at = at;
 	st = atomic_load_explicit(&s->state, memory_order_acquire);
 	if (st == S_SENT && now - s->smp.t_ns >= WP_SENT_TIMEOUT_NS) {
 		/* Never delivered: the thread blocks it with a raw system call

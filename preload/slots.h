@@ -147,8 +147,10 @@ struct wp_slot {
 					    * stays mapped while it lives: [start of the mapping
 					    * holding its thread control block, the TCB) */
 		uint64_t fp_sp, fp_pc, fp_nr; /* /proc fingerprint of the cached blocked stack */
-		uint64_t cpu_ns; /* thread CPU time at the last tick (WP_CPU_UNKNOWN: not
+		uint64_t cpu_ns; /* thread CPU time at the last look (WP_CPU_UNKNOWN: not
 				  * read then: in a blocking call, or a new slot) */
+		uint64_t cpu_at; /* CLOCK_MONOTONIC of that look (a tick's later batch
+				  * looks later than the tick's time), 0: none */
 		uint64_t pend_ns[WP_SLOT_PEND]; /* ticks that came while our signal was pending */
 		uint32_t nr_pend;
 		uint64_t scan; /* last /proc scan that listed the thread, or under

@@ -35,8 +35,8 @@
 
 /* Signals spread over the period (visit_active): in up to this many
  * batches, each of at least this many signals. */
-#define WP_SPREAD_PARTS 4
-#define WP_SPREAD_MIN 8
+#define SPREAD_PARTS 4
+#define SPREAD_MIN 8
 
 __thread int wp_tls_internal __attribute__((tls_model("initial-exec")));
 
@@ -145,6 +145,7 @@ static void reset_after_fork(void)
 		return;
 	}
 	memset(&g->smp.ctr, 0, sizeof(g->smp.ctr));
+	g->smp.prev_signals = 0;
 	g->smp.next_scan = 0;
 	wp_tick_mark_start();
 	/* the command line is read again by settle(): it opens a file */
@@ -180,14 +181,18 @@ static int leader_gone(uint64_t tick)
 }
 
 /* Waits, in the middle of a tick, until CLOCK_MONOTONIC `deadline`. Returns
- * 0 then, or -1 at once when an event (stop, snapshot, freeze) is waiting:
- * the tick ends without more waits, and the main loop sees to it. */
+ * 1 when it slept, 0 when the deadline had passed, -1 at once when an event
+ * (stop, snapshot, freeze) is waiting: the tick then waits no more, and the
+ * main loop sees to the event. */
 static int wait_in_tick(uint64_t deadline)
 {
-	while (!atomic_load(&g->sh.events)) {
+	int slept = 0;
+
+	while (!(atomic_load(&g->sh.events) & (EV_STOP | EV_SNAPSHOT | EV_FREEZE))) {
 		if (wp_mono_ns() >= deadline)
-			return 0;
+			return slept;
 		wp_futex_wait_until(&g->sh.events, 0, deadline);
+		slept = 1;
 	}
 	return -1;
 }
@@ -195,21 +200,25 @@ static int wait_in_tick(uint64_t deadline)
 /* Samples every slot on the active list (a call may take the slot off it,
  * parked or released, which moves the last one into its place), with the
  * signals it takes spread over the period instead of sent in a burst: once
- * a batch holds `cap` signals, the next slots wait for the next quarter of
- * the period (WP_SPREAD_PARTS). `cap` is the CPUs the process may run on,
- * at least WP_SPREAD_MIN (a batch that small costs the sampler less than a
- * wake-up: about 40 us in a virtual machine), or a quarter of the signals
- * of the tick before, so that the last quarter does not take a burst. A
- * tick that needs no more than `cap` signals, which is every tick of a
- * program whose running threads have CPU-time timers, wakes once. The
- * samples are this tick's whatever the quarter (`now`): the list does not
- * change meanwhile (claims and wakes are taken in at the next tick), and an
- * event ends the waits. */
-static void visit_active(uint64_t now)
+ * a batch has sent `cap` signals, the slots left wait for the next quarter
+ * of the period (SPREAD_PARTS), counted from the tick's scheduled time
+ * `due`. `cap` is the program's CPUs (burst), at least SPREAD_MIN (a
+ * batch that small costs the sampler less than a wake-up: about 40 us in a
+ * virtual machine), or a quarter of the signals of the tick before, so
+ * that the last quarter does not take a burst. A tick that sends no more
+ * than `cap` signals waits for nothing; every program whose running threads
+ * all have CPU-time timers is one. The samples are this tick's whatever the
+ * quarter (`now`): the list does not change meanwhile (claims and wakes are
+ * taken in at the next tick), and each look is measured from its own time.
+ * An event ends the waits; once sampling is off (an exit, a crash's dump),
+ * the slots left are not looked at. */
+static void visit_active(uint64_t now, uint64_t due)
 {
 	uint64_t period = 1000000000ull / g->fix.cfg.hz, first = g->smp.ctr.nr_signals;
-	uint64_t mark = first, cap = (g->smp.prev_signals + WP_SPREAD_PARTS - 1) / WP_SPREAD_PARTS;
+	uint64_t mark = first, cap = (g->smp.prev_signals + SPREAD_PARTS - 1) / SPREAD_PARTS;
+	uint64_t at = now;
 	unsigned part = 1;
+	int slept = 0, counted = 0;
 	uint32_t i;
 
 	if (cap < g->smp.burst)
@@ -217,26 +226,34 @@ static void visit_active(uint64_t now)
 	for (i = 0; i < wp_active_count();) {
 		struct wp_slot *s = wp_active_at(i);
 
-		if (part < WP_SPREAD_PARTS && g->smp.ctr.nr_signals - mark >= cap) {
-			if (wait_in_tick(now + period / WP_SPREAD_PARTS * part) == 0) {
-				g->smp.ctr.nr_signal_batches++;
-				mark = g->smp.ctr.nr_signals;
-				part++;
+		if (part < SPREAD_PARTS && g->smp.ctr.nr_signals - mark >= cap) {
+			slept = wait_in_tick(due + period / SPREAD_PARTS * part);
+			if (slept < 0) {
+				part = SPREAD_PARTS; /* an event: no more waits */
+				if (!atomic_load(&g->sh.sampling))
+					break;
 			} else {
-				part = WP_SPREAD_PARTS; /* the rest at once */
+				part++;
+				mark = g->smp.ctr.nr_signals;
+				counted = 0;
+				at = slept ? wp_mono_ns() : at;
 			}
 		}
 		if (atomic_load_explicit(&s->state, memory_order_acquire) >= S_IDLE)
-			wp_sample_thread(s, now);
+			wp_sample_thread(s, now, at);
+		if (slept > 0 && !counted && g->smp.ctr.nr_signals > mark) {
+			/* a batch of signals after a wait */
+			g->smp.ctr.nr_signal_batches++;
+			counted = 1;
+		}
 		if (i < wp_active_count() && wp_active_at(i) == s)
 			i++;
 	}
 	g->smp.prev_signals = g->smp.ctr.nr_signals - first;
 }
 
-static void tick(uint64_t now)
+static void tick(uint64_t now, uint64_t due)
 {
-
 	if (g->sig.sample_onstack && !g->smp.go_checked)
 		go_notice();
 	/* This tick numbered first: the open records of parked threads reach
@@ -261,7 +278,7 @@ static void tick(uint64_t now)
 				   (every > g->fix.ticks_per_scan ? every : g->fix.ticks_per_scan);
 	}
 	if (atomic_load(&g->sh.sampling) && g->smp.ring) {
-		visit_active(now);
+		visit_active(now, due);
 		wp_park_roll(now);
 	}
 	/* The refresh takes the loader's lock: not while a thread of the
@@ -373,16 +390,19 @@ static void be_punctual(void)
 	wp_syscall(SYS_sched_setattr, 0, &a, 0);
 }
 
-/* Signals a tick sends at once (visit_active): the CPUs this thread may
- * run on (the program's, inherited), at least WP_SPREAD_MIN. */
+/* Signals a tick sends at once (visit_active): the CPUs the program's main
+ * thread may run on (at settle; those online if the mask cannot be read:
+ * a machine with more CPUs than a cpu_set_t holds), at least SPREAD_MIN. */
 static uint32_t spread_burst(void)
 {
 	cpu_set_t cpus;
-	int n = 0;
+	long n = 0;
 
-	if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0)
+	if (sched_getaffinity(g->fix.pid, sizeof(cpus), &cpus) == 0)
 		n = CPU_COUNT(&cpus);
-	return n > WP_SPREAD_MIN ? (uint32_t)n : WP_SPREAD_MIN;
+	else
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > SPREAD_MIN ? (uint32_t)n : SPREAD_MIN;
 }
 
 /* The sampler parks here while a raw dump is written: the ring, names and
@@ -481,7 +501,7 @@ static void *sampler_main(void *arg)
 			next += missed * period;
 		}
 		wp_dump_snapshot_poll();
-		tick(now);
+		tick(now, next);
 		if (chunk_every && now >= next_chunk) {
 			wp_dump_chunk();
 			next_chunk += chunk_every;

@@ -71,15 +71,21 @@ def tests(rt):
               "%s extra batches of signals for two threads" % w.get("signal_batches"))
 
     def test_spread(tmp):
-        """More running threads than a batch of signals holds (WALLPROF_CPU_TIMERS=0,
-        three times max(CPUs, 8) threads spinning 1.5 s): the sampler
-        spreads its signals over the period (signal_batches, its extra
-        wake-ups in a tick) and the profile still has every thread at
-        nearly every tick, spinning."""
-        cpus = len(os.sched_getaffinity(0))
-        n = 3 * max(cpus, 8)
+        """More running threads than a batch of signals holds: 24 threads
+        spinning 1.5 s on (at most) 2 CPUs, without CPU-time timers
+        (WALLPROF_CPU_TIMERS=0), so that a batch holds 8 (max(CPUs, 8)) and
+        a tick has more to send. The sampler spreads its signals over the
+        period (signal_batches: batches sent after a wait), and the profile
+        still has every thread at nearly every tick, spinning."""
+        mine = os.sched_getaffinity(0)
+        pinned = set(sorted(mine)[:2])
+        cpus, n = len(pinned), 24
         argv = [rt.prog("timers"), "crowd", str(n), SPIN_S]
-        r = rt.run_bounded(argv, tmp, {"WALLPROF_CPU_TIMERS": "0"}, timeout=60)
+        os.sched_setaffinity(0, pinned)  # the program inherits it
+        try:
+            r = rt.run_bounded(argv, tmp, {"WALLPROF_CPU_TIMERS": "0"}, timeout=60)
+        finally:
+            os.sched_setaffinity(0, mine)
         check(r.rc == 0 and r.stdout == "timers: crowd of %d done\n" % n, r.describe())
         obj = rt.exit_profile(r)
         rt.check_valid(obj)

@@ -240,6 +240,7 @@ static const struct field fields[] = {
 	F(smp.fp_pc),
 	F(smp.fp_nr),
 	F(smp.cpu_ns),
+	F(smp.cpu_at),
 	F(smp.pend_ns),
 	F(smp.nr_pend),
 	F(smp.scan),
