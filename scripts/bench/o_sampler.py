@@ -1,5 +1,5 @@
 """O-sampler-cost: build/bench/busy: R threads spinning for SPIN_S = 3 s of
-wall time (R = 1, 4, 16; --quick 1 and 4) while the main thread sleeps,
+wall time (R = 1, 4, 16, 32; --quick 1 and 4) while the main thread sleeps,
 under the preload at the default 101 Hz. The program reads the sampler
 thread's CPU time (the thread named "wallprof", /proc/self/task/TID/
 schedstat) before starting the threads and after joining them. Per R:
@@ -11,9 +11,12 @@ here): how the running threads' samples were taken, as shares of their
 samples (the main thread's excluded): "from_timer" (the capture of the
 thread's own CPU-time timer), "held" (a recent timer capture reused for a
 period the timer did not fire in) and "signals" (a signal from the
-sampler), summed over the runs; and "ticks_late" (ticks the sampler woke
-a whole period late and skipped) as a share of all ticks, which the
-per-tick figure, counted over wall x hz, does not see.
+sampler), summed over the runs; the signals per tick and the batches of
+them sent after a wait ("signal_batches": a tick with more signals to
+send than max(CPUs, 8) spreads them over its period); and "ticks_late"
+(ticks the sampler woke a whole period late and skipped) as a share of
+all ticks, which the per-tick figure, counted over wall x hz, does not
+see.
 """
 
 import os
@@ -21,7 +24,7 @@ import os
 from .common import (HZ, Benchmark, RunError, log, med, rotation, run_tool, spread,
                      wallprof_section)
 
-THREADS, QUICK_THREADS = (1, 4, 16), (1, 4)
+THREADS, QUICK_THREADS = (1, 4, 16, 32), (1, 4)
 SPIN_S = 3.0
 RUNS = 3
 
@@ -29,7 +32,8 @@ RUNS = 3
 def bench_o(table, tmpdir, quick):
     sizes = QUICK_THREADS if quick else THREADS
     per_tick = {r: [] for r in sizes}
-    ctr = {r: dict(from_timer=0, held=0, signals=0, samples=0, ticks=0, ticks_late=0)
+    ctr = {r: dict(from_timer=0, held=0, signals=0, samples=0, ticks=0, ticks_late=0,
+                   signal_batches=0)
            for r in sizes}
     for rnd in range(RUNS):
         for r in rotation(list(sizes), rnd):
@@ -48,7 +52,7 @@ def bench_o(table, tmpdir, quick):
             main = (w.get("threads") or {}).get(str(w.get("pid")), {}).get("samples", 0)
             c = ctr[r]
             c["samples"] += int(w.get("samples", 0)) - int(main)
-            for k in ("from_timer", "held", "signals", "ticks", "ticks_late"):
+            for k in ("from_timer", "held", "signals", "ticks", "ticks_late", "signal_batches"):
                 c[k] += int(w.get(k, 0))
             log("O %d busy, run %d/%d: sampler %.1f ms over %.2f s = %.1f us per tick" % (
                 r, rnd + 1, RUNS, res["sampler_cpu_s"] * 1e3, res["wall_s"], per_tick[r][-1]))
@@ -60,10 +64,12 @@ def bench_o(table, tmpdir, quick):
         table.add("O: sampler CPU per running thread per tick, %d busy thread%s, %.0f s at %d Hz"
                   % (r, "" if r == 1 else "s", SPIN_S, HZ),
                   "%.1f us (%s); %.1f us per tick (%s), median of %d; running threads' samples: "
-                  "%.0f %% timer, %.0f %% held, %.0f %% signalled; %.0f %% of ticks late" % (
+                  "%.0f %% timer, %.0f %% held, %.0f %% signalled; %.1f signals and %.2f "
+                  "batches after a wait per tick; %.0f %% of ticks late" % (
                       med(per_thr), spread(per_thr, "%.1f"), med(per_tick[r]),
                       spread(per_tick[r], "%.1f"), RUNS, 100.0 * c["from_timer"] / s,
                       100.0 * c["held"] / s, 100.0 * c["signals"] / s,
+                      c["signals"] / max(1, c["ticks"]), c["signal_batches"] / max(1, c["ticks"]),
                       100.0 * c["ticks_late"] / t),
                   "-", "info")
 
