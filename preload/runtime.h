@@ -114,7 +114,7 @@ struct wp_rt_sampler {
 	int64_t rt_offset;
 	uint64_t prev_tick_ns;      /* the tick before the one under way */
 	uint64_t next_scan;         /* nr_ticks of the next /proc/self/task listing */
-	uint32_t burst;             /* signals a tick sends at once (tick.c, spread) */
+	uint32_t batch_min;         /* the fewest signals a tick sends at once (tick.c) */
 	uint64_t prev_signals;      /* signals the tick before sent */
 };
 

@@ -569,8 +569,6 @@ static int blocked_in_call(struct wp_slot *s, uint32_t seq, uint64_t sp)
 	       wp_slot_record_holds(g->smp.sampler_tid, s->thr.blk_frame, s, seq) != 0;
 }
 
-/* One thread, one tick: exactly one sample, with a signal only when the
- * thread is running or nothing else is known about where it blocks. */
 /* A running thread's sample at this tick: the capture its timer took
  * since the last tick (`fresh`), else, if it has a timer, its capture of
  * the tick or two before (the timer fires on the thread's own CPU time,
@@ -593,11 +591,13 @@ static void sample_running(struct wp_slot *s, uint64_t now, int fresh)
 		wp_timers_arm(s);
 }
 
-void wp_sample_thread(struct wp_slot *s, uint64_t now, uint64_t at)
+/* One thread, one tick: exactly one sample, with a signal only when the
+ * thread is running or nothing else is known about where it blocks. */
+static void look(struct wp_slot *s, uint64_t now)
 {
 	uint32_t seq = atomic_load_explicit(&s->thr.blk_seq, memory_order_acquire);
 	uint32_t tid = atomic_load(&s->tid), st;
-	uint64_t cpu, delta, nr, sp, pc, since;
+	uint64_t cpu, delta, nr, sp, pc, since, at;
 	unsigned long long args[6];
 	int ran, fresh = 0, whole;
 
@@ -623,6 +623,7 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now, uint64_t at)
 		if (sample_published(s, seq, now) == 0) {
 			/* its CPU time is not read while it blocks: unknown */
 			s->smp.cpu_ns = WP_CPU_UNKNOWN;
+			s->smp.cpu_at = 0;
 			s->smp.busy_ticks = 0;
 			wp_park(s, seq);
 			return;
@@ -633,6 +634,7 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now, uint64_t at)
 		release_gone(s);
 		return;
 	}
+	at = wp_mono_ns(); /* this look's time: later than `now` in a later batch */
 	ran = cpu != s->smp.cpu_ns;
 	/* CPU time since the last look (none known after a blocking call),
 	 * against the time since that look: a tick's later batch looks later
@@ -765,6 +767,15 @@ void wp_sample_thread(struct wp_slot *s, uint64_t now, uint64_t at)
 	/* running, or unknown but running by its clock or timer */
 	s->smp.fp_nr = UINT64_MAX;
 	sample_running(s, now, fresh);
+}
+
+int wp_sample_thread(struct wp_slot *s, uint64_t now)
+{
+	uint64_t sent = g->smp.ctr.nr_signals;
+
+	look(s, now);
+	s->smp.sig_last = g->smp.ctr.nr_signals != sent;
+	return s->smp.sig_last;
 }
 
 void wp_sample_find_own_code(void)

@@ -15,12 +15,12 @@ void wp_sample_find_own_code(void);
 
 /* One thread, one tick at `now`: exactly one sample in the ring (or a
  * counted loss), with a signal only when the thread is running or its
- * blocking place is one the kernel restarts unseen. `at` is when the look
- * happens (CLOCK_MONOTONIC, `now` or later: a tick's later batch of
- * signals, tick.c), which the CPU time it ran since its last look is
- * measured against. The slot is in S_IDLE or later; it may be released
- * (the thread is gone). */
-void wp_sample_thread(struct wp_slot *s, uint64_t now, uint64_t at);
+ * blocking place is one the kernel restarts unseen. The look may come
+ * later than `now` (a tick's later batch of signals, tick.c): the CPU time
+ * the thread ran since the sampler's last look at it is measured against
+ * the time between the two looks. Returns 1 when it sent a signal. The
+ * slot is in S_IDLE or later; it may be released (the thread is gone). */
+int wp_sample_thread(struct wp_slot *s, uint64_t now);
 
 /* Moves every capture the handler finished (S_READY) into the ring, with
  * the ticks that waited for it, and into the slot's cache. */

@@ -159,6 +159,7 @@ WP_AS_SAFE void wp_slot_reset(struct wp_slot *s, enum wp_slot_scope scope, uint3
 	s->smp.fp_nr = UINT64_MAX;
 	s->smp.cpu_ns = WP_CPU_UNKNOWN;
 	s->smp.cpu_at = 0;
+	s->smp.sig_last = 0;
 	s->smp.nr_pend = 0;
 	/* As if listed by the scan under way: one that began before can not
 	 * have listed the thread, and must not take it for gone. */

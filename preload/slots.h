@@ -151,6 +151,8 @@ struct wp_slot {
 				  * read then: in a blocking call, or a new slot) */
 		uint64_t cpu_at; /* CLOCK_MONOTONIC of that look (a tick's later batch
 				  * looks later than the tick's time), 0: none */
+		uint32_t sig_last; /* its last look sent it a signal (tick.c waits for
+				    * the next batch before such a slot only) */
 		uint64_t pend_ns[WP_SLOT_PEND]; /* ticks that came while our signal was pending */
 		uint32_t nr_pend;
 		uint64_t scan; /* last /proc scan that listed the thread, or under

@@ -200,51 +200,56 @@ static int wait_in_tick(uint64_t deadline)
 /* Samples every slot on the active list (a call may take the slot off it,
  * parked or released, which moves the last one into its place), with the
  * signals it takes spread over the period instead of sent in a burst: once
- * a batch has sent `cap` signals, the slots left wait for the next quarter
- * of the period (SPREAD_PARTS), counted from the tick's scheduled time
- * `due`. `cap` is the program's CPUs (burst), at least SPREAD_MIN (a
- * batch that small costs the sampler less than a wake-up: about 40 us in a
- * virtual machine), or a quarter of the signals of the tick before, so
- * that the last quarter does not take a burst. A tick that sends no more
- * than `cap` signals waits for nothing; every program whose running threads
- * all have CPU-time timers is one. The samples are this tick's whatever the
- * quarter (`now`): the list does not change meanwhile (claims and wakes are
- * taken in at the next tick), and each look is measured from its own time.
- * An event ends the waits; once sampling is off (an exit, a crash's dump),
- * the slots left are not looked at. */
+ * a batch has sent `cap` signals, a slot whose last look sent it one waits
+ * for the next quarter of the period (SPREAD_PARTS), counted from the
+ * tick's scheduled time `due`; the others are looked at without waiting (a
+ * wait with no signal after it would be a wake-up for nothing). `cap` is
+ * the program's CPUs (batch_min), at least SPREAD_MIN (a batch that small
+ * costs the sampler less than a wake-up: about 40 us in a virtual machine),
+ * or a quarter of the signals of the tick before, so that the last quarter
+ * does not take a burst. A tick waits for nothing unless more than `cap`
+ * of its slots took a signal at their last look; no program whose running
+ * threads all have CPU-time timers does. The samples are this tick's whatever the quarter
+ * (`now`): the list does not change meanwhile (claims and wakes are taken
+ * in at the next tick), and each look measures its thread's CPU time from
+ * its own time (wp_sample_thread). An event ends the waits: the rest at
+ * once; once sampling is off (a crash's dump) the slots left are not looked
+ * at, and have no sample at this last tick. */
 static void visit_active(uint64_t now, uint64_t due)
 {
 	uint64_t period = 1000000000ull / g->fix.cfg.hz, first = g->smp.ctr.nr_signals;
-	uint64_t mark = first, cap = (g->smp.prev_signals + SPREAD_PARTS - 1) / SPREAD_PARTS;
-	uint64_t at = now;
+	uint64_t cap = (g->smp.prev_signals + SPREAD_PARTS - 1) / SPREAD_PARTS, in_batch = 0;
 	unsigned part = 1;
-	int slept = 0, counted = 0;
+	int waited = 0, counted = 0;
 	uint32_t i;
 
-	if (cap < g->smp.burst)
-		cap = g->smp.burst;
+	if (cap < g->smp.batch_min)
+		cap = g->smp.batch_min;
 	for (i = 0; i < wp_active_count();) {
 		struct wp_slot *s = wp_active_at(i);
 
-		if (part < SPREAD_PARTS && g->smp.ctr.nr_signals - mark >= cap) {
-			slept = wait_in_tick(due + period / SPREAD_PARTS * part);
-			if (slept < 0) {
+		if (part < SPREAD_PARTS && in_batch >= cap && s->smp.sig_last) {
+			int w = wait_in_tick(due + period / SPREAD_PARTS * part);
+
+			if (w < 0) {
 				part = SPREAD_PARTS; /* an event: no more waits */
 				if (!atomic_load(&g->sh.sampling))
 					break;
 			} else {
 				part++;
-				mark = g->smp.ctr.nr_signals;
+				in_batch = 0;
+				waited = w;
 				counted = 0;
-				at = slept ? wp_mono_ns() : at;
 			}
 		}
-		if (atomic_load_explicit(&s->state, memory_order_acquire) >= S_IDLE)
-			wp_sample_thread(s, now, at);
-		if (slept > 0 && !counted && g->smp.ctr.nr_signals > mark) {
-			/* a batch of signals after a wait */
-			g->smp.ctr.nr_signal_batches++;
-			counted = 1;
+		if (atomic_load_explicit(&s->state, memory_order_acquire) >= S_IDLE &&
+		    wp_sample_thread(s, now)) {
+			in_batch++;
+			if (waited && !counted) {
+				/* a batch of signals after a wait */
+				g->smp.ctr.nr_signal_batches++;
+				counted = 1;
+			}
 		}
 		if (i < wp_active_count() && wp_active_at(i) == s)
 			i++;
@@ -390,10 +395,11 @@ static void be_punctual(void)
 	wp_syscall(SYS_sched_setattr, 0, &a, 0);
 }
 
-/* Signals a tick sends at once (visit_active): the CPUs the program's main
- * thread may run on (at settle; those online if the mask cannot be read:
- * a machine with more CPUs than a cpu_set_t holds), at least SPREAD_MIN. */
-static uint32_t spread_burst(void)
+/* The fewest signals a tick sends at once (visit_active): the CPUs the
+ * program's main thread may run on (at settle; those online if the mask
+ * cannot be read: a machine with more CPUs than a cpu_set_t holds), at
+ * least SPREAD_MIN. */
+static uint32_t spread_batch_min(void)
 {
 	cpu_set_t cpus;
 	long n = 0;
@@ -431,7 +437,7 @@ static void settle(int restarted)
 	g->smp.fds_private = wp_fds_go_private() == 0;
 	prctl(PR_SET_NAME, "wallprof");
 	be_punctual();
-	g->smp.burst = spread_burst();
+	g->smp.batch_min = spread_batch_min();
 	wp_sample_find_own_code();
 	if (restarted) /* a forked child's command line is its parent's */
 		wp_tick_read_cmdline();

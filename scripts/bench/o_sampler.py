@@ -13,7 +13,10 @@ thread's own CPU-time timer), "held" (a recent timer capture reused for a
 period the timer did not fire in) and "signals" (a signal from the
 sampler), summed over the runs; the signals per tick and the batches of
 them sent after a wait ("signal_batches": a tick with more signals to
-send than max(CPUs, 8) spreads them over its period); and "ticks_late"
+send than the larger of the program's CPUs (its affinity), 8 and a quarter
+of the last tick's signals spreads them over its period; with CPU-time
+timers, busy threads take few signals). Both are counted over every tick,
+those before the threads start and after they end included; and "ticks_late"
 (ticks the sampler woke a whole period late and skipped) as a share of
 all ticks, which the per-tick figure, counted over wall x hz, does not
 see.

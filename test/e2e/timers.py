@@ -72,11 +72,14 @@ def tests(rt):
 
     def test_spread(tmp):
         """More running threads than a batch of signals holds: 24 threads
-        spinning 1.5 s on (at most) 2 CPUs, without CPU-time timers
-        (WALLPROF_CPU_TIMERS=0), so that a batch holds 8 (max(CPUs, 8)) and
-        a tick has more to send. The sampler spreads its signals over the
-        period (signal_batches: batches sent after a wait), and the profile
-        still has every thread at nearly every tick, spinning."""
+        on (at most) 2 CPUs spinning 1.5 s, 0.2 ms at a time between
+        sched_yield calls, so that each runs in every period, without
+        CPU-time timers (WALLPROF_CPU_TIMERS=0): a batch holds 8 (max(CPUs,
+        8)) and a tick has about 20 signals to send. The sampler spreads
+        them over the period (signal_batches: batches sent after a wait),
+        and the profile still has every thread at nearly every tick, in its
+        function (a signal to a thread waiting for a CPU lands as it leaves
+        sched_yield, so the stack is the loop's, not always the spin's)."""
         mine = os.sched_getaffinity(0)
         pinned = set(sorted(mine)[:2])
         cpus, n = len(pinned), 24
@@ -91,21 +94,25 @@ def tests(rt):
         rt.check_valid(obj)
         w = rt.wallprof_section(obj)
         ticks, batches = int(w.get("ticks") or 0), int(w.get("signal_batches") or 0)
-        sp = spinners(obj)
+        sp = [ss for ss in rt.samples_by_thread(obj).values()
+              if any("yielder" in rt.stack_functions(obj, s["stack_id"]) for s in ss)]
         total = sum(len(ss) for ss in sp)
         note("spread: %d threads on %d CPUs, %d ticks, %s signals, %d extra batches, "
              "pending %s; %d spinners' samples" % (n, cpus, ticks, w.get("signals"), batches,
                                                   w.get("pending"), total))
-        check(batches >= 1, "no tick spread its signals (%s signals in %d ticks)"
-              % (w.get("signals"), ticks))
-        check(batches < 3 * ticks, "%d extra batches in %d ticks: more than 3 a tick"
-              % (batches, ticks))
+        check(batches >= ticks // 2, "only %d of %d ticks spread their signals (%s signals)"
+              % (batches, ticks, w.get("signals")))
+        # a batch holds 8 here: on average, no more than that goes at once
+        sig = int(w.get("signals") or 0)
+        check(sig <= 10 * (ticks + batches), "%d signals in %d ticks and %d later batches: "
+              "more than 10 a batch" % (sig, ticks, batches))
         check(len(sp) == n, "%d of %d spinning threads in the profile" % (len(sp), n))
         check(total >= 0.7 * n * ticks, "%d samples of %d spinners over %d ticks"
               % (total, n, ticks))
         for ss in sp:
-            check(spin_share(obj, ss) >= 0.9, "%.0f%% of a spinner's samples on CPU in "
-                  "wpt_timers_spin" % (100 * spin_share(obj, ss)))
+            mine = sum(1 for s in ss if "yielder" in rt.stack_functions(obj, s["stack_id"]))
+            check(mine >= 0.9 * len(ss), "%d of a thread's %d samples in its function"
+                  % (mine, len(ss)))
 
     def test_ids(tmp):
         """The program creates and deletes timers of its own while threads

@@ -15,14 +15,17 @@
  *                            but for N entries, the spinners 0.5 s, the queue
  *                            drained, then prints its first timer's id
  *   timers crowd N SECONDS   N threads spin for SECONDS of wall time
- *                            (wpt_timers_spin) and are joined: more running
- *                            threads than CPUs, whose signals the sampler
- *                            spreads over the period
+ *                            (wpt_timers_spin, 0.2 ms at a time between
+ *                            sched_yield calls, so that every one of them
+ *                            runs in every period) and are joined: more
+ *                            running threads than CPUs, whose signals the
+ *                            sampler spreads over the period
  * One result line, exits 0. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +144,18 @@ static int mode_ids(void)
 	return 0;
 }
 
+static void *yielder(void *arg)
+{
+	double end = now_s() + secs;
+
+	(void)arg;
+	while (now_s() < end) {
+		wpt_timers_spin(0.0002);
+		sched_yield();
+	}
+	return NULL;
+}
+
 static int mode_crowd(int n, double s)
 {
 	pthread_t *t = calloc((size_t)n, sizeof(*t));
@@ -149,7 +164,7 @@ static int mode_crowd(int n, double s)
 	secs = s;
 	if (!t || n < 1)
 		return 2;
-	while (made < n && !(rc = pthread_create(&t[made], NULL, spinner, NULL)))
+	while (made < n && !(rc = pthread_create(&t[made], NULL, yielder, NULL)))
 		made++;
 	for (int i = 0; i < made; i++)
 		pthread_join(t[i], NULL);

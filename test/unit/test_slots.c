@@ -241,6 +241,7 @@ static const struct field fields[] = {
 	F(smp.fp_nr),
 	F(smp.cpu_ns),
 	F(smp.cpu_at),
+	F(smp.sig_last),
 	F(smp.pend_ns),
 	F(smp.nr_pend),
 	F(smp.scan),
@@ -334,7 +335,8 @@ static void check_clean(const struct wp_slot *s, uint32_t tid, uint32_t old_seq)
 	    s->smp.nr_cached_ok == 0 && s->smp.site_next == 0 && s->smp.site_last == 0);
 	REQ(s->smp.stk_gen == 0 && s->smp.stk_tp == 0 && s->smp.stk_lo == 0 && s->smp.stk_hi == 0);
 	REQ(s->smp.fp_sp == 0 && s->smp.fp_pc == 0 && s->smp.fp_nr == UINT64_MAX);
-	REQ(s->smp.cpu_ns == WP_CPU_UNKNOWN && s->smp.nr_pend == 0 && s->smp.exit_tick == 0);
+	REQ(s->smp.cpu_ns == WP_CPU_UNKNOWN && s->smp.cpu_at == 0 && s->smp.sig_last == 0 &&
+	    s->smp.nr_pend == 0 && s->smp.exit_tick == 0);
 	REQ(s->smp.scan == atomic_load(&g->tab.scan));
 	REQ(atomic_load(&s->smp.entry_serial) == 0);
 	REQ(!memcmp(&s->smp.stk_ref, &zero_ref, sizeof(zero_ref)));
