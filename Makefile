@@ -99,10 +99,11 @@ UNIT_ASAN  := $(patsubst test/unit/%.c,$(BUILD)/asan/%,$(UNIT_SRCS))
 # variant of their build (test or asan); such a test defines the runtime
 # globals those sources use (wp_rt, the TLS flags), which the library's
 # other files define.
-UNIT_RUNTIME_TESTS := test_slots test_threads test_threads_stress
+UNIT_RUNTIME_TESTS := test_slots test_threads test_threads_stress test_loader_lock
 UNIT_RUNTIME_test_slots   := preload/slots.c preload/active.c preload/timers.c
 UNIT_RUNTIME_test_threads := preload/slots.c preload/active.c preload/timers.c preload/threads.c
 UNIT_RUNTIME_test_threads_stress := preload/slots.c preload/active.c preload/timers.c preload/threads.c
+UNIT_RUNTIME_test_loader_lock := preload/loader_lock.c
 UNIT_RUNTIME_SRCS  := $(sort $(foreach t,$(UNIT_RUNTIME_TESTS),$(UNIT_RUNTIME_$(t))))
 
 OBJS_lib   := $(call objs,lib,$(sort $(LIB_SRCS) $(CORE_SRCS)) $(CONVERT_SRCS) $(UPLOAD_SRCS) test/bench/dump.c)

@@ -18,6 +18,7 @@
 #include "../unwind/unwind.h"
 #include "active.h"
 #include "handler.h"
+#include "loader_lock.h"
 #include "runtime.h"
 #include "sampler.h"
 #include "sigmask.h"
@@ -388,9 +389,11 @@ WP_AS_SAFE static void capture(struct wp_slot *s, void *uc, uint32_t from)
 		s->buf[0] = (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
 		s->hdl.nr = 1;
 		s->hdl.uflags = WP_UNW_FAILED | (wp_unwind_in_syscall(uc) ? WP_UNW_BLOCKED : 0);
-	} else if (wp_tls_in_loader) {
-		/* Inside the dynamic loader: unwinding could re-enter its lock.
-		 * Keep the PC only. */
+	} else if (wp_tls_in_loader || wp_loader_lock_unsafe((pid_t)atomic_load(&s->tid))) {
+		/* Inside the dynamic loader (our wrappers), or holding its lock,
+		 * or in the middle of taking or releasing it (dlopen, which is
+		 * not wrapped): unwinding would take that lock again and could
+		 * wait for this very thread. Keep the PC only. */
 		s->buf[0] = (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
 		s->hdl.nr = 1;
 		s->hdl.uflags = WP_UNW_FAILED | WP_UNW_DL_GUARD |

@@ -19,6 +19,7 @@
 #include "dump.h"
 #include "handler.h"
 #include "lifecycle.h"
+#include "loader_lock.h"
 #include "runtime.h"
 #include "park.h"
 #include "sample.h"
@@ -271,6 +272,10 @@ int wp_sampler_start(void)
 	 * allocate in the handler), and its pipe must be our fake one even if
 	 * the program calls libunwind itself (unwind.c). */
 	wp_unwind_init();
+	/* where glibc's loader lock is, for the handler (loader_lock.h) */
+	if (wp_loader_lock_find() < 0)
+		wp_log(WP_LOG_DEBUG, "glibc's loader lock was not found: a sample that lands "
+				     "while dlopen takes it could wait for its own thread");
 	wp_tick_read_cmdline();
 	wp_modmap_refresh(&g->smp.mods);
 	/* glibc keeps keys below 32 in each thread's descriptor; a later one

@@ -1,0 +1,32 @@
+/* loader_lock: where glibc's loader lock is, so that a handler can tell
+ * whether a walk could wait on its own thread.
+ *
+ * libunwind finds a return address's unwind table with dl_iterate_phdr,
+ * which takes the loader's write lock (a recursive mutex in ld.so's
+ * _rtld_global). A thread that holds it, or that is between taking its
+ * futex word and recording itself as the owner (or between clearing the
+ * owner and releasing it), would wait for itself if our handler ran there
+ * and walked: dlopen does that in _dl_add_to_namespace_list, and dlopen is
+ * not wrapped (test rawblk_dlopen_churn hung so). The lock is found once
+ * at start: its fields are the ones of _rtld_global that hold this
+ * thread's tid and a count of 1 inside a dl_iterate_phdr callback and are
+ * zero outside it. */
+#ifndef WP_LOADER_LOCK_H
+#define WP_LOADER_LOCK_H
+
+#include <sys/types.h>
+
+#include "as_safe.h"
+
+/* At start, with no other thread in the loader: finds the lock. Returns 0,
+ * or -1 when it cannot be told apart (then wp_loader_lock_unsafe answers
+ * 0, as if it were always free). Not async-signal-safe. */
+int wp_loader_lock_find(void);
+
+/* Whether a walk on thread `tid` could wait on the loader lock forever:
+ * the thread owns it, or it is held with no owner recorded (a thread in
+ * the few instructions of taking or releasing it: maybe this one). Plain
+ * loads of the lock's words. async-signal-safe */
+WP_AS_SAFE int wp_loader_lock_unsafe(pid_t tid);
+
+#endif
