@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -20,9 +21,9 @@ struct mutex_words {
 	int kind;
 };
 
-#define MUTEX_RECURSIVE 1 /* PTHREAD_MUTEX_RECURSIVE_NP, the kind's low bits */
 #define RTLD_MAX (64u << 10) /* _rtld_global is a few KiB */
 
+/* set once in the constructor, before any handler is installed */
 static const volatile struct mutex_words *the_lock;
 
 struct probe {
@@ -72,7 +73,7 @@ int wp_loader_lock_find(void)
 		memcpy(&in, inside + o, sizeof(in));
 		if (out.lock == 0 && out.count == 0 && out.owner == 0 && in.lock != 0 &&
 		    in.count == 1 && in.owner == tid && in.kind == out.kind &&
-		    (out.kind & 3) == MUTEX_RECURSIVE) {
+		    (out.kind & 3) == PTHREAD_MUTEX_RECURSIVE_NP) {
 			found++;
 			at = o;
 		}
@@ -86,11 +87,7 @@ int wp_loader_lock_find(void)
 /* async-signal-safe */
 WP_AS_SAFE int wp_loader_lock_unsafe(pid_t tid)
 {
-	int lock, owner;
-
 	if (!the_lock)
 		return 0;
-	lock = the_lock->lock;
-	owner = the_lock->owner;
-	return owner == tid || (lock != 0 && owner == 0);
+	return wp_loader_lock_unsafe_words(the_lock->lock, the_lock->owner, tid);
 }

@@ -18,9 +18,10 @@
 
 #include "as_safe.h"
 
-/* At start, with no other thread in the loader: finds the lock. Returns 0,
- * or -1 when it cannot be told apart (then wp_loader_lock_unsafe answers
- * 0, as if it were always free). Not async-signal-safe. */
+/* At start: finds the lock. Returns 0, or -1 when it cannot be told apart
+ * (another thread in the loader meanwhile, a glibc of another layout):
+ * then wp_loader_lock_unsafe answers 0, as if it were always free. Not
+ * async-signal-safe. */
 int wp_loader_lock_find(void);
 
 /* Whether a walk on thread `tid` could wait on the loader lock forever:
@@ -28,5 +29,11 @@ int wp_loader_lock_find(void);
  * the few instructions of taking or releasing it: maybe this one). Plain
  * loads of the lock's words. async-signal-safe */
 WP_AS_SAFE int wp_loader_lock_unsafe(pid_t tid);
+
+/* The rule, on the lock's futex word and owner as read. async-signal-safe */
+WP_AS_SAFE static inline int wp_loader_lock_unsafe_words(int lock, int owner, pid_t tid)
+{
+	return owner == tid || (lock != 0 && owner == 0);
+}
 
 #endif

@@ -90,9 +90,23 @@ static void test_other_thread(void)
 	report("loader lock: held by another thread, unsafe only for that one");
 }
 
+/* The rule on the words as read: the windows of taking and releasing the
+ * lock (futex word set, no owner) are unsafe for every thread. */
+static void test_rule(void)
+{
+	REQ(wp_loader_lock_unsafe_words(0, 0, 77) == 0);   /* free */
+	REQ(wp_loader_lock_unsafe_words(1, 0, 77) == 1);   /* taken, owner not recorded */
+	REQ(wp_loader_lock_unsafe_words(2, 0, 77) == 1);   /* the same, contended */
+	REQ(wp_loader_lock_unsafe_words(1, 77, 77) == 1);  /* ours */
+	REQ(wp_loader_lock_unsafe_words(1, 78, 77) == 0);  /* another's: a walk waits */
+	REQ(wp_loader_lock_unsafe_words(0, 77, 77) == 1);  /* ours, word not yet seen */
+	report("loader lock: the rule, windows of taking and releasing included");
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	test_rule();
 	test_found();
 	test_own();
 	test_other_thread();
