@@ -209,10 +209,10 @@ static int wait_in_tick(uint64_t deadline)
  * or a quarter of the signals of the tick before, so that the last quarter
  * does not take a burst. A tick waits for nothing unless more than `cap`
  * of its slots took a signal at their last look; no program whose running
- * threads all have CPU-time timers does. The samples are this tick's whatever the quarter
- * (`now`): the list does not change meanwhile (claims and wakes are taken
- * in at the next tick), and each look measures its thread's CPU time from
- * its own time (wp_sample_thread). An event ends the waits: the rest at
+ * threads all have CPU-time timers does. The samples are this tick's
+ * whatever the quarter (`now`): the list does not change meanwhile (claims
+ * and wakes are taken in at the next tick), and each look measures its
+ * thread's CPU time from its own time (wp_sample_thread). An event ends the waits: the rest at
  * once; once sampling is off (a crash's dump) the slots left are not looked
  * at, and have no sample at this last tick. */
 static void visit_active(uint64_t now, uint64_t due)
@@ -220,7 +220,7 @@ static void visit_active(uint64_t now, uint64_t due)
 	uint64_t period = 1000000000ull / g->fix.cfg.hz, first = g->smp.ctr.nr_signals;
 	uint64_t cap = (g->smp.prev_signals + SPREAD_PARTS - 1) / SPREAD_PARTS, in_batch = 0;
 	unsigned part = 1;
-	int waited = 0, counted = 0;
+	int uncounted = 0; /* a wait whose batch has sent nothing yet */
 	uint32_t i;
 
 	if (cap < g->smp.batch_min)
@@ -238,17 +238,15 @@ static void visit_active(uint64_t now, uint64_t due)
 			} else {
 				part++;
 				in_batch = 0;
-				waited = w;
-				counted = 0;
+				uncounted = w;
 			}
 		}
 		if (atomic_load_explicit(&s->state, memory_order_acquire) >= S_IDLE &&
 		    wp_sample_thread(s, now)) {
 			in_batch++;
-			if (waited && !counted) {
-				/* a batch of signals after a wait */
+			if (uncounted) { /* a batch of signals after a wait */
 				g->smp.ctr.nr_signal_batches++;
-				counted = 1;
+				uncounted = 0;
 			}
 		}
 		if (i < wp_active_count() && wp_active_at(i) == s)
