@@ -33,6 +33,7 @@ const struct wp_counter_key wp_counter_keys[] = {
 	CTR("timers", nr_timers, WP_CTR_INFO),
 	CTR("exiting", nr_exiting, WP_CTR_DROP),
 	CTR("signal_batches", nr_signal_batches, WP_CTR_INFO),
+	CTR("ticks_rested", nr_ticks_rested, WP_CTR_INFO),
 };
 #undef CTR
 

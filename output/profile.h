@@ -88,6 +88,8 @@ struct wp_counters {
 	uint64_t nr_signal_batches; /* batches of signals a tick sent after waiting for the
 				     * next quarter of its period: its signals spread
 				     * (tick.c, visit_active) */
+	uint64_t nr_ticks_rested; /* ticks the sampler slept through: nothing to visit, the
+				   * program's threads all parked (tick.c, rest_until) */
 };
 
 /* The counters' keys in the wallprof section of every format (the fields'

@@ -42,9 +42,20 @@ int wp_active_alloc(uint32_t nr_slots)
 	return 0;
 }
 
+/* After a claim or a wake (seq_cst, before this load): a resting sampler
+ * is told, by the first who sees it rest. async-signal-safe */
+WP_AS_SAFE static void rouse(void)
+{
+	if (atomic_load(&g->sh.resting) && atomic_exchange(&g->sh.resting, 0)) {
+		atomic_fetch_or(&g->sh.events, EV_WAKE);
+		wp_futex_wake(&g->sh.events);
+	}
+}
+
 /* A Treiber stack without pops: the sampler takes the whole of it at once
  * (an exchange), so no slot is ever read from it after it was taken, and
  * a slot is pushed again only after the sampler took it and released it.
+ * The push is seq_cst: rouse's load comes after it (wp_active_rest_begin).
  * async-signal-safe */
 WP_AS_SAFE void wp_active_claimed(struct wp_slot *s)
 {
@@ -54,7 +65,8 @@ WP_AS_SAFE void wp_active_claimed(struct wp_slot *s)
 	do
 		atomic_store_explicit(&s->claim_next, h, memory_order_relaxed);
 	while (!atomic_compare_exchange_weak_explicit(&g->tab.claim_head, &h, idx,
-						      memory_order_release, memory_order_relaxed));
+						      memory_order_seq_cst, memory_order_relaxed));
+	rouse();
 }
 
 /* async-signal-safe */
@@ -63,9 +75,34 @@ WP_AS_SAFE uint32_t wp_active_wake(struct wp_slot *s)
 	uint32_t idx = (uint32_t)(s - g->tab.slots);
 	uint32_t was = atomic_fetch_and(&s->blk_pin, ~WP_PIN_PARKED);
 
-	if (was & WP_PIN_PARKED)
+	if (was & WP_PIN_PARKED) {
 		atomic_fetch_or(&g->tab.wake_map[idx / 64], 1ull << (idx % 64));
+		rouse();
+	}
 	return was & ~WP_PIN_PARKED;
+}
+
+int wp_active_rest_begin(void)
+{
+	uint32_t w, words = (atomic_load(&g->tab.hiwater) + 63) / 64;
+
+	atomic_store(&g->sh.resting, 1);
+	if (atomic_load(&g->tab.claim_head))
+		goto busy;
+	for (w = 0; w < words; w++)
+		if (atomic_load(&g->tab.wake_map[w]))
+			goto busy;
+	return 1;
+busy:
+	atomic_store(&g->sh.resting, 0);
+	return 0;
+}
+
+void wp_active_rest_end(void)
+{
+	atomic_store(&g->sh.resting, 0);
+	if (atomic_load(&g->sh.events) & EV_WAKE)
+		atomic_fetch_and(&g->sh.events, ~(uint32_t)EV_WAKE);
 }
 
 void wp_active_add(struct wp_slot *s)

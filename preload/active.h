@@ -53,6 +53,20 @@ void wp_active_gather_claims(void);
  * `unpark` is called for each (which puts it back on the list). */
 void wp_active_gather_wakes(void (*unpark)(struct wp_slot *s));
 
+/* Sampler, with its list empty after a tick: whether it may rest, that is
+ * sleep through the ticks that would only number themselves and roll
+ * parked slots over (tick.c), until a claim or a wake. Sets `resting`,
+ * then looks at the claim stack and the wake map: with anything there, it
+ * does not rest. Any claimer or waker that comes later sees `resting`,
+ * clears it and sets EV_WAKE (a Dekker pair: one of the two sees the
+ * other). */
+int wp_active_rest_begin(void);
+
+/* Sampler: the rest is over (its end, an event, EV_WAKE): `resting` and
+ * EV_WAKE cleared. A waker that took `resting` just before may still set
+ * EV_WAKE after this: the sampler's waits clear it wherever they see it. */
+void wp_active_rest_end(void);
+
 /* Sampler: the list, to iterate with an index (removal moves the last slot
  * into the place of the one removed: re-read the place after a call that
  * may remove). */

@@ -406,6 +406,11 @@ void wp_dump_snapshot_poll(void)
 	}
 }
 
+int wp_dump_snapshot_converting(void)
+{
+	return snap_space.conv.pid != 0;
+}
+
 /* Sampler thread, stopping: a snapshot being converted is finished, not
  * lost. */
 void wp_dump_snapshot_finish(void)

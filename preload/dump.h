@@ -51,6 +51,10 @@ void wp_dump_snapshot(void);
  * report, and starts the next snapshot asked for. */
 void wp_dump_snapshot_poll(void);
 
+/* Sampler thread: whether a snapshot is being converted (the polls above
+ * report its end). */
+int wp_dump_snapshot_converting(void);
+
 /* Sampler thread, every WALLPROF_CHUNK_SECONDS: the samples since the last
  * chunk (or the start) as a dump of their own, "<name>.chunk<k>.raw",
  * converted in the background (by the tree's converter when there is an

@@ -190,6 +190,7 @@ static void after_fork_child(void)
 		pthread_setspecific(g->fix.exit_key, &wp_rt);
 	wp_slots_after_fork(1);
 	atomic_store(&g->sh.events, 0);
+	atomic_store(&g->sh.resting, 0); /* the parent's sampler may have been resting */
 	atomic_store(&g->sh.main_exited, 0);
 	/* Whether the parent's sampler was running or joined, the child's is
 	 * about to run (the only thread here: a plain store). */
@@ -386,6 +387,7 @@ void wp_sampler_exec_failed(void)
 	if (!life_move(WP_LIFE_STOPPED, WP_LIFE_RUNNING))
 		return; /* another thread's failed exec restarts it */
 	atomic_store(&g->sh.events, 0);
+	atomic_store(&g->sh.resting, 0);
 	atomic_store(&g->sh.sampling, 1);
 	if (wp_tick_spawn(1) != 0) {
 		atomic_store(&g->sh.sampling, 0);

@@ -40,6 +40,7 @@ struct wp_unw_site;
 #define EV_STOP 0x1
 #define EV_SNAPSHOT 0x2
 #define EV_FREEZE 0x4 /* a raw dump is being written: hold still */
+#define EV_WAKE 0x8   /* a claim or a wake ended the sampler's rest (active.h) */
 
 /* g->sh.main_exited */
 #define WP_MAIN_SAID \
@@ -124,6 +125,8 @@ struct wp_rt_shared {
 	_Atomic int sampling;       /* handler does captures; sampler sends; wrappers claim */
 	_Atomic uint32_t events;    /* EV_*: any thread sets, the sampler clears */
 	_Atomic uint32_t frozen;    /* the sampler parked for a raw dump (it sets, then clears) */
+	_Atomic uint32_t resting;   /* the sampler skips ticks with nothing to visit: it sets,
+				     * the first claimer or waker clears (active.h) */
 	_Atomic int main_exited;    /* main() has ended as a thread: WP_MAIN_SAID (our key's
 				     * destructor ran on it: pthread_exit, thrd_exit) or
 				     * WP_MAIN_SEEN (found ended: a raw exit system call) */

@@ -189,6 +189,8 @@ static int wait_in_tick(uint64_t deadline)
 	int slept = 0;
 
 	while (!(atomic_load(&g->sh.events) & (EV_STOP | EV_SNAPSHOT | EV_FREEZE))) {
+		if (atomic_load(&g->sh.events) & EV_WAKE) /* a waker late for a rest */
+			wp_active_rest_end();
 		if (wp_mono_ns() >= deadline)
 			return slept;
 		wp_futex_wait_until(&g->sh.events, 0, deadline);
@@ -255,42 +257,10 @@ static void visit_active(uint64_t now, uint64_t due)
 	g->smp.prev_signals = g->smp.ctr.nr_signals - first;
 }
 
-static void tick(uint64_t now, uint64_t due)
+/* Every tick's end, quiet or not: the tick counted, the end of the
+ * program's threads watched, names kept current. */
+static void tick_end(uint64_t now)
 {
-	if (g->sig.sample_onstack && !g->smp.go_checked)
-		go_notice();
-	/* This tick numbered first: the open records of parked threads reach
-	 * it, and those whose threads moved end at the one before. Without a
-	 * ring (a restart that could not map one) nothing is sampled. */
-	if (g->smp.ring) {
-		wp_ring_tick(g->smp.ring, now);
-		wp_active_gather_claims();
-		wp_active_gather_wakes(wp_park_wake);
-		wp_sample_collect();
-	}
-	if (g->smp.ctr.nr_ticks >= g->smp.next_scan) {
-		/* A listing costs about 2 us a thread: with many threads it
-		 * comes less often (at most 0.5 % of a core), down from ten
-		 * times a second. Threads made by pthread_create are known from
-		 * their start anyway; the listing finds the others and confirms
-		 * exits. */
-		uint64_t every = (uint64_t)g->fix.cfg.hz * atomic_load(&g->tab.hiwater) / 2500;
-
-		wp_threads_scan();
-		g->smp.next_scan = g->smp.ctr.nr_ticks +
-				   (every > g->fix.ticks_per_scan ? every : g->fix.ticks_per_scan);
-	}
-	if (atomic_load(&g->sh.sampling) && g->smp.ring) {
-		visit_active(now, due);
-		wp_park_roll(now);
-	}
-	/* The refresh takes the loader's lock: not while a thread of the
-	 * program holds it in a dl_iterate_phdr callback (which may block
-	 * for long), or every tick would wait for it. The next tick will. */
-	if (!atomic_load(&g->sh.loader_users))
-		wp_modmap_refresh(&g->smp.mods);
-	if (g->smp.want_stacks && g->smp.ctr.nr_ticks - g->smp.stacks_tick >= g->fix.ticks_per_scan)
-		wp_stack_bounds_find();
 	g->smp.ctr.nr_ticks++;
 	g->smp.prev_tick_ns = now;
 	if (!atomic_load(&g->sh.main_exited) && leader_gone(g->smp.ctr.nr_ticks)) {
@@ -331,6 +301,106 @@ static void tick(uint64_t now, uint64_t due)
 	else
 		wp_threads_refresh_some((size_t)g->fix.cfg.hz * 10);
 }
+
+/* A tick slept through (a rest, below): with nothing on the list, nothing
+ * claimed and nothing woken, a tick only numbers itself, which the open
+ * records of parked threads reach, rolls parked slots over and keeps the
+ * watch on the end of the program; `t` is its scheduled time. */
+static void quiet_tick(uint64_t t)
+{
+	if (g->smp.ring)
+		wp_ring_tick(g->smp.ring, t);
+	if (atomic_load(&g->sh.sampling) && g->smp.ring)
+		wp_park_roll(t);
+	tick_end(t);
+}
+
+/* A rest: after a tick that found nothing to visit (every thread of the
+ * program parked in a wrapped call, none claimed or woken since), the
+ * sampler sleeps through the ticks that would only number themselves,
+ * until the next that has more to do: the next /proc/self/task listing
+ * (it finds threads nothing announced) or chunk, and at most a tenth of a
+ * second (ticks_per_scan). A claim, a wake or an event ends it at once (active.h).
+ * Returns the scheduled time of the tick the rest ends at, or 0 when the
+ * sampler does not rest; `due` is the scheduled time of the tick just
+ * done, `chunk_at` the next chunk's time (0: none). The ticks slept
+ * through are made quietly when the rest ends (rest_over): a program
+ * whose threads all wait costs a wake-up a tenth of a second, not one a
+ * tick. */
+static uint64_t rest_until(uint64_t due, uint64_t period, uint64_t chunk_at)
+{
+	uint64_t ticks = 1, end;
+
+	if (wp_active_count() || !atomic_load(&g->sh.sampling) || !g->smp.ring ||
+	    wp_dump_snapshot_converting())
+		return 0;
+	if (g->smp.next_scan > g->smp.ctr.nr_ticks)
+		ticks = g->smp.next_scan - g->smp.ctr.nr_ticks + 1;
+	if (ticks > g->fix.ticks_per_scan)
+		ticks = g->fix.ticks_per_scan;
+	end = due + ticks * period;
+	if (chunk_at && end > chunk_at)
+		end = due + (chunk_at - due + period - 1) / period * period;
+	if (end < due + 2 * period || !wp_active_rest_begin())
+		return 0;
+	return end;
+}
+
+/* The rest that was to end at the tick of `end` is over at time `now`
+ * (its end, an event, a claim or a wake): the ticks from `*next` it slept
+ * through, up to `now` and before `end`, are made quietly, in order, at
+ * their scheduled times; `*next` is then the first tick still to come (the
+ * one at `end` when the rest ran its course). */
+static void rest_over(uint64_t *next, uint64_t end, uint64_t period)
+{
+	uint64_t now = wp_mono_ns();
+
+	wp_active_rest_end();
+	for (; *next < end && *next <= now; *next += period) {
+		quiet_tick(*next);
+		g->smp.ctr.nr_ticks_rested++;
+	}
+}
+
+static void tick(uint64_t now, uint64_t due)
+{
+	if (g->sig.sample_onstack && !g->smp.go_checked)
+		go_notice();
+	/* This tick numbered first: the open records of parked threads reach
+	 * it, and those whose threads moved end at the one before. Without a
+	 * ring (a restart that could not map one) nothing is sampled. */
+	if (g->smp.ring) {
+		wp_ring_tick(g->smp.ring, now);
+		wp_active_gather_claims();
+		wp_active_gather_wakes(wp_park_wake);
+		wp_sample_collect();
+	}
+	if (g->smp.ctr.nr_ticks >= g->smp.next_scan) {
+		/* A listing costs about 2 us a thread: with many threads it
+		 * comes less often (at most 0.5 % of a core), down from ten
+		 * times a second. Threads made by pthread_create are known from
+		 * their start anyway; the listing finds the others and confirms
+		 * exits. */
+		uint64_t every = (uint64_t)g->fix.cfg.hz * atomic_load(&g->tab.hiwater) / 2500;
+
+		wp_threads_scan();
+		g->smp.next_scan = g->smp.ctr.nr_ticks +
+				   (every > g->fix.ticks_per_scan ? every : g->fix.ticks_per_scan);
+	}
+	if (atomic_load(&g->sh.sampling) && g->smp.ring) {
+		visit_active(now, due);
+		wp_park_roll(now);
+	}
+	/* The refresh takes the loader's lock: not while a thread of the
+	 * program holds it in a dl_iterate_phdr callback (which may block
+	 * for long), or every tick would wait for it. The next tick will. */
+	if (!atomic_load(&g->sh.loader_users))
+		wp_modmap_refresh(&g->smp.mods);
+	if (g->smp.want_stacks && g->smp.ctr.nr_ticks - g->smp.stacks_tick >= g->fix.ticks_per_scan)
+		wp_stack_bounds_find();
+	tick_end(now);
+}
+
 
 /* Whether seccomp is on for this thread ("Seccomp: 2", a filter) in its /proc
  * status (read with raw system calls: the read wrapper would take a slot
@@ -455,6 +525,7 @@ static void *sampler_main(void *arg)
 	uint64_t next = wp_mono_ns();
 	uint64_t chunk_every = (uint64_t)g->fix.cfg.chunk_seconds * 1000000000ull;
 	uint64_t next_chunk = next + chunk_every;
+	uint64_t rest_end = 0; /* resting until the tick at this time (rest_until) */
 	int settled = 0;
 
 	wp_tls_internal = 1; /* before any wrapped call (settle's log lines) */
@@ -476,6 +547,15 @@ static void *sampler_main(void *arg)
 		next += period;
 		for (;;) {
 			ev = atomic_load(&g->sh.events);
+			if (rest_end && (ev || wp_mono_ns() >= rest_end)) {
+				rest_over(&next, rest_end, period);
+				rest_end = 0;
+				continue;
+			}
+			if (ev & EV_WAKE) { /* a waker late for a rest */
+				wp_active_rest_end();
+				continue;
+			}
 			if (ev & EV_STOP) {
 				/* a snapshot being converted is finished, not lost */
 				wp_dump_snapshot_finish();
@@ -491,9 +571,9 @@ static void *sampler_main(void *arg)
 				wp_dump_snapshot();
 				continue;
 			}
-			if (wp_mono_ns() >= next)
+			if (!rest_end && wp_mono_ns() >= next)
 				break;
-			wp_futex_wait_until(&g->sh.events, 0, next);
+			wp_futex_wait_until(&g->sh.events, 0, rest_end ? rest_end : next);
 		}
 		settle_once(&settled, arg != NULL);
 		now = wp_mono_ns();
@@ -512,6 +592,7 @@ static void *sampler_main(void *arg)
 			if (next_chunk <= now) /* stopped for longer: no burst */
 				next_chunk = now + chunk_every;
 		}
+		rest_end = rest_until(next, period, chunk_every ? next_chunk : 0);
 	}
 }
 

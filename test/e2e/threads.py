@@ -284,7 +284,11 @@ def tests(rt):
         at tick after tick) and then spins 300 ms, 4 times: each time it
         wakes its samples move to the spin at once. Half its samples in the
         sleep, off CPU, half in the spin, on CPU, and exactly 7 changes
-        between the two."""
+        between the two. While it sleeps, main waits in pthread_join: both
+        are parked, and the sampler rests (sleeps through the ticks that
+        would only count them, ticks_rested) until the parker wakes; the
+        ticks it slept through are in the profile all the same: main has a
+        sample at every tick."""
         r = rt.run_bounded([rt.prog("threads"), "park"], tmp, timeout=30)
         check(r.rc == 0 and r.stdout == "park: done\n", r.describe())
         obj = rt.exit_profile(r)
@@ -295,8 +299,18 @@ def tests(rt):
         asleep = seq.count("1") / max(len(seq), 1)
         off = sum(1 for s in ss if "wpt_park_sleep" in rt.stack_functions(obj, s["stack_id"])
                   and not s.get("on_cpu"))
-        note("park: %d samples, %.0f%% asleep, %d changes" % (len(seq), 100 * asleep, changes))
+        w = rt.wallprof_section(obj)
+        ticks, rested = int(w.get("ticks") or 0), int(w.get("ticks_rested") or 0)
+        nmain = max((len(ss) for ss in rt.samples_by_thread(obj).values()
+                     if any("mode_park" in rt.stack_functions(obj, s["stack_id"])
+                            for s in ss)), default=0)
+        note("park: %d samples, %.0f%% asleep, %d changes; main %d samples of %d ticks, "
+             "%d ticks rested" % (len(seq), 100 * asleep, changes, nmain, ticks, rested))
         check(len(seq) >= 200, "only %d samples of the parker" % len(seq))
+        check(rested >= 0.25 * ticks, "the sampler rested %d ticks of %d, want a quarter or "
+              "more (the parker sleeps half the time)" % (rested, ticks))
+        check(nmain >= ticks - 2, "main has %d samples of %d ticks: ticks slept through "
+              "are lost" % (nmain, ticks))
         check(0.4 <= asleep <= 0.6, "%.0f%% of the samples asleep, want about 50%%"
               % (100 * asleep))
         check(off == seq.count("1"), "%d of %d sleep samples off CPU" % (off, seq.count("1")))
