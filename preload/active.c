@@ -43,13 +43,31 @@ int wp_active_alloc(uint32_t nr_slots)
 }
 
 /* After a claim or a wake (seq_cst, before this load): a resting sampler
- * is told, by the first who sees it rest. async-signal-safe */
+ * is told, by the first who sees it rest, with the time: the ticks from
+ * then on are not the rest's to make (tick.c, rest_over).
+ * async-signal-safe */
 WP_AS_SAFE static void rouse(void)
 {
 	if (atomic_load(&g->sh.resting) && atomic_exchange(&g->sh.resting, 0)) {
+		atomic_store(&g->sh.rest_moved_ns, wp_mono_ns());
 		atomic_fetch_or(&g->sh.events, EV_WAKE);
 		wp_futex_wake(&g->sh.events);
 	}
+}
+
+/* Whether anything was claimed or woken since the sampler last gathered:
+ * the claim stack and the wake map up to hiwater (a wake bit is only ever
+ * set for a slot the sampler parked, below it). */
+static int pending(void)
+{
+	uint32_t w, words = (atomic_load(&g->tab.hiwater) + 63) / 64;
+
+	if (atomic_load(&g->tab.claim_head))
+		return 1;
+	for (w = 0; w < words; w++)
+		if (atomic_load(&g->tab.wake_map[w]))
+			return 1;
+	return 0;
 }
 
 /* A Treiber stack without pops: the sampler takes the whole of it at once
@@ -84,25 +102,21 @@ WP_AS_SAFE uint32_t wp_active_wake(struct wp_slot *s)
 
 int wp_active_rest_begin(void)
 {
-	uint32_t w, words = (atomic_load(&g->tab.hiwater) + 63) / 64;
-
+	atomic_store(&g->sh.rest_moved_ns, 0);
 	atomic_store(&g->sh.resting, 1);
-	if (atomic_load(&g->tab.claim_head))
-		goto busy;
-	for (w = 0; w < words; w++)
-		if (atomic_load(&g->tab.wake_map[w]))
-			goto busy;
+	if (pending()) {
+		atomic_store(&g->sh.resting, 0);
+		return 0;
+	}
 	return 1;
-busy:
-	atomic_store(&g->sh.resting, 0);
-	return 0;
 }
 
-void wp_active_rest_end(void)
+uint64_t wp_active_rest_end(void)
 {
 	atomic_store(&g->sh.resting, 0);
 	if (atomic_load(&g->sh.events) & EV_WAKE)
 		atomic_fetch_and(&g->sh.events, ~(uint32_t)EV_WAKE);
+	return atomic_exchange(&g->sh.rest_moved_ns, 0);
 }
 
 void wp_active_add(struct wp_slot *s)

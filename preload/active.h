@@ -58,14 +58,17 @@ void wp_active_gather_wakes(void (*unpark)(struct wp_slot *s));
  * parked slots over (tick.c), until a claim or a wake. Sets `resting`,
  * then looks at the claim stack and the wake map: with anything there, it
  * does not rest. Any claimer or waker that comes later sees `resting`,
- * clears it and sets EV_WAKE (a Dekker pair: one of the two sees the
- * other). */
+ * clears it, notes the time and sets EV_WAKE (a Dekker pair: one of the
+ * two sees the other). */
 int wp_active_rest_begin(void);
 
 /* Sampler: the rest is over (its end, an event, EV_WAKE): `resting` and
- * EV_WAKE cleared. A waker that took `resting` just before may still set
- * EV_WAKE after this: the sampler's waits clear it wherever they see it. */
-void wp_active_rest_end(void);
+ * EV_WAKE cleared. Returns the time the claimer or waker that ended it
+ * took (CLOCK_MONOTONIC ns), or 0. A waker that took `resting` just before
+ * may still set EV_WAKE (and the time) after this: the sampler clears
+ * EV_WAKE wherever it waits for its ticks, and a time from before the
+ * rest began says nothing. */
+uint64_t wp_active_rest_end(void);
 
 /* Sampler: the list, to iterate with an index (removal moves the last slot
  * into the place of the one removed: re-read the place after a call that

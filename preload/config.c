@@ -344,6 +344,9 @@ void wp_config_load(struct wp_config *c)
 	/* Tests only: a wrapped read() sends this signal to its own thread
 	 * while it publishes its context. */
 	env_uint("WALLPROF_TEST_ENTER_SIGNAL", 0, 0, 64, &c->test_enter_signal);
+	/* Tests only: the sampler, woken from a rest by a claim or a wake,
+	 * sleeps this long before it makes the ticks it slept through. */
+	env_uint("WALLPROF_TEST_REST_WAKE_DELAY_US", 0, 0, 1000000, &c->test_rest_wake_delay_us);
 #endif
 
 	env_uint("WALLPROF_HZ", WP_DEFAULT_HZ, 1, WP_MAX_HZ, &c->hz);

@@ -168,6 +168,7 @@ static void after_fork_child(void)
 	wp_timers_forget_all();
 	if (!wp_life_started())
 		return;
+	atomic_store(&g->sh.resting, 0); /* the parent's sampler may have been resting */
 	if (!g->fix.cfg.follow_children) {
 		/* Children are not profiled: this one leaves its parent's ring
 		 * alone and its snapshot signal gets its old meaning back. */
@@ -190,7 +191,6 @@ static void after_fork_child(void)
 		pthread_setspecific(g->fix.exit_key, &wp_rt);
 	wp_slots_after_fork(1);
 	atomic_store(&g->sh.events, 0);
-	atomic_store(&g->sh.resting, 0); /* the parent's sampler may have been resting */
 	atomic_store(&g->sh.main_exited, 0);
 	/* Whether the parent's sampler was running or joined, the child's is
 	 * about to run (the only thread here: a plain store). */

@@ -125,8 +125,10 @@ struct wp_rt_shared {
 	_Atomic int sampling;       /* handler does captures; sampler sends; wrappers claim */
 	_Atomic uint32_t events;    /* EV_*: any thread sets, the sampler clears */
 	_Atomic uint32_t frozen;    /* the sampler parked for a raw dump (it sets, then clears) */
-	_Atomic uint32_t resting;   /* the sampler skips ticks with nothing to visit: it sets,
-				     * the first claimer or waker clears (active.h) */
+	_Atomic uint32_t resting;   /* the sampler sleeps through ticks with nothing to visit:
+				     * it sets it, the first claimer or waker to see it ends
+				     * the rest, and so does the sampler (active.h) */
+	_Atomic uint64_t rest_moved_ns; /* when that claimer or waker ended the rest (0: none) */
 	_Atomic int main_exited;    /* main() has ended as a thread: WP_MAIN_SAID (our key's
 				     * destructor ran on it: pthread_exit, thrd_exit) or
 				     * WP_MAIN_SEEN (found ended: a raw exit system call) */

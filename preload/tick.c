@@ -190,7 +190,7 @@ static int wait_in_tick(uint64_t deadline)
 
 	while (!(atomic_load(&g->sh.events) & (EV_STOP | EV_SNAPSHOT | EV_FREEZE))) {
 		if (atomic_load(&g->sh.events) & EV_WAKE) /* a waker late for a rest */
-			wp_active_rest_end();
+			(void)wp_active_rest_end();
 		if (wp_mono_ns() >= deadline)
 			return slept;
 		wp_futex_wait_until(&g->sh.events, 0, deadline);
@@ -257,12 +257,10 @@ static void visit_active(uint64_t now, uint64_t due)
 	g->smp.prev_signals = g->smp.ctr.nr_signals - first;
 }
 
-/* Every tick's end, quiet or not: the tick counted, the end of the
- * program's threads watched, names kept current. */
-static void tick_end(uint64_t now)
+/* The end of the program's threads: main ended without a word to us, or
+ * the process outlived its last thread (then it ends here). */
+static void watch_end(void)
 {
-	g->smp.ctr.nr_ticks++;
-	g->smp.prev_tick_ns = now;
 	if (!atomic_load(&g->sh.main_exited) && leader_gone(g->smp.ctr.nr_ticks)) {
 		int none = 0; /* a raw exit: no word from it */
 
@@ -290,6 +288,17 @@ static void tick_end(uint64_t now)
 		}
 		exit(0);
 	}
+}
+
+/* Every tick's end, quiet or not: the tick counted, the end of the
+ * program's threads watched (not when `stopping`: the ticks a rest slept
+ * through, made for a stop or a raw dump), names kept current. */
+static void tick_end(uint64_t now, int stopping)
+{
+	g->smp.ctr.nr_ticks++;
+	g->smp.prev_tick_ns = now;
+	if (!stopping)
+		watch_end();
 	/* Names change: read again right after a pthread_setname_np or a
 	 * prctl(PR_SET_NAME), else each thread's once every 10 s, a share of
 	 * them at each tick (a write to /proc/self/task/T/comm is not seen
@@ -303,16 +312,17 @@ static void tick_end(uint64_t now)
 }
 
 /* A tick slept through (a rest, below): with nothing on the list, nothing
- * claimed and nothing woken, a tick only numbers itself, which the open
- * records of parked threads reach, rolls parked slots over and keeps the
- * watch on the end of the program; `t` is its scheduled time. */
-static void quiet_tick(uint64_t t)
+ * claimed and nothing woken, a tick numbers itself, which the open records
+ * of parked threads reach, rolls parked slots over and ends as every tick
+ * does; `t` is its scheduled time. What the tick after the rest does anyway
+ * (the module map, stack bounds, the snapshot's poll) is left to it. */
+static void quiet_tick(uint64_t t, int stopping)
 {
 	if (g->smp.ring)
 		wp_ring_tick(g->smp.ring, t);
 	if (atomic_load(&g->sh.sampling) && g->smp.ring)
 		wp_park_roll(t);
-	tick_end(t);
+	tick_end(t, stopping);
 }
 
 /* A rest: after a tick that found nothing to visit (every thread of the
@@ -320,19 +330,20 @@ static void quiet_tick(uint64_t t)
  * sampler sleeps through the ticks that would only number themselves,
  * until the next that has more to do: the next /proc/self/task listing
  * (it finds threads nothing announced) or chunk, and at most a tenth of a
- * second (ticks_per_scan). A claim, a wake or an event ends it at once (active.h).
- * Returns the scheduled time of the tick the rest ends at, or 0 when the
+ * second (ticks_per_scan). A claim, a wake or an event ends it at once
+ * (active.h). Returns the scheduled time of the tick the rest ends at, or 0 when the
  * sampler does not rest; `due` is the scheduled time of the tick just
- * done, `chunk_at` the next chunk's time (0: none). The ticks slept
- * through are made quietly when the rest ends (rest_over): a program
- * whose threads all wait costs a wake-up a tenth of a second, not one a
- * tick. */
+ * done, `chunk_at` the next chunk's time (0: none). Not after a tick that
+ * overran its period: the ticks it overran are late, as without the rest.
+ * The ticks slept through are made quietly when the rest ends (rest_over):
+ * a program whose threads all wait costs a wake-up a tenth of a second,
+ * not one a tick. */
 static uint64_t rest_until(uint64_t due, uint64_t period, uint64_t chunk_at)
 {
 	uint64_t ticks = 1, end;
 
 	if (wp_active_count() || !atomic_load(&g->sh.sampling) || !g->smp.ring ||
-	    wp_dump_snapshot_converting())
+	    wp_dump_snapshot_converting() || wp_mono_ns() >= due + period)
 		return 0;
 	if (g->smp.next_scan > g->smp.ctr.nr_ticks)
 		ticks = g->smp.next_scan - g->smp.ctr.nr_ticks + 1;
@@ -346,18 +357,36 @@ static uint64_t rest_until(uint64_t due, uint64_t period, uint64_t chunk_at)
 	return end;
 }
 
-/* The rest that was to end at the tick of `end` is over at time `now`
- * (its end, an event, a claim or a wake): the ticks from `*next` it slept
- * through, up to `now` and before `end`, are made quietly, in order, at
- * their scheduled times; `*next` is then the first tick still to come (the
- * one at `end` when the rest ran its course). */
-static void rest_over(uint64_t *next, uint64_t end, uint64_t period)
+/* The rest that began after the tick at `due` and was to end at the tick
+ * of `end` is over (its end, an event, a claim or a wake): the ticks from
+ * `*next` it slept through are made quietly, in order, at their scheduled
+ * times, up to now and before `end`, and before the claim or wake that
+ * ended it: the tick after that one takes it in, as it would without the
+ * rest (a thread woken closes its record at the tick before; the
+ * sampler's own wake-up delay would otherwise make that tick quiet too).
+ * `*next` is then the first tick still to come: the one at `end` when the
+ * rest ran its course. A rest ended by a stop or a raw dump makes its
+ * ticks without watching for the end of the program. */
+static void rest_over(uint64_t *next, uint64_t due, uint64_t end, uint64_t period)
 {
-	uint64_t now = wp_mono_ns();
+	uint64_t now, moved, limit;
+	int stopping = !!(atomic_load(&g->sh.events) & (EV_STOP | EV_FREEZE));
 
-	wp_active_rest_end();
-	for (; *next < end && *next <= now; *next += period) {
-		quiet_tick(*next);
+#if WP_TESTING
+	if (g->fix.cfg.test_rest_wake_delay_us && (atomic_load(&g->sh.events) & EV_WAKE)) {
+		struct timespec ts = { 0, (long)g->fix.cfg.test_rest_wake_delay_us * 1000 };
+
+		ts.tv_sec = ts.tv_nsec / 1000000000;
+		ts.tv_nsec %= 1000000000;
+		wp_syscall(SYS_nanosleep, &ts, NULL);
+	}
+#endif
+	moved = wp_active_rest_end();
+	now = wp_mono_ns();
+	/* (a time from before the rest is a late waker's of an earlier one) */
+	limit = moved > due && moved <= now ? moved : now + 1;
+	for (; *next < end && *next < limit; *next += period) {
+		quiet_tick(*next, stopping);
 		g->smp.ctr.nr_ticks_rested++;
 	}
 }
@@ -398,7 +427,7 @@ static void tick(uint64_t now, uint64_t due)
 		wp_modmap_refresh(&g->smp.mods);
 	if (g->smp.want_stacks && g->smp.ctr.nr_ticks - g->smp.stacks_tick >= g->fix.ticks_per_scan)
 		wp_stack_bounds_find();
-	tick_end(now);
+	tick_end(now, 0);
 }
 
 
@@ -525,7 +554,8 @@ static void *sampler_main(void *arg)
 	uint64_t next = wp_mono_ns();
 	uint64_t chunk_every = (uint64_t)g->fix.cfg.chunk_seconds * 1000000000ull;
 	uint64_t next_chunk = next + chunk_every;
-	uint64_t rest_end = 0; /* resting until the tick at this time (rest_until) */
+	uint64_t rest_end = 0, rest_due = 0; /* resting until the tick at rest_end,
+					      * since the one at rest_due (rest_until) */
 	int settled = 0;
 
 	wp_tls_internal = 1; /* before any wrapped call (settle's log lines) */
@@ -548,12 +578,12 @@ static void *sampler_main(void *arg)
 		for (;;) {
 			ev = atomic_load(&g->sh.events);
 			if (rest_end && (ev || wp_mono_ns() >= rest_end)) {
-				rest_over(&next, rest_end, period);
+				rest_over(&next, rest_due, rest_end, period);
 				rest_end = 0;
 				continue;
 			}
 			if (ev & EV_WAKE) { /* a waker late for a rest */
-				wp_active_rest_end();
+				(void)wp_active_rest_end();
 				continue;
 			}
 			if (ev & EV_STOP) {
@@ -593,6 +623,7 @@ static void *sampler_main(void *arg)
 				next_chunk = now + chunk_every;
 		}
 		rest_end = rest_until(next, period, chunk_every ? next_chunk : 0);
+		rest_due = next;
 	}
 }
 

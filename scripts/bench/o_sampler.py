@@ -1,6 +1,9 @@
 """O-sampler-cost: build/bench/busy: R threads spinning for SPIN_S = 3 s of
-wall time (R = 1, 4, 16, 32; --quick 1 and 4) while the main thread sleeps,
-under the preload at the default 101 Hz. The program reads the sampler
+wall time (R = 0, 1, 4, 16, 32; --quick 0, 1 and 4) while the main thread
+sleeps, under the preload at the default 101 Hz. With R = 0 every thread of
+the program is parked (main asleep in nanosleep): the sampler rests, waking
+about ten times a second, and the row gives its CPU per tick and the share
+of ticks it slept through ("ticks_rested"). The program reads the sampler
 thread's CPU time (the thread named "wallprof", /proc/self/task/TID/
 schedstat) before starting the threads and after joining them. Per R:
 the sampler's CPU in microseconds per tick, sampler CPU / (wall x hz), and
@@ -27,7 +30,7 @@ import os
 from .common import (HZ, Benchmark, RunError, log, med, rotation, run_tool, spread,
                      wallprof_section)
 
-THREADS, QUICK_THREADS = (1, 4, 16, 32), (1, 4)
+THREADS, QUICK_THREADS = (0, 1, 4, 16, 32), (0, 1, 4)
 SPIN_S = 3.0
 RUNS = 3
 
@@ -36,7 +39,7 @@ def bench_o(table, tmpdir, quick):
     sizes = QUICK_THREADS if quick else THREADS
     per_tick = {r: [] for r in sizes}
     ctr = {r: dict(from_timer=0, held=0, signals=0, samples=0, ticks=0, ticks_late=0,
-                   signal_batches=0)
+                   signal_batches=0, ticks_rested=0)
            for r in sizes}
     for rnd in range(RUNS):
         for r in rotation(list(sizes), rnd):
@@ -55,7 +58,8 @@ def bench_o(table, tmpdir, quick):
             main = (w.get("threads") or {}).get(str(w.get("pid")), {}).get("samples", 0)
             c = ctr[r]
             c["samples"] += int(w.get("samples", 0)) - int(main)
-            for k in ("from_timer", "held", "signals", "ticks", "ticks_late", "signal_batches"):
+            for k in ("from_timer", "held", "signals", "ticks", "ticks_late", "signal_batches",
+                      "ticks_rested"):
                 c[k] += int(w.get(k, 0))
             log("O %d busy, run %d/%d: sampler %.1f ms over %.2f s = %.1f us per tick" % (
                 r, rnd + 1, RUNS, res["sampler_cpu_s"] * 1e3, res["wall_s"], per_tick[r][-1]))
@@ -63,6 +67,16 @@ def bench_o(table, tmpdir, quick):
         c = ctr[r]
         s = max(1, c["samples"])
         t = max(1, c["ticks"] + c["ticks_late"])
+        if r == 0:
+            table.add("O: sampler CPU per tick, every thread parked (main asleep), %.0f s at %d Hz"
+                      % (SPIN_S, HZ),
+                      "%.1f us per tick (%s), median of %d; %.0f %% of ticks slept through "
+                      "(ticks_rested); %.0f %% late" % (
+                          med(per_tick[r]), spread(per_tick[r], "%.1f"), RUNS,
+                          100.0 * c["ticks_rested"] / max(1, c["ticks"]),
+                          100.0 * c["ticks_late"] / t),
+                      "-", "info")
+            continue
         per_thr = [x / r for x in per_tick[r]]
         table.add("O: sampler CPU per running thread per tick, %d busy thread%s, %.0f s at %d Hz"
                   % (r, "" if r == 1 else "s", SPIN_S, HZ),

@@ -2,9 +2,9 @@
  *
  *   busy NTHREADS SECONDS
  *
- * Starts NTHREADS threads that spin (no system calls) until the main
- * thread, asleep in nanosleep meanwhile, stops them after SECONDS, and
- * joins them. Under the preload, the thread named "wallprof" (the sampler)
+ * Starts NTHREADS threads (0 or more) that spin (no system calls) until
+ * the main thread, asleep in nanosleep meanwhile, stops them after
+ * SECONDS, and joins them. Under the preload, the thread named "wallprof" (the sampler)
  * is looked for first (up to 50 ms, outside the measured window), and its
  * CPU time read before the threads start and after they are joined.
  *
@@ -75,7 +75,7 @@ int main(int argc, char **argv)
 	}
 	n = strtol(argv[1], NULL, 10);
 	secs = strtod(argv[2], NULL);
-	if (n < 1 || secs <= 0 || !(w = calloc((size_t)n, sizeof(*w))))
+	if (n < 0 || secs <= 0 || !(w = calloc((size_t)(n ? n : 1), sizeof(*w))))
 		return 2;
 	sampler = find_sampler();
 	for (i = 0; !sampler && i < 25 && pre && strstr(pre, "libwallprof"); i++) {

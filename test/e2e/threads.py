@@ -316,6 +316,37 @@ def tests(rt):
         check(off == seq.count("1"), "%d of %d sleep samples off CPU" % (off, seq.count("1")))
         check(changes == 7, "%d changes between sleep and spin, want 7: %s" % (changes, seq))
 
+    def test_park_wake_late(tmp):
+        """The sampler, woken from its rest by the parker's wake, takes
+        45 ms to get going (WALLPROF_TEST_REST_WAKE_DELAY_US, test build):
+        the ticks it slept through are made up to the wake only. The ticks
+        after it are not made as quiet ones (the parker's record would run
+        on into its spin, one more sleep sample for every tick the sampler
+        was slow): they are the next tick's to make, and that tick comes
+        late, as any tick of a sampler that wakes a period late does: the
+        ticks it missed are skipped and counted (ticks_late, about four a
+        wake), and every sleep of 300 ms has 30 or 31 samples. Regression:
+        the ticks up to the sampler's own wake-up were made quiet (5 ticks
+        late, sleeps of 33 and 34 samples)."""
+        r = rt.run_bounded([rt.prog("threads"), "park"], tmp,
+                           {"WALLPROF_TEST_REST_WAKE_DELAY_US": "45000"}, timeout=30)
+        check(r.rc == 0 and r.stdout == "park: done\n", r.describe())
+        obj = rt.exit_profile(r)
+        rt.check_valid(obj)
+        w = rt.wallprof_section(obj)
+        late, rested = int(w.get("ticks_late") or 0), int(w.get("ticks_rested") or 0)
+        seq = phases(obj, rt.thread_samples(obj, "parker"), "wpt_park_sleep")
+        changes = sum(1 for a, b in zip(seq, seq[1:]) if a != b)
+        runs = [len(x) for x in seq.split("0") if x]
+        note("park, the sampler 45 ms slow after a rest: %d ticks late, %d rested, %d changes, "
+             "sleep runs %s" % (late, rested, changes, runs))
+        check(rested > 0, "no rest")
+        check(late >= 10, "only %d ticks late: the ticks after the parker's wakes were made "
+              "as quiet ones" % late)
+        check(max(runs or [0]) <= 32, "sleeps of %s samples for 300 ms at 101 Hz: the ticks "
+              "after the parker's wakes were made as quiet ones" % runs)
+        check(changes == 7, "%d changes between sleep and spin, want 7: %s" % (changes, seq))
+
     def test_handler_over_parked(tmp):
         """A handler of the program's runs over a call the thread is parked
         in (read() on a pipe): the handler's 300 ms are in the profile, on
@@ -406,6 +437,7 @@ def tests(rt):
         ("thr_rawfutex", test_rawfutex),
         ("thr_idle_window", test_idle_window),
         ("thr_park_wake", test_park_wake),
+        ("thr_park_wake_late", test_park_wake_late),
         ("thr_handler_over_parked", test_handler_over_parked),
         ("thr_short_threads", test_short_threads),
         ("thr_very_short_threads", test_very_short_threads),
