@@ -48,8 +48,15 @@ int wp_active_alloc(uint32_t nr_slots)
  * async-signal-safe */
 WP_AS_SAFE static void rouse(void)
 {
-	if (atomic_load(&g->sh.resting) && atomic_exchange(&g->sh.resting, 0)) {
-		atomic_store(&g->sh.rest_moved_ns, wp_mono_ns());
+	uint32_t rest = atomic_load(&g->sh.resting);
+
+	if (rest && atomic_compare_exchange_strong(&g->sh.resting, &rest, 0)) {
+		/* Only into this rest's mark: a rouser held up past the end of
+		 * its rest finds the mark of the next one (or 0) and writes
+		 * nothing. */
+		uint64_t mark = WP_REST_MARK | rest;
+
+		atomic_compare_exchange_strong(&g->sh.rest_moved_ns, &mark, wp_mono_ns());
 		atomic_fetch_or(&g->sh.events, EV_WAKE);
 		wp_futex_wake(&g->sh.events);
 	}
@@ -102,8 +109,12 @@ WP_AS_SAFE uint32_t wp_active_wake(struct wp_slot *s)
 
 int wp_active_rest_begin(void)
 {
-	atomic_store(&g->sh.rest_moved_ns, 0);
-	atomic_store(&g->sh.resting, 1);
+	static uint32_t rests; /* the sampler's */
+
+	if (++rests == 0) /* 0 is "not resting" */
+		rests = 1;
+	atomic_store(&g->sh.rest_moved_ns, WP_REST_MARK | rests);
+	atomic_store(&g->sh.resting, rests);
 	if (pending()) {
 		atomic_store(&g->sh.resting, 0);
 		return 0;
@@ -113,10 +124,13 @@ int wp_active_rest_begin(void)
 
 uint64_t wp_active_rest_end(void)
 {
+	uint64_t moved;
+
 	atomic_store(&g->sh.resting, 0);
 	if (atomic_load(&g->sh.events) & EV_WAKE)
 		atomic_fetch_and(&g->sh.events, ~(uint32_t)EV_WAKE);
-	return atomic_exchange(&g->sh.rest_moved_ns, 0);
+	moved = atomic_exchange(&g->sh.rest_moved_ns, 0);
+	return moved & WP_REST_MARK ? 0 : moved;
 }
 
 void wp_active_add(struct wp_slot *s)

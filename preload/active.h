@@ -59,15 +59,16 @@ void wp_active_gather_wakes(void (*unpark)(struct wp_slot *s));
  * then looks at the claim stack and the wake map: with anything there, it
  * does not rest. Any claimer or waker that comes later sees `resting`,
  * clears it, notes the time and sets EV_WAKE (a Dekker pair: one of the
- * two sees the other). */
+ * two sees the other). Each rest has a number, in `resting` and in the
+ * mark the time replaces: a claimer or waker held up past the end of its
+ * rest notes nothing in the next one's. */
 int wp_active_rest_begin(void);
 
 /* Sampler: the rest is over (its end, an event, EV_WAKE): `resting` and
  * EV_WAKE cleared. Returns the time the claimer or waker that ended it
- * took (CLOCK_MONOTONIC ns), or 0. A waker that took `resting` just before
- * may still set EV_WAKE (and the time) after this: the sampler clears
- * EV_WAKE wherever it waits for its ticks, and a time from before the
- * rest began says nothing. */
+ * took (CLOCK_MONOTONIC ns), or 0 (none did, or it has not noted its time
+ * yet). A waker that took `resting` just before may still set EV_WAKE
+ * after this: the sampler clears EV_WAKE wherever it waits for its ticks. */
 uint64_t wp_active_rest_end(void);
 
 /* Sampler: the list, to iterate with an index (removal moves the last slot

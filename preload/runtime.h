@@ -41,6 +41,7 @@ struct wp_unw_site;
 #define EV_SNAPSHOT 0x2
 #define EV_FREEZE 0x4 /* a raw dump is being written: hold still */
 #define EV_WAKE 0x8   /* a claim or a wake ended the sampler's rest (active.h) */
+#define WP_REST_MARK (1ull << 63) /* sh.rest_moved_ns: no time yet, the rest's number */
 
 /* g->sh.main_exited */
 #define WP_MAIN_SAID \
@@ -126,9 +127,11 @@ struct wp_rt_shared {
 	_Atomic uint32_t events;    /* EV_*: any thread sets, the sampler clears */
 	_Atomic uint32_t frozen;    /* the sampler parked for a raw dump (it sets, then clears) */
 	_Atomic uint32_t resting;   /* the sampler sleeps through ticks with nothing to visit:
-				     * it sets it, the first claimer or waker to see it ends
-				     * the rest, and so does the sampler (active.h) */
-	_Atomic uint64_t rest_moved_ns; /* when that claimer or waker ended the rest (0: none) */
+				     * the rest's number (0: none); the sampler sets it, the
+				     * first claimer or waker to see it ends the rest, and so
+				     * does the sampler (active.h) */
+	_Atomic uint64_t rest_moved_ns; /* when that claimer or waker ended the rest; while
+					 * none has, WP_REST_MARK | the rest's number */
 	_Atomic int main_exited;    /* main() has ended as a thread: WP_MAIN_SAID (our key's
 				     * destructor ran on it: pthread_exit, thrd_exit) or
 				     * WP_MAIN_SEEN (found ended: a raw exit system call) */

@@ -370,7 +370,6 @@ static uint64_t rest_until(uint64_t due, uint64_t period, uint64_t chunk_at)
 static void rest_over(uint64_t *next, uint64_t due, uint64_t end, uint64_t period)
 {
 	uint64_t now, moved, limit;
-	int stopping = !!(atomic_load(&g->sh.events) & (EV_STOP | EV_FREEZE));
 
 #if WP_TESTING
 	if (g->fix.cfg.test_rest_wake_delay_us && (atomic_load(&g->sh.events) & EV_WAKE)) {
@@ -383,10 +382,10 @@ static void rest_over(uint64_t *next, uint64_t due, uint64_t end, uint64_t perio
 #endif
 	moved = wp_active_rest_end();
 	now = wp_mono_ns();
-	/* (a time from before the rest is a late waker's of an earlier one) */
 	limit = moved > due && moved <= now ? moved : now + 1;
 	for (; *next < end && *next < limit; *next += period) {
-		quiet_tick(*next, stopping);
+		/* a stop or a raw dump may come meanwhile */
+		quiet_tick(*next, !!(atomic_load(&g->sh.events) & (EV_STOP | EV_FREEZE)));
 		g->smp.ctr.nr_ticks_rested++;
 	}
 }

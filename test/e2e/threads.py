@@ -283,8 +283,9 @@ def tests(rt):
         """A thread that blocks 300 ms in a wrapped call (parked: not looked
         at tick after tick) and then spins 300 ms, 4 times: each time it
         wakes its samples move to the spin at once. Half its samples in the
-        sleep, off CPU, half in the spin, on CPU, and exactly 7 changes
-        between the two. While it sleeps, main waits in pthread_join: both
+        sleep, off CPU (but at its two ends, where a capture may catch the
+        thread on its way in or out), half in the spin, on CPU, and exactly
+        7 changes between the two. While it sleeps, main waits in pthread_join: both
         are parked, and the sampler rests (sleeps through the ticks that
         would only count them, ticks_rested) until the parker wakes; the
         ticks it slept through are in the profile all the same: main has a
@@ -297,8 +298,11 @@ def tests(rt):
         seq = phases(obj, ss, "wpt_park_sleep")
         changes = sum(1 for a, b in zip(seq, seq[1:]) if a != b)
         asleep = seq.count("1") / max(len(seq), 1)
-        off = sum(1 for s in ss if "wpt_park_sleep" in rt.stack_functions(obj, s["stack_id"])
-                  and not s.get("on_cpu"))
+        # A sleep sample on CPU is one taken in wpt_park_sleep on its way
+        # into nanosleep or back out of it: the first or last of its run.
+        timed = sorted(ss, key=lambda s: int(s["elapsed_since_start_ns"]))
+        on_inside = [i for i, s in enumerate(timed) if s.get("on_cpu") and seq[i] == "1"
+                     and 0 < i < len(seq) - 1 and seq[i - 1] == "1" and seq[i + 1] == "1"]
         w = rt.wallprof_section(obj)
         ticks, rested = int(w.get("ticks") or 0), int(w.get("ticks_rested") or 0)
         nmain = max((len(ss) for ss in rt.samples_by_thread(obj).values()
@@ -313,23 +317,25 @@ def tests(rt):
               "are lost" % (nmain, ticks))
         check(0.4 <= asleep <= 0.6, "%.0f%% of the samples asleep, want about 50%%"
               % (100 * asleep))
-        check(off == seq.count("1"), "%d of %d sleep samples off CPU" % (off, seq.count("1")))
+        check(not on_inside, "%d sleep samples on CPU inside a sleep (ticks %s)"
+              % (len(on_inside), on_inside))
         check(changes == 7, "%d changes between sleep and spin, want 7: %s" % (changes, seq))
 
     def test_park_wake_late(tmp):
         """The sampler, woken from its rest by the parker's wake, takes
-        45 ms to get going (WALLPROF_TEST_REST_WAKE_DELAY_US, test build):
+        90 ms to get going (WALLPROF_TEST_REST_WAKE_DELAY_US, test build):
         the ticks it slept through are made up to the wake only. The ticks
         after it are not made as quiet ones (the parker's record would run
         on into its spin, one more sleep sample for every tick the sampler
         was slow): they are the next tick's to make, and that tick comes
         late, as any tick of a sampler that wakes a period late does: the
-        ticks it missed are skipped and counted (ticks_late, about four a
-        wake), and every sleep of 300 ms has 30 or 31 samples. Regression:
-        the ticks up to the sampler's own wake-up were made quiet (5 ticks
-        late, sleeps of 33 and 34 samples)."""
+        ticks it missed are skipped and counted (ticks_late, eight or nine
+        a wake), and a sleep of 300 ms has about 30 samples (34 at most,
+        with the parker's own wake-up late on a busy machine). Regression:
+        the ticks up to the sampler's own wake-up were made quiet (a few
+        ticks late in all, sleeps of 38 and 39 samples)."""
         r = rt.run_bounded([rt.prog("threads"), "park"], tmp,
-                           {"WALLPROF_TEST_REST_WAKE_DELAY_US": "45000"}, timeout=30)
+                           {"WALLPROF_TEST_REST_WAKE_DELAY_US": "90000"}, timeout=30)
         check(r.rc == 0 and r.stdout == "park: done\n", r.describe())
         obj = rt.exit_profile(r)
         rt.check_valid(obj)
@@ -338,12 +344,12 @@ def tests(rt):
         seq = phases(obj, rt.thread_samples(obj, "parker"), "wpt_park_sleep")
         changes = sum(1 for a, b in zip(seq, seq[1:]) if a != b)
         runs = [len(x) for x in seq.split("0") if x]
-        note("park, the sampler 45 ms slow after a rest: %d ticks late, %d rested, %d changes, "
+        note("park, the sampler 90 ms slow after a rest: %d ticks late, %d rested, %d changes, "
              "sleep runs %s" % (late, rested, changes, runs))
         check(rested > 0, "no rest")
         check(late >= 10, "only %d ticks late: the ticks after the parker's wakes were made "
               "as quiet ones" % late)
-        check(max(runs or [0]) <= 32, "sleeps of %s samples for 300 ms at 101 Hz: the ticks "
+        check(max(runs or [0]) <= 34, "sleeps of %s samples for 300 ms at 101 Hz: the ticks "
               "after the parker's wakes were made as quiet ones" % runs)
         check(changes == 7, "%d changes between sleep and spin, want 7: %s" % (changes, seq))
 
