@@ -329,11 +329,11 @@ def tests(rt):
         on into its spin, one more sleep sample for every tick the sampler
         was slow): they are the next tick's to make, and that tick comes
         late, as any tick of a sampler that wakes a period late does: the
-        ticks it missed are skipped and counted (ticks_late, eight or nine
-        a wake), and a sleep of 300 ms has about 30 samples (34 at most,
-        with the parker's own wake-up late on a busy machine). Regression:
-        the ticks up to the sampler's own wake-up were made quiet (a few
-        ticks late in all, sleeps of 38 and 39 samples)."""
+        ticks it missed are skipped and counted (ticks_late: 33 here), and
+        a sleep of 300 ms has about 30 samples (34 at most, with the
+        parker's own wake-up late on a busy machine). Regression: the ticks
+        up to the sampler's own wake-up were made quiet (10 ticks late in
+        all, sleeps of 38 samples)."""
         r = rt.run_bounded([rt.prog("threads"), "park"], tmp,
                            {"WALLPROF_TEST_REST_WAKE_DELAY_US": "90000"}, timeout=30)
         check(r.rc == 0 and r.stdout == "park: done\n", r.describe())
@@ -347,7 +347,7 @@ def tests(rt):
         note("park, the sampler 90 ms slow after a rest: %d ticks late, %d rested, %d changes, "
              "sleep runs %s" % (late, rested, changes, runs))
         check(rested > 0, "no rest")
-        check(late >= 10, "only %d ticks late: the ticks after the parker's wakes were made "
+        check(late >= 20, "only %d ticks late: the ticks after the parker's wakes were made "
               "as quiet ones" % late)
         check(max(runs or [0]) <= 34, "sleeps of %s samples for 300 ms at 101 Hz: the ticks "
               "after the parker's wakes were made as quiet ones" % runs)
