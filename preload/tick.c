@@ -373,10 +373,9 @@ static void rest_over(uint64_t *next, uint64_t due, uint64_t end, uint64_t perio
 
 #if WP_TESTING
 	if (g->fix.cfg.test_rest_wake_delay_us && (atomic_load(&g->sh.events) & EV_WAKE)) {
-		struct timespec ts = { 0, (long)g->fix.cfg.test_rest_wake_delay_us * 1000 };
+		unsigned us = g->fix.cfg.test_rest_wake_delay_us;
+		struct timespec ts = { us / 1000000, (long)(us % 1000000) * 1000 };
 
-		ts.tv_sec = ts.tv_nsec / 1000000000;
-		ts.tv_nsec %= 1000000000;
 		wp_syscall(SYS_nanosleep, &ts, NULL);
 	}
 #endif
