@@ -42,9 +42,12 @@ AR      ?= ar
 PYTHON  ?= python3
 CLANG_FORMAT ?= clang-format-19
 PKGS    := libunwind libunwind-generic libdw jansson
-# The library links only what capture needs: libunwind (local walks in the
-# handler, remote walks of threads blocked outside the wrappers).
-LIB_PKGS := libunwind libunwind-generic
+# The library links only what capture needs: libunwind for the local walks
+# in the handler (linked: its thread-local variables must be in every
+# thread's static TLS, as a handler cannot have them allocated). Its remote
+# API (libunwind-x86_64), for threads blocked outside the wrappers, is
+# loaded with dlopen by the sampler when a walk first needs it.
+LIB_PKGS := libunwind
 BUILD   := build
 OBJ     := $(BUILD)/obj
 PREFIX  ?= /usr/local

@@ -6,6 +6,8 @@
 #include <libunwind.h>
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -54,16 +56,52 @@ long wp_unwind_fake_write(const void *addr, size_t n)
 	return 1;
 }
 
-void wp_unwind_init(void)
-{
-	void *buf[16];
+/* unw_ready: warmed up (wp_unwind_init); unw_fast: unw_backtrace may be
+ * used, libunwind's key (which its fast path sets on each thread's first
+ * walk) being known to be below 32. */
+static atomic_int unw_ready, unw_fast;
+static pthread_key_t reserved_key;
+static int key_reserved; /* reserved_key holds a number below 32, for libunwind's */
 
+void wp_unwind_reserve_key(void)
+{
+	key_reserved = pthread_key_create(&reserved_key, NULL) == 0;
+	if (key_reserved && reserved_key >= 32) {
+		pthread_key_delete(reserved_key);
+		key_reserved = 0;
+	}
+}
+
+int wp_unwind_init(void)
+{
+	static int done;
+	void *buf[16];
+	int fast = 0;
+
+	if (done)
+		return atomic_load_explicit(&unw_fast, memory_order_relaxed) ? 0 : 1;
+	done = 1;
 	/* The first unw_backtrace of a process runs pthread_once, creates a
-	 * pthread key, the validation pipe and cache memory; do that here,
-	 * not in a handler. */
+	 * pthread key, the validation pipe and this thread's cache; do that
+	 * here, not in a handler. glibc gives a new key the lowest free
+	 * number: the one reserved at start, freed just before, unless
+	 * another thread took it meanwhile (or the program made libunwind
+	 * create its key already). libunwind then set this thread's cache
+	 * under it, which is how we know; else the walks do without
+	 * unw_backtrace, whose first use on a thread would set a key that
+	 * may allocate. */
+	if (key_reserved)
+		pthread_key_delete(reserved_key);
 	tls_in_unw = 1;
 	(void)unw_backtrace(buf, 16);
 	tls_in_unw = 0;
+	if (key_reserved) {
+		fast = pthread_getspecific(reserved_key) != NULL;
+		key_reserved = 0;
+	}
+	atomic_store_explicit(&unw_fast, fast, memory_order_relaxed);
+	atomic_store_explicit(&unw_ready, 1, memory_order_release);
+	return fast ? 0 : 1;
 }
 
 /* async-signal-safe */
@@ -82,7 +120,8 @@ int wp_unwind_regs(const void *ucontext, uint64_t *buf, int cap, int *truncated,
 	if (site)
 		site->nr = site->nr_chk = 0;
 	tls_in_unw = 1;
-	if (unw_init_local(&c, (unw_context_t *)ucontext) == 0) {
+	if (atomic_load_explicit(&unw_ready, memory_order_acquire) &&
+	    unw_init_local(&c, (unw_context_t *)ucontext) == 0) {
 		while ((r = unw_step(&c)) > 0) {
 			if (n == cap) {
 				*truncated = 1;
@@ -239,11 +278,20 @@ int wp_unwind_capture(void *ucontext, uint64_t *buf, int max_depth, unsigned *fl
 	int n, i, skip = -1, depth;
 
 	*flags = wp_unwind_in_syscall(uc) ? WP_UNW_BLOCKED : 0;
+	if (!atomic_load_explicit(&unw_ready, memory_order_acquire)) {
+		/* not warmed up: libunwind's first use could allocate. The
+		 * sampler settles before it signals a thread or arms a timer,
+		 * so nothing should get here. */
+		buf[0] = pc;
+		*flags |= WP_UNW_FAILED;
+		return 1;
+	}
 	tls_in_unw = 1;
 
 	/* The walk starts in this function, goes through the handler and the
 	 * sigreturn trampoline, then reaches the interrupted PC. */
-	n = unw_backtrace((void **)buf, cap);
+	n = atomic_load_explicit(&unw_fast, memory_order_relaxed) ? unw_backtrace((void **)buf, cap)
+								  : 0;
 	for (i = 0; i < n && i < WP_UNW_SCRATCH; i++) {
 		if (buf[i] == pc) {
 			skip = i;

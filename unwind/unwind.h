@@ -18,12 +18,23 @@
  * own frames and the signal trampoline are walked and then dropped. */
 #define WP_UNW_SCRATCH 24
 
-/* Warms libunwind up (its caches and lazily created state) so that the first
- * capture in a handler allocates nothing. Call once from the constructor,
- * before the program can create pthread keys (libunwind's must be below 32)
- * or call libunwind itself.
+/* At start, before the program can create pthread keys: reserves a key
+ * number below 32 for libunwind's (glibc keeps those in the thread
+ * descriptor; setting a higher one allocates, which a handler must not).
  * Not async-signal-safe. */
-void wp_unwind_init(void);
+void wp_unwind_reserve_key(void);
+
+/* Warms libunwind up (its caches and lazily created state: the
+ * pthread_once, its key given the reserved number, the validation pipe)
+ * so that the first capture in a handler allocates nothing. Called when
+ * the sampler settles, before it signals a thread or arms a timer: a
+ * process that ends sooner pays none of it. Until then a capture records
+ * only the interrupted PC (WP_UNW_FAILED) and wp_unwind_regs finds no
+ * frame. Returns 0; 1 when libunwind's key did not get the reserved
+ * number (captures then never use unw_backtrace). Later calls return the
+ * same at once. Sampler thread (or a test's main).
+ * Not async-signal-safe. */
+int wp_unwind_init(void);
 
 /* What a walk from published registers read from the stack, so that the
  * same walk can be replayed without libunwind: if the registers are the same
