@@ -42,12 +42,14 @@ AR      ?= ar
 PYTHON  ?= python3
 CLANG_FORMAT ?= clang-format-19
 PKGS    := libunwind libunwind-generic libdw jansson
-# The library links only what capture needs: libunwind for the local walks
-# in the handler (linked: its thread-local variables must be in every
-# thread's static TLS, as a handler cannot have them allocated). Its remote
-# API (libunwind-x86_64), for threads blocked outside the wrappers, is
-# loaded with dlopen by the sampler when a walk first needs it.
-LIB_PKGS := libunwind
+# The library links only what capture needs: libunwind (local walks in the
+# handler, remote walks of threads blocked outside the wrappers). libgcc_s
+# comes first, named whether or not -fexceptions code references it:
+# libunwind.so.8 exports the _Unwind_* API too, and whichever is first in
+# the program's global scope is what libgcc_s's own unwinder calls bind to
+# (with libunwind's first, no cleanup or destructor runs when a thread is
+# cancelled or an exception crosses a library; test/e2e/cancel.py).
+LIB_PKGS := libunwind libunwind-generic
 BUILD   := build
 OBJ     := $(BUILD)/obj
 PREFIX  ?= /usr/local
@@ -57,7 +59,8 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
 CURL_LIBS  := $(shell pkg-config --libs libcurl 2>/dev/null)
-LIB_LIBS   := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null) -lpthread -ldl
+LIB_LIBS   := -Wl,--push-state,--no-as-needed -lgcc_s -Wl,--pop-state \
+              $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null) -lpthread -ldl
 
 WARN    := -Wall -Wextra -Werror
 CFLAGS  ?= -O2 -g
@@ -114,11 +117,13 @@ OBJS_test  := $(call objs,test,$(sort $(LIB_SRCS) $(CORE_SRCS)) $(UPLOAD_SRCS) $
 OBJS_asan  := $(call objs,asan,$(sort $(CORE_SRCS) $(RUNTIME_PARTS) $(UNIT_SRCS) $(UNIT_RUNTIME_SRCS)) $(UPLOAD_SRCS))
 
 PROG_LIB := $(wildcard test/progs/lib*.c)
+PROG_LIB_CXX := $(wildcard test/progs/lib*.cc)
 PROG_C   := $(filter-out $(PROG_LIB),$(wildcard test/progs/*.c))
-PROG_CXX := $(wildcard test/progs/*.cc)
+PROG_CXX := $(filter-out $(PROG_LIB_CXX),$(wildcard test/progs/*.cc))
 PROGS    := $(patsubst test/progs/%.c,$(BUILD)/progs/%,$(PROG_C)) \
             $(patsubst test/progs/%.cc,$(BUILD)/progs/%,$(PROG_CXX)) \
             $(patsubst test/progs/%.c,$(BUILD)/progs/%.so,$(PROG_LIB)) \
+            $(patsubst test/progs/%.cc,$(BUILD)/progs/%.so,$(PROG_LIB_CXX)) \
             $(BUILD)/progs/blocking_fortify
 PROG_CFLAGS := -O2 -g -pthread -fno-omit-frame-pointer -Wall -Wextra -Werror
 
@@ -305,6 +310,21 @@ $(foreach t,$(UNIT_RUNTIME_TESTS), \
 $(BUILD)/progs/%: test/progs/%.c
 	@mkdir -p $(@D) $(dir $(exe_dep))
 	$(CC) $(PROG_CFLAGS) $(EXE_DEPFLAGS) -std=gnu11 -o $@ $< -lm
+
+# A program that calls libunwind itself (test/e2e/unwind_user.py).
+$(BUILD)/progs/unwind_user: test/progs/unwind_user.c
+	@mkdir -p $(@D) $(dir $(exe_dep))
+	$(CC) $(PROG_CFLAGS) $(EXE_DEPFLAGS) -std=gnu11 -o $@ $< -lunwind -lpthread
+
+$(BUILD)/progs/lib%.so: test/progs/lib%.cc
+	@mkdir -p $(@D) $(dir $(exe_dep))
+	$(CXX) $(PROG_CFLAGS) $(EXE_DEPFLAGS) -fPIC -shared -o $@ $<
+
+# A C program with a C++ library (test/e2e/cancel.py).
+$(BUILD)/progs/cancel_guard: test/progs/cancel_guard.c $(BUILD)/progs/libcancel_guard.so
+	@mkdir -p $(@D) $(dir $(exe_dep))
+	$(CC) $(PROG_CFLAGS) $(EXE_DEPFLAGS) -std=gnu11 -o $@ $< -L$(BUILD)/progs -lcancel_guard \
+		-Wl,-rpath,'$$ORIGIN'
 
 $(BUILD)/progs/lib%.so: test/progs/lib%.c
 	@mkdir -p $(@D) $(dir $(exe_dep))

@@ -29,6 +29,7 @@
 #include "block.h"
 #include "block_int.h"
 #include "sigmask.h"
+#include "../unwind/unwind.h"
 
 
 /* ---- the table ---------------------------------------------------------- */
@@ -308,19 +309,25 @@ WP_EXPORT int sigwait(const sigset_t *set, int *sig)
 
 /* ---- locks ---------------------------------------------------------------- */
 
-/* Uncontended: no publication at all (these are hot in some programs). */
-#define TRY_THEN_BLOCK(name, tryname, arg)               \
-	do {                                             \
-		int rc_;                                 \
-		if (!RESOLVE(name) || !RESOLVE(tryname)) \
-			return ENOSYS;                   \
-		rc_ = real_##tryname(arg);               \
-		if (rc_ != EBUSY)                        \
-			return rc_;                      \
-		{                                        \
-			BLOCK(SYS_futex, real_##name);   \
-			return real_##name(arg);         \
-		}                                        \
+/* Uncontended: no publication at all (these are hot in some programs).
+ * Nor for libunwind's own locks (its caller's address in its code): a
+ * thread that got one would wait at the wrapper's end while the sampler,
+ * which pinned it, walks another stack with libunwind and waits for that
+ * very lock (a program that calls libunwind itself). */
+#define TRY_THEN_BLOCK(name, tryname, arg)                       \
+	do {                                                     \
+		int rc_;                                         \
+		if (!RESOLVE(name) || !RESOLVE(tryname))         \
+			return ENOSYS;                           \
+		rc_ = real_##tryname(arg);                       \
+		if (rc_ != EBUSY)                                \
+			return rc_;                              \
+		if (wp_unwind_owns(__builtin_return_address(0))) \
+			return real_##name(arg);                 \
+		{                                                \
+			BLOCK(SYS_futex, real_##name);           \
+			return real_##name(arg);                 \
+		}                                                \
 	} while (0)
 
 WP_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)

@@ -267,11 +267,12 @@ int wp_sampler_start(void)
 		       strerror(errno));
 		return -1;
 	}
-	/* libunwind is warmed up when the sampler settles (unwind.h), with
-	 * the pthread key number reserved here, before main(): glibc stores
-	 * keys below 32 in the thread descriptor; a higher one would make
-	 * each thread's first capture allocate in the handler. */
-	wp_unwind_reserve_key();
+	/* Here, before main(), not at the sampler's first tick: libunwind's
+	 * pthread key must get a number below 32 (glibc stores those in the
+	 * thread descriptor; a higher one makes each thread's first capture
+	 * allocate in the handler), and its pipe must be our fake one even if
+	 * the program calls libunwind itself (unwind.c). */
+	wp_unwind_init();
 	/* where glibc's loader lock is, for the handler (loader_lock.h) */
 	if (wp_loader_lock_find() < 0)
 		wp_log(WP_LOG_DEBUG, "glibc's loader lock was not found: a sample that lands "

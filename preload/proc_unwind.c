@@ -40,7 +40,6 @@
  *
  * Runs on the sampler thread only. Files (for .debug_frame) are opened
  * briefly, in the sampler's private descriptor table, and closed at once. */
-#include <dlfcn.h>
 #include <libunwind.h> /* the generic (remote-capable) API: libunwind-x86_64 */
 #include <string.h>
 #include <sys/syscall.h>
@@ -57,46 +56,7 @@
 extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as, unw_word_t ip,
 					      unw_dyn_info_t *di, unw_proc_info_t *pi,
 					      int need_unwind_info, void *arg);
-
-#define STR_(x) #x
-#define STR(x) STR_(x) /* the name a libunwind macro stands for */
-
-/* libunwind-x86_64, loaded the first time a walk needs it (most processes
- * never do: their threads wait in wrapped calls or run). */
-static struct {
-	__typeof__(UNW_OBJ(dwarf_search_unwind_table)) *search_table;
-	__typeof__(unw_create_addr_space) *create_addr_space;
-	__typeof__(unw_destroy_addr_space) *destroy_addr_space;
-	__typeof__(unw_set_caching_policy) *set_caching_policy;
-	__typeof__(unw_flush_cache) *flush_cache;
-	__typeof__(unw_init_remote) *init_remote;
-	__typeof__(unw_step) *step;
-	__typeof__(unw_get_reg) *get_reg;
-} unw;
-static const char *const unw_names[] = { STR(UNW_OBJ(dwarf_search_unwind_table)),
-					 STR(unw_create_addr_space),
-					 STR(unw_destroy_addr_space),
-					 STR(unw_set_caching_policy),
-					 STR(unw_flush_cache),
-					 STR(unw_init_remote),
-					 STR(unw_step),
-					 STR(unw_get_reg) };
-_Static_assert(sizeof(unw) == sizeof(unw_names) / sizeof(unw_names[0]) * sizeof(void *),
-	       "one pointer per name");
-static int unw_state; /* 0 not tried, 1 loaded, -1 missing */
-
-static int load_unw(void)
-{
-	void *h = dlopen("libunwind-x86_64.so.8", RTLD_NOW | RTLD_LOCAL);
-	size_t i;
-
-	if (!h)
-		return -1;
-	for (i = 0; i < sizeof(unw_names) / sizeof(unw_names[0]); i++)
-		if (!(((void **)&unw)[i] = dlsym(h, unw_names[i])))
-			return -1;
-	return 0;
-}
+#define search_table UNW_OBJ(dwarf_search_unwind_table)
 
 static struct {
 	pid_t proc;       /* the process the caches are for (a forked child is another) */
@@ -122,13 +82,13 @@ static int search(unw_addr_space_t as, unw_word_t ip, unw_dyn_info_t *di, unw_pr
 	int rc;
 
 	memset(pi, 0, sizeof(*pi));
-	rc = unw.search_table(as, ip, di, pi, 0, arg);
+	rc = search_table(as, ip, di, pi, 0, arg);
 	if (rc < 0 || ip < pi->start_ip || ip >= pi->end_ip)
 		return -UNW_ENOINFO;
 	if (!need_unwind_info)
 		return 0;
 	memset(pi, 0, sizeof(*pi));
-	return unw.search_table(as, ip, di, pi, 1, arg);
+	return search_table(as, ip, di, pi, 1, arg);
 }
 
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
@@ -260,11 +220,6 @@ static int open_session(uint64_t epoch)
 {
 	pid_t pid = getpid();
 
-	if (!unw_state)
-		unw_state = load_unw() == 0 ? 1 : -1;
-	if (unw_state < 0)
-		return -1;
-
 	if (u.proc != pid) {
 		/* A forked child: what it inherited are copies, freed as such;
 		 * the address space's cache lock may have been copied held by
@@ -272,13 +227,13 @@ static int open_session(uint64_t epoch)
 		 * lock), a new one is made. */
 		wp_pmod_free();
 		if (u.as)
-			unw.destroy_addr_space(u.as);
+			unw_destroy_addr_space(u.as);
 		u.as = NULL;
 		u.built = 0;
 		u.proc = pid;
 	}
 	if (!u.as) {
-		u.as = unw.create_addr_space(&accessors, 0);
+		u.as = unw_create_addr_space(&accessors, 0);
 		if (!u.as)
 			return -1;
 		/* A new address space caches nothing: the register states of the
@@ -287,14 +242,14 @@ static int open_session(uint64_t epoch)
 		 * "per thread", which spares a lock, and the two sigprocmask calls
 		 * libunwind makes around it, at every frame. Debian 12's build
 		 * (no TLS support configured) takes it as "global", with them. */
-		unw.set_caching_policy(u.as, UNW_CACHE_PER_THREAD);
+		unw_set_caching_policy(u.as, UNW_CACHE_PER_THREAD);
 	}
 	wp_pm_cache_init();
 	if (u.built && u.epoch == epoch)
 		return u.usable ? 0 : -1;
 	/* Modules loaded or unloaded: everything derived from them goes. */
 	wp_pmod_free();
-	unw.flush_cache(u.as, 0, 0);
+	unw_flush_cache(u.as, 0, 0);
 	u.epoch = epoch;
 	u.built = 1;
 	u.usable = wp_pmod_read() == 0;
@@ -320,11 +275,11 @@ int wp_proc_unwind(pid_t tid, uint64_t sp, uint64_t pc, uint64_t epoch, uint64_t
 	wp_pm_begin((pid_t)wp_syscall(SYS_gettid), sp);
 	u.sp = sp;
 	u.pc = pc;
-	if (open_session(epoch) < 0 || unw.init_remote(&c, u.as, NULL) < 0)
+	if (open_session(epoch) < 0 || unw_init_remote(&c, u.as, NULL) < 0)
 		return 1;
 	for (;;) {
 		u.noinfo = 0;
-		rc = unw.step(&c);
+		rc = unw_step(&c);
 		if (rc <= 0) {
 			/* 0: the outermost frame (its return address undefined
 			 * in the CFI), unless libunwind got there by giving up on
@@ -332,7 +287,7 @@ int wp_proc_unwind(pid_t tid, uint64_t sp, uint64_t pc, uint64_t epoch, uint64_t
 			*partial = rc < 0 || u.noinfo;
 			break;
 		}
-		if (unw.get_reg(&c, UNW_REG_IP, &ip) < 0)
+		if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0)
 			break; /* partial */
 		if (ip == 0) {
 			/* A return address of 0 ends the chain too (Go's g0

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "sigmask.h"
+#include "../unwind/unwind.h"
 #include "../output/sys.h"
 
 #define WP_EXPORT __attribute__((visibility("default")))
@@ -197,11 +198,16 @@ WP_AS_SAFE static int mask_call(int (*call)(int, const sigset_t *, sigset_t *), 
 	return rc;
 }
 
+/* libunwind's own calls (the program's walks) are the real ones: it blocks
+ * every signal around its cache lock, and a handler of ours must not walk
+ * a thread that holds it (unwind.h). The sampler's mask is fixed. */
 WP_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
 	if (!real_pthread_sigmask &&
 	    !(*(void **)&real_pthread_sigmask = dlsym(RTLD_NEXT, "pthread_sigmask")))
 		return ENOSYS;
+	if (!tls_fixed && wp_unwind_owns(__builtin_return_address(0)))
+		return real_pthread_sigmask(how, set, old);
 	return mask_call(real_pthread_sigmask, how, set, old);
 }
 
@@ -211,6 +217,8 @@ WP_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 		errno = ENOSYS;
 		return -1;
 	}
+	if (!tls_fixed && wp_unwind_owns(__builtin_return_address(0)))
+		return real_sigprocmask(how, set, old);
 	return mask_call(real_sigprocmask, how, set, old);
 }
 

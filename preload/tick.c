@@ -32,7 +32,6 @@
 #include "threads.h"
 #include "tick.h"
 #include "timers.h"
-#include "../unwind/unwind.h"
 
 /* Signals spread over the period (visit_active): in up to this many
  * batches, each of at least this many signals. */
@@ -537,10 +536,6 @@ static void settle(int restarted)
 	wp_sample_find_own_code();
 	if (restarted) /* a forked child's command line is its parent's */
 		wp_tick_read_cmdline();
-	/* Before the first signal or timer. */
-	if (wp_unwind_init() != 0)
-		wp_log(WP_LOG_DEBUG, "libunwind's pthread key did not get the number reserved "
-				     "for it: stacks are walked without unw_backtrace");
 }
 
 static void settle_once(int *settled, int restarted)

@@ -5,9 +5,9 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include <dlfcn.h>
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
+#include <link.h>
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -56,52 +56,63 @@ long wp_unwind_fake_write(const void *addr, size_t n)
 	return 1;
 }
 
-/* unw_ready: warmed up (wp_unwind_init); unw_fast: unw_backtrace may be
- * used, libunwind's key (which its fast path sets on each thread's first
- * walk) being known to be below 32. */
-static atomic_int unw_ready, unw_fast;
-static pthread_key_t reserved_key;
-static int key_reserved; /* reserved_key holds a number below 32, for libunwind's */
+/* libunwind's code, [unw_lo, unw_hi): wp_unwind_owns. */
+static uintptr_t unw_lo, unw_hi;
 
-void wp_unwind_reserve_key(void)
+/* The executable segment of the object loaded at bias `*arg`. */
+static int find_code(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	key_reserved = pthread_key_create(&reserved_key, NULL) == 0;
-	if (key_reserved && reserved_key >= 32) {
-		pthread_key_delete(reserved_key);
-		key_reserved = 0;
+	(void)size;
+	if (info->dlpi_addr != *(const uintptr_t *)arg || !info->dlpi_name || !info->dlpi_name[0])
+		return 0; /* not it, or the main program */
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+			unw_lo = info->dlpi_addr + ph->p_vaddr;
+			unw_hi = unw_lo + ph->p_memsz;
+			return 1;
+		}
 	}
+	return 1;
 }
 
-int wp_unwind_init(void)
+/* Where libunwind.so.8's code is: the object itself, found by its handle
+ * (not through a function's address, which a non-PIE program that takes
+ * it resolves to its own PLT entry). */
+static void find_libunwind(void)
 {
-	static int done;
-	void *buf[16];
-	int fast = 0;
+	void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_NOLOAD);
+	struct link_map *lm = NULL;
 
-	if (done)
-		return atomic_load_explicit(&unw_fast, memory_order_relaxed) ? 0 : 1;
-	done = 1;
+	if (!h)
+		return;
+	if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm) {
+		uintptr_t bias = (uintptr_t)lm->l_addr;
+
+		dl_iterate_phdr(find_code, &bias);
+	}
+	dlclose(h); /* drops only the count RTLD_NOLOAD took */
+}
+
+/* async-signal-safe */
+int wp_unwind_owns(const void *addr)
+{
+	return (uintptr_t)addr >= unw_lo && (uintptr_t)addr < unw_hi;
+}
+
+void wp_unwind_init(void)
+{
+	void *buf[16];
+
+	find_libunwind();
+
 	/* The first unw_backtrace of a process runs pthread_once, creates a
-	 * pthread key, the validation pipe and this thread's cache; do that
-	 * here, not in a handler. glibc gives a new key the lowest free
-	 * number: the one reserved at start, freed just before, unless
-	 * another thread took it meanwhile (or the program made libunwind
-	 * create its key already). libunwind then set this thread's cache
-	 * under it, which is how we know; else the walks do without
-	 * unw_backtrace, whose first use on a thread would set a key that
-	 * may allocate. */
-	if (key_reserved)
-		pthread_key_delete(reserved_key);
+	 * pthread key, the validation pipe and cache memory; do that here,
+	 * not in a handler. */
 	tls_in_unw = 1;
 	(void)unw_backtrace(buf, 16);
 	tls_in_unw = 0;
-	if (key_reserved) {
-		fast = pthread_getspecific(reserved_key) != NULL;
-		key_reserved = 0;
-	}
-	atomic_store_explicit(&unw_fast, fast, memory_order_relaxed);
-	atomic_store_explicit(&unw_ready, 1, memory_order_release);
-	return fast ? 0 : 1;
 }
 
 /* async-signal-safe */
@@ -120,8 +131,7 @@ int wp_unwind_regs(const void *ucontext, uint64_t *buf, int cap, int *truncated,
 	if (site)
 		site->nr = site->nr_chk = 0;
 	tls_in_unw = 1;
-	if (atomic_load_explicit(&unw_ready, memory_order_acquire) &&
-	    unw_init_local(&c, (unw_context_t *)ucontext) == 0) {
+	if (unw_init_local(&c, (unw_context_t *)ucontext) == 0) {
 		while ((r = unw_step(&c)) > 0) {
 			if (n == cap) {
 				*truncated = 1;
@@ -278,20 +288,11 @@ int wp_unwind_capture(void *ucontext, uint64_t *buf, int max_depth, unsigned *fl
 	int n, i, skip = -1, depth;
 
 	*flags = wp_unwind_in_syscall(uc) ? WP_UNW_BLOCKED : 0;
-	if (!atomic_load_explicit(&unw_ready, memory_order_acquire)) {
-		/* not warmed up: libunwind's first use could allocate. The
-		 * sampler settles before it signals a thread or arms a timer,
-		 * so nothing should get here. */
-		buf[0] = pc;
-		*flags |= WP_UNW_FAILED;
-		return 1;
-	}
 	tls_in_unw = 1;
 
 	/* The walk starts in this function, goes through the handler and the
 	 * sigreturn trampoline, then reaches the interrupted PC. */
-	n = atomic_load_explicit(&unw_fast, memory_order_relaxed) ? unw_backtrace((void **)buf, cap)
-								  : 0;
+	n = unw_backtrace((void **)buf, cap);
 	for (i = 0; i < n && i < WP_UNW_SCRATCH; i++) {
 		if (buf[i] == pc) {
 			skip = i;

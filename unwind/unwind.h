@@ -18,23 +18,24 @@
  * own frames and the signal trampoline are walked and then dropped. */
 #define WP_UNW_SCRATCH 24
 
-/* At start, before the program can create pthread keys: reserves a key
- * number below 32 for libunwind's (glibc keeps those in the thread
- * descriptor; setting a higher one allocates, which a handler must not).
+/* Warms libunwind up (its caches and lazily created state) so that the first
+ * capture in a handler allocates nothing. Call once from the constructor,
+ * before the program can create pthread keys (libunwind's must be below 32)
+ * or call libunwind itself.
  * Not async-signal-safe. */
-void wp_unwind_reserve_key(void);
+void wp_unwind_init(void);
 
-/* Warms libunwind up (its caches and lazily created state: the
- * pthread_once, its key given the reserved number, the validation pipe)
- * so that the first capture in a handler allocates nothing. Called when
- * the sampler settles, before it signals a thread or arms a timer: a
- * process that ends sooner pays none of it. Until then a capture records
- * only the interrupted PC (WP_UNW_FAILED) and wp_unwind_regs finds no
- * frame. Returns 0; 1 when libunwind's key did not get the reserved
- * number (captures then never use unw_backtrace). Later calls return the
- * same at once. Sampler thread (or a test's main).
- * Not async-signal-safe. */
-int wp_unwind_init(void);
+/* Whether `addr` lies in the code of libunwind.so.8, the copy the library
+ * links and a program that calls libunwind itself shares (found by
+ * wp_unwind_init). The wrappers let libunwind's own calls through as the
+ * real ones: its sigprocmask blocking every signal around its cache lock
+ * (a sample of ours taken there would wait for that lock on the thread
+ * that holds it), and its pthread_mutex_lock of that lock, never published
+ * (a thread that got it would wait at the wrapper's end for the sampler,
+ * which pinned it and waits for the lock to walk another stack). Relies on
+ * libunwind calling them, not tail-calling them (the return address is
+ * then in its code), as 1.6 does. async-signal-safe */
+int wp_unwind_owns(const void *addr);
 
 /* What a walk from published registers read from the stack, so that the
  * same walk can be replayed without libunwind: if the registers are the same

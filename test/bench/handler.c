@@ -225,11 +225,7 @@ int main(int argc, char **argv)
 		hz = strtod(argv[3], NULL);
 	if (depth_wanted < 1 || depth_wanted > 1000 || secs <= 0 || hz <= 0)
 		return 2;
-	/* as the library does: the key's number reserved first, so that the
-	 * fast path is allowed */
-	wp_unwind_reserve_key();
-	if (wp_unwind_init() != 0)
-		return 2;
+	wp_unwind_init();
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_sigprof;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;

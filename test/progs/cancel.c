@@ -1,15 +1,22 @@
-/* cancel: threads cancelled inside wrapped calls (test/e2e/cancel.py).
- * Each of five threads blocks in a different interposed call (read on a
- * pipe, nanosleep, pthread_cond_wait, poll, accept); after 300 ms main
- * cancels and joins them all. A C program: libgcc_s, which the unwind of a
- * cancelled thread needs, is loaded by glibc itself at the first
- * pthread_cancel, in its own scope, not the program's. Prints
- * "cancel: 5 of 5 cancelled". */
+/* cancel: threads cancelled inside wrapped calls (test/e2e/cancel.py). A C
+ * program: libgcc_s, which the unwind of a cancelled thread needs, is not
+ * in its global scope; glibc loads it for itself at the first
+ * pthread_cancel.
+ *
+ *   cancel blocked   five threads, each blocked in a different interposed
+ *                    call (read on a pipe, nanosleep, pthread_cond_wait,
+ *                    poll, accept), cancelled after 300 ms and joined.
+ *                    Prints "cancel: 5 of 5 cancelled"
+ *   cancel cleanup   a thread blocked in read with a cleanup handler
+ *                    (pthread_cleanup_push) that spins 400 ms of CPU in
+ *                    spin_in_cleanup, cancelled after 200 ms. Prints
+ *                    "cleanup: ran, cancelled" */
 #define _GNU_SOURCE
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,7 +73,57 @@ static void *in_accept(void *a)
 	return (void *)(long)accept(lsock, NULL, NULL);
 }
 
-int main(void)
+static volatile unsigned long sink;
+static volatile int cleanup_ran;
+
+static double cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+__attribute__((noinline)) static void spin_in_cleanup(void *arg)
+{
+	double end = cpu_s() + 0.4;
+
+	(void)arg;
+	while (cpu_s() < end)
+		for (int i = 0; i < 10000; i++)
+			sink += (unsigned long)i;
+	cleanup_ran = 1;
+}
+
+static void *read_with_cleanup(void *arg)
+{
+	char c;
+
+	(void)arg;
+	pthread_cleanup_push(spin_in_cleanup, NULL);
+	if (read(fds[0], &c, 1) < 0)
+		perror("cancel: read");
+	pthread_cleanup_pop(0);
+	return NULL;
+}
+
+static int cleanup(void)
+{
+	struct timespec pause = { 0, 200000000 };
+	pthread_t t;
+	void *r;
+
+	if (pipe(fds) < 0 || pthread_create(&t, NULL, read_with_cleanup, NULL) != 0)
+		return 1;
+	nanosleep(&pause, NULL); /* its wait, for the profile; cancel needs none */
+	pthread_cancel(t);
+	pthread_join(t, &r);
+	printf("cleanup: %s, %s\n", cleanup_ran ? "ran" : "did not run",
+	       r == PTHREAD_CANCELED ? "cancelled" : "not cancelled");
+	return cleanup_ran && r == PTHREAD_CANCELED ? 0 : 1;
+}
+
+static int blocked(void)
 {
 	void *(*fn[N])(void *) = { in_read, in_nanosleep, in_cond_wait, in_poll, in_accept };
 	struct sockaddr_in sa = { .sin_family = AF_INET,
@@ -92,4 +149,14 @@ int main(void)
 	}
 	printf("cancel: %d of %d cancelled\n", cancelled, N);
 	return cancelled == N ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && !strcmp(argv[1], "blocked"))
+		return blocked();
+	if (argc == 2 && !strcmp(argv[1], "cleanup"))
+		return cleanup();
+	fprintf(stderr, "usage: cancel blocked|cleanup\n");
+	return 2;
 }

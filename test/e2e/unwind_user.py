@@ -1,0 +1,46 @@
+"""A program that calls libunwind itself (test/progs/unwind_user.c), the
+copy the library links, from its first constructor on. libunwind blocks
+every signal around its cache lock, and its blocking must hold for ours;
+its own lock calls must not be published by our wrappers: else a sample,
+or the sampler's walk of a pinned thread, waited for a lock that its own
+thread held, waiting for us (a hang, every run, before). And libunwind's
+validation pipe must be our fake one although the program walks before
+our first tick (in a descriptor table the sampler shares, a real one made
+on the program's call had our walks read and write whatever the program
+put at those numbers later)."""
+
+TIMEOUT = 30
+ENV = {"WALLPROF_HZ": "997", "WALLPROF_FOLLOW_CHILDREN": "0"}
+
+
+def tests(rt):
+    check = rt.check
+
+    def pair(tmp, mode, env):
+        argv = [rt.prog("unwind_user"), mode]
+        plain = rt.run_bounded(argv, tmp, preload=False, timeout=TIMEOUT)
+        check(plain.rc == 0, "unwind_user %s without the preload: %s" % (mode, plain.describe()))
+        run = rt.run_bounded(argv, tmp, env, timeout=TIMEOUT)
+        check(run.rc is not None, "unwind_user %s hung under the preload (stderr %r)"
+              % (mode, run.stderr[-300:]))
+        check(run.rc == 0 and run.stdout == plain.stdout, "unwind_user %s under the preload: "
+              "printed %r, %r without (%s)" % (mode, run.stdout, plain.stdout, run.describe()))
+        return run
+
+    def test_fds(tmp):
+        """Descriptors the program reuses after its own libunwind call are
+        its own: a message left in a socket pair at those numbers reads
+        back intact, with the sampler in the program's table."""
+        pair(tmp, "fds", ENV)
+
+    def test_walks(tmp):
+        """Four threads walking their own stacks with unw_step for 1.5 s
+        under 997 Hz sampling: the program ends as without the profiler
+        (it hung every time before) and its profile is valid."""
+        run = pair(tmp, "walks", ENV)
+        rt.check_valid(rt.exit_profile(run))
+
+    return [
+        ("unwind_user_fds", test_fds),
+        ("unwind_user_walks", test_walks),
+    ]
