@@ -8,7 +8,6 @@
  * also on the exiting thread once the sampler is joined). */
 #include <errno.h>
 #include <fcntl.h>
-#include <link.h>
 #include <linux/futex.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -31,28 +30,6 @@
 
 /* A sampling signal still undelivered after this long is given up. */
 #define WP_SENT_TIMEOUT_NS 200000000ull
-
-/* This library's executable segment, so that the return addresses inside
- * our wrappers can be left out of stacks (see drop_own_frames). */
-static int own_segment(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	uint64_t self = (uint64_t)(uintptr_t)&own_segment;
-
-	(void)size;
-	(void)arg;
-	for (int j = 0; j < info->dlpi_phnum; j++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[j];
-		uint64_t lo = info->dlpi_addr + ph->p_vaddr;
-
-		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && lo <= self &&
-		    self < lo + ph->p_memsz) {
-			g->smp.own_lo = lo;
-			g->smp.own_hi = lo + ph->p_memsz;
-			return 1;
-		}
-	}
-	return 0;
-}
 
 /* A signal that lands while a wrapped call runs (the race the wrappers
  * retry) finds our wrapper among the callers. The wrappers stand for the
@@ -778,7 +755,9 @@ int wp_sample_thread(struct wp_slot *s, uint64_t now)
 	return s->smp.sig_last;
 }
 
+/* This library's executable segment, so that the return addresses inside
+ * our wrappers can be left out of stacks (see drop_own_frames). */
 void wp_sample_find_own_code(void)
 {
-	dl_iterate_phdr(own_segment, NULL);
+	wp_code_segment((const void *)&wp_sample_find_own_code, &g->smp.own_lo, &g->smp.own_hi);
 }

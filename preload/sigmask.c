@@ -152,7 +152,7 @@ WP_AS_SAFE static void raise_deferred(void)
 /* Shared by both calls: `call` is the real one; returns its result (the
  * error convention is the caller's). async-signal-safe */
 WP_AS_SAFE static int mask_call(int (*call)(int, const sigset_t *, sigset_t *), int how,
-				const sigset_t *set, sigset_t *old)
+				const sigset_t *set, sigset_t *old, const void *caller)
 {
 	int sig = wp_sigmask_bypass ? 0 : the_signal, was = tls_blocked, now = was, rc;
 	sigset_t k;
@@ -162,6 +162,11 @@ WP_AS_SAFE static int mask_call(int (*call)(int, const sigset_t *, sigset_t *), 
 			*old = tls_fixed_mask;
 		return 0;
 	}
+	/* libunwind's own calls (a program's walks) are the real ones: it
+	 * blocks every signal around its cache lock, and a handler of ours
+	 * must not walk a thread that holds it (unwind.h). */
+	if (wp_unwind_owns(caller))
+		return call(how, set, old);
 	if (sig && set) {
 		int member = sigismember(set, sig) == 1;
 
@@ -198,17 +203,12 @@ WP_AS_SAFE static int mask_call(int (*call)(int, const sigset_t *, sigset_t *), 
 	return rc;
 }
 
-/* libunwind's own calls (the program's walks) are the real ones: it blocks
- * every signal around its cache lock, and a handler of ours must not walk
- * a thread that holds it (unwind.h). The sampler's mask is fixed. */
 WP_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
 	if (!real_pthread_sigmask &&
 	    !(*(void **)&real_pthread_sigmask = dlsym(RTLD_NEXT, "pthread_sigmask")))
 		return ENOSYS;
-	if (!tls_fixed && wp_unwind_owns(__builtin_return_address(0)))
-		return real_pthread_sigmask(how, set, old);
-	return mask_call(real_pthread_sigmask, how, set, old);
+	return mask_call(real_pthread_sigmask, how, set, old, __builtin_return_address(0));
 }
 
 WP_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
@@ -217,9 +217,7 @@ WP_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 		errno = ENOSYS;
 		return -1;
 	}
-	if (!tls_fixed && wp_unwind_owns(__builtin_return_address(0)))
-		return real_sigprocmask(how, set, old);
-	return mask_call(real_sigprocmask, how, set, old);
+	return mask_call(real_sigprocmask, how, set, old, __builtin_return_address(0));
 }
 
 /* A signalfd reads pending signals of its mask: never ours. */

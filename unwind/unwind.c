@@ -57,41 +57,50 @@ long wp_unwind_fake_write(const void *addr, size_t n)
 }
 
 /* libunwind's code, [unw_lo, unw_hi): wp_unwind_owns. */
-static uintptr_t unw_lo, unw_hi;
+static uint64_t unw_lo, unw_hi;
 
-/* The executable segment of the object loaded at bias `*arg`. */
+struct code_query {
+	uintptr_t addr;
+	uint64_t *lo, *hi;
+};
+
 static int find_code(struct dl_phdr_info *info, size_t size, void *arg)
 {
+	struct code_query *q = arg;
+
 	(void)size;
-	if (info->dlpi_addr != *(const uintptr_t *)arg || !info->dlpi_name || !info->dlpi_name[0])
-		return 0; /* not it, or the main program */
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uint64_t lo = info->dlpi_addr + ph->p_vaddr;
 
-		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
-			unw_lo = info->dlpi_addr + ph->p_vaddr;
-			unw_hi = unw_lo + ph->p_memsz;
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && lo <= q->addr &&
+		    q->addr - lo < ph->p_memsz) {
+			*q->lo = lo;
+			*q->hi = lo + ph->p_memsz;
 			return 1;
 		}
 	}
-	return 1;
+	return 0;
 }
 
-/* Where libunwind.so.8's code is: the object itself, found by its handle
- * (not through a function's address, which a non-PIE program that takes
- * it resolves to its own PLT entry). */
+int wp_code_segment(const void *addr, uint64_t *lo, uint64_t *hi)
+{
+	struct code_query q = { (uintptr_t)addr, lo, hi };
+
+	return dl_iterate_phdr(find_code, &q) ? 0 : -1;
+}
+
+/* Where libunwind.so.8's code is: around its own unw_backtrace, looked up
+ * in it by handle (the address the library links against would be the
+ * program's PLT entry in a non-PIE program that takes it). */
 static void find_libunwind(void)
 {
-	void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_NOLOAD);
-	struct link_map *lm = NULL;
+	void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_NOLOAD), *fn;
 
 	if (!h)
 		return;
-	if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm) {
-		uintptr_t bias = (uintptr_t)lm->l_addr;
-
-		dl_iterate_phdr(find_code, &bias);
-	}
+	if ((fn = dlsym(h, "unw_backtrace")))
+		wp_code_segment(fn, &unw_lo, &unw_hi);
 	dlclose(h); /* drops only the count RTLD_NOLOAD took */
 }
 

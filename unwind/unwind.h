@@ -37,6 +37,10 @@ void wp_unwind_init(void);
  * then in its code), as 1.6 does. async-signal-safe */
 int wp_unwind_owns(const void *addr);
 
+/* The executable segment [*lo, *hi) of the loaded object whose code holds
+ * `addr`. Returns 0, or -1 when none does. Not async-signal-safe. */
+int wp_code_segment(const void *addr, uint64_t *lo, uint64_t *hi);
+
 /* What a walk from published registers read from the stack, so that the
  * same walk can be replayed without libunwind: if the registers are the same
  * and every stack word it read still holds the value it read, libunwind would
