@@ -140,13 +140,9 @@ static int convert_one(const struct tree *t, const struct wp_dump_entry *e)
 		j.platform = t->platform;
 		j.formats = t->formats;
 		j.keep_dump = 1;
-		/* The root's own dump: modules replaced on disk are read
-		 * through the mappings of its thread that waits. */
-		wp_sym_set_process((int)e->waiter);
 		alarm(t->timeout_s);
 		rc = wp_cv_library(&j, t->pool);
 		alarm(0);
-		wp_sym_set_process(0);
 	}
 	/* "done" first: a dump deleted but not done would be waited for. */
 	mark(t, e, "done");

@@ -129,7 +129,6 @@ static int feed(struct wp_dump_queue *q, char *const f[WP_EVENT_FIELDS],
 		q->cap = cap;
 	}
 	e.pid = pid;
-	e.waiter = (unsigned)strtoul(f[3], NULL, 10);
 	e.raw = strdup(f[2]);
 	e.json = strdup(f[4]);
 	e.json_fb = strdup(fb);

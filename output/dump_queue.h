@@ -5,11 +5,8 @@
  * converter (wallprof --tree, convert/tree.c). The descendant
  * appends (output/event.h, wp_event_append_dump)
  *
- *     <pid> TAB raw TAB <raw dump> TAB <waiter> TAB <profile> TAB <fallback> LF
+ *     <pid> TAB raw TAB <raw dump> TAB 0 TAB <profile> TAB <fallback> LF
  *
- * (<waiter> 0: nobody waits for it; the root's own exit dump, left to the
- * converter when one is running, names the thread that waits, whose
- * mappings the converter reads for modules deleted or replaced on disk).
  * The converter appends "<pid> TAB taking TAB <raw dump> ..." before it
  * converts it, its own lines (wrote, short, error), then "<pid> TAB done TAB
  * <raw dump> ..." before it deletes the dump. A dump is pending from its
@@ -35,7 +32,6 @@ struct wp_dump_entry {
 	unsigned pid;
 	int taken;     /* a converter has appended "taking" for it */
 	unsigned tries; /* the converter's: times it found the dump locked */
-	unsigned waiter; /* the thread waiting for its conversion, or 0 */
 	char *raw;     /* malloc'd, like the two below */
 	char *json;
 	char *json_fb;

@@ -95,10 +95,10 @@ static int usable_path(const char *p)
 
 /* async-signal-safe */
 int wp_event_append_dump(const char *index_path, unsigned pid, const char *raw, const char *json,
-			 const char *json_fb, unsigned waiter)
+			 const char *json_fb)
 {
-	char npid[24], nwait[24];
-	struct iovec v[10];
+	char npid[24];
+	struct iovec v[8];
 	int saved = errno, rc;
 
 	if (!usable_path(raw) || !usable_path(json) || !usable_path(json_fb))
@@ -106,14 +106,12 @@ int wp_event_append_dump(const char *index_path, unsigned pid, const char *raw, 
 	v[0] = (struct iovec){ npid, wp_put_uint(npid, 0, sizeof(npid), pid) };
 	v[1] = (struct iovec){ "\traw\t", 5 };
 	v[2] = (struct iovec){ (void *)raw, strlen(raw) };
-	v[3] = (struct iovec){ "\t", 1 };
-	v[4] = (struct iovec){ nwait, wp_put_uint(nwait, 0, sizeof(nwait), waiter) };
+	v[3] = (struct iovec){ "\t0\t", 3 };
+	v[4] = (struct iovec){ (void *)json, strlen(json) };
 	v[5] = (struct iovec){ "\t", 1 };
-	v[6] = (struct iovec){ (void *)json, strlen(json) };
-	v[7] = (struct iovec){ "\t", 1 };
-	v[8] = (struct iovec){ (void *)json_fb, strlen(json_fb) };
-	v[9] = (struct iovec){ "\n", 1 };
-	rc = append(index_path, 1, v, 10);
+	v[6] = (struct iovec){ (void *)json_fb, strlen(json_fb) };
+	v[7] = (struct iovec){ "\n", 1 };
+	rc = append(index_path, 1, v, 8);
 	errno = saved;
 	return rc;
 }

@@ -29,15 +29,12 @@ int wp_event_split(char *line, size_t len, char *f[WP_EVENT_FIELDS]);
 
 /* Appends the line that leaves a dump to the tree's converter:
  *
- *     <pid> TAB raw TAB <raw dump> TAB <waiter> TAB <profile> TAB <fallback> LF
+ *     <pid> TAB raw TAB <raw dump> TAB 0 TAB <profile> TAB <fallback> LF
  *
- * (output/dump_queue.h). `waiter` is the thread that waits for this
- * conversion, whose mappings the converter may read (a module deleted or
- * replaced on disk), or 0: nobody waits (a descendant). Every path must be
- * absolute and printable: returns -1 otherwise, or when the line could not
- * be written whole, and the caller converts the dump itself.
- * async-signal-safe */
+ * (output/dump_queue.h). Every path must be absolute and printable:
+ * returns -1 otherwise, or when the line could not be written whole, and
+ * the caller converts the dump itself. async-signal-safe */
 int wp_event_append_dump(const char *index_path, unsigned pid, const char *raw, const char *json,
-			 const char *json_fb, unsigned waiter);
+			 const char *json_fb);
 
 #endif

@@ -53,7 +53,6 @@ struct dump_space {
 	uint64_t chunk_to_ns; /* chunk_space: where this chunk ends */
 	uint32_t chunk_k;     /* chunk_space: this chunk's number */
 	int no_tail;          /* exit_space: an exec from a handler, no chunk of its tail */
-	int via_tree;         /* exit_space: the root's exit, left to the tree's converter */
 };
 static struct dump_space exit_space, snap_space, chunk_space;
 static struct dump_names exit_names; /* computed at start and in a forked child */
@@ -284,13 +283,11 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 	 * converter tries again later), under the SIGXFSZ guard. Paths that
 	 * are relative or hold control characters are not written there: the
 	 * dump gets a converter of its own. */
-	if (rc == 0 && (detach || sp->via_tree) && wp_convert_program() && wp_tree_index() &&
-	    wp_event_append_dump(wp_tree_index(), (unsigned)g->fix.pid, path, json, sp->n.json_fb,
-				 detach ? 0 : (unsigned)wp_syscall(SYS_gettid)) == 0) {
+	if (rc == 0 && detach && wp_convert_program() && wp_tree_index() &&
+	    wp_event_append_dump(wp_tree_index(), (unsigned)g->fix.pid, path, json,
+				 sp->n.json_fb) == 0) {
 		wp_syscall(SYS_close, fd);
 		fd = -1;
-		if (!detach)
-			wp_tree_own_dump(path);
 	}
 	pending = 0;
 	wp_syscall(SYS_rt_sigpending, &pending, 8);
@@ -587,14 +584,9 @@ void wp_dump_exit(int exec)
 	 * every short process of a tree. */
 	if (exec && g->fix.cfg.chunk_seconds)
 		chunk();
-	/* The root's exit dump goes to the tree's converter when one is at
-	 * work: it has the debug info of the modules the tree shares (libc's)
-	 * inflated already, where a converter of our own would start cold. It
-	 * is appended before "end", which lets an idle converter go. */
-	exit_space.via_tree = !exec && wp_tree_converter_busy();
 	/* From here, uploads have WALLPROF_UPLOAD_TIMEOUT: the tree's
 	 * converter is told when that ends. */
-	if (!exec && !exit_space.via_tree)
+	if (!exec)
 		wp_tree_exiting(wp_mono_ns() / 1000000 + g->fix.cfg.upload_timeout * 1000ull);
 	exit_space.n = exit_names;
 	exit_space.no_tail = exec; /* before an exec, chunk() took it */
@@ -611,8 +603,6 @@ void wp_dump_exit(int exec)
 		atomic_store(&dump_once, DUMP_FREE); /* the exec may fail: later dumps */
 		return;
 	}
-	if (exit_space.via_tree)
-		wp_tree_exiting(wp_mono_ns() / 1000000 + g->fix.cfg.upload_timeout * 1000ull);
 	dump_done();
 	wp_tree_report(convert_deadline()); /* the root's final exit: one word for the tree */
 }

@@ -29,7 +29,6 @@
 static int is_root = 1;
 static int exported;               /* WALLPROF_TREE already names us (exec'd root) */
 static char index_path[WP_PATH_MAX];
-static char own_raw[WP_PATH_MAX];  /* the root's exit dump, left to the tree's converter */
 static unsigned long long my_start;
 
 /* This process's start time (clock ticks since boot, /proc/self/stat field
@@ -178,32 +177,6 @@ static char *read_index(size_t *len)
  * crashed or ran out of time: the next one skips the dump it died on).
  * Returns how many dumps are still pending; *busy says whether a converter
  * is still at work on them. */
-int wp_tree_converter_busy(void)
-{
-	struct stat st;
-	int fd, busy = 0;
-
-	if (!is_root || !index_path[0] || wp_log_level >= WP_LOG_DEBUG)
-		return 0;
-	fd = open(index_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (fd < 0)
-		return 0; /* no index: no descendant wrote a line */
-	/* one the converter would refuse (convert/tree.c) is no use */
-	busy = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-	       !(st.st_mode & S_IWOTH) && flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
-	close(fd); /* a lock we got goes with it */
-	return busy;
-}
-
-/* async-signal-safe */
-WP_AS_SAFE void wp_tree_own_dump(const char *raw)
-{
-	size_t n = strlen(raw);
-
-	if (n < sizeof(own_raw))
-		memcpy(own_raw, raw, n + 1);
-}
-
 static int end_written;
 
 void wp_tree_exiting(uint64_t upload_deadline_ms)
@@ -230,11 +203,8 @@ static unsigned long wait_conversions(uint64_t deadline_ns, int *busy)
 		wp_tree_record("end", NULL, 0, "", 0, 0);
 	if (wp_dump_queue_open(&q, index_path) < 0)
 		return 0;
-	for (unsigned round = 0; wp_dump_queue_read(&q, NULL, NULL) == 0 && (left = q.nr);
-	     round++) {
-		/* a millisecond apart for the first 0.1 s (the last dumps of a
-		 * tree, ours among them, are done in a few), then ten */
-		struct timespec ms = { 0, round < 100 ? 1000000 : 10000000 };
+	while (wp_dump_queue_read(&q, NULL, NULL) == 0 && (left = q.nr)) {
+		struct timespec ms = { 0, 10000000 };
 
 		if (wp_mono_ns() >= deadline_ns)
 			break;
@@ -255,10 +225,7 @@ void wp_tree_report(uint64_t deadline_ns)
 	unsigned long long lost = 0;
 	size_t len = 0;
 	char *buf, *line, *next, *upload = NULL;
-	/* the messages shown after our own dump's lines, in the index's order */
-	const char *said[REPORT_MESSAGES];
-	unsigned long said_pid[REPORT_MESSAGES];
-	int busy, in_own = 0, own_done = 0;
+	int busy;
 
 	if (!is_root || !index_path[0])
 		return;
@@ -277,24 +244,12 @@ void wp_tree_report(uint64_t deadline_ns)
 		    wp_event_split(line, (size_t)(next - 1 - line), f) < 0)
 			continue;
 		pid = strtoul(f[0], NULL, 10);
-		if (pid == me && own_raw[0] && !strcmp(f[2], own_raw) &&
-		    (!strcmp(f[1], "taking") || !strcmp(f[1], "done"))) {
-			in_own = f[1][0] == 't';
-			own_done |= !in_own;
-			continue;
-		}
-		if (pid == me && in_own && strncmp(f[4], "upload: ", 8)) {
-			/* our own dump's lines, as our own converter's report
-			 * would have shown them (not recorded again) */
-			wp_log(strcmp(f[1], "error") ? WP_LOG_INFO : WP_LOG_ERROR, "%s", f[4]);
-			continue;
-		}
 		if (pid == me) {
 			/* our own chunks' converter: its errors, and where the
 			 * uploads stand after the last one */
 			if (!strcmp(f[1], "error") && shown < REPORT_MESSAGES) {
-				said_pid[shown] = 0;
-				said[shown++] = f[4];
+				shown++;
+				wp_log(WP_LOG_INFO, "%s", f[4]);
 			} else if (!strcmp(f[1], "info") && !strncmp(f[4], "upload: ", 8)) {
 				upload = f[4];
 			}
@@ -321,28 +276,10 @@ void wp_tree_report(uint64_t deadline_ns)
 		} else if (!strcmp(f[1], "error") || !strcmp(f[1], "info")) {
 			msgs++;
 			if (!strcmp(f[1], "error") && shown < REPORT_MESSAGES) {
-				said_pid[shown] = pid;
-				said[shown++] = f[4];
+				shown++;
+				wp_log(WP_LOG_INFO, "child %lu: %s", pid, f[4]);
 			}
 		}
-	}
-	for (i = 0; i < shown; i++) {
-		if (said_pid[i])
-			wp_log(WP_LOG_INFO, "child %lu: %s", said_pid[i], said[i]);
-		else
-			wp_log(WP_LOG_INFO, "%s", said[i]);
-	}
-	if (own_raw[0] && !own_done) {
-		if (busy)
-			wp_log(WP_LOG_ERROR,
-			       "the conversion took longer than WALLPROF_CONVERT_TIMEOUT=%u s; the "
-			       "tree's converter goes on with it, the raw dump is at %s until then",
-			       g->fix.cfg.convert_timeout, own_raw);
-		else
-			wp_log(WP_LOG_ERROR,
-			       "no converter could run; the raw dump stays at %s (convert it with "
-			       "wallprof convert)",
-			       own_raw);
 	}
 	if (nr_pids) {
 		unsigned distinct = 0;

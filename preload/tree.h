@@ -57,26 +57,13 @@ WP_AS_SAFE int wp_tree_record(const char *kind, const char *path, unsigned long 
  * not follow its children). async-signal-safe */
 WP_AS_SAFE const char *wp_tree_index(void);
 
-/* The root, at its exit: whether the tree's converter is at work now (it
- * holds the index's lock), so that the root's own dump may go to it
- * (output/dump_queue.h) rather than to a converter of its own. Not when
- * debug lines are asked for: those the tree's converter keeps out of the
- * index. */
-int wp_tree_converter_busy(void);
-
-/* The root's own exit dump, `raw`, was left to the tree's converter: its
- * lines in the index are relayed by wp_tree_report as a converter of its
- * own would have. async-signal-safe */
-WP_AS_SAFE void wp_tree_own_dump(const char *raw);
-
 /* The root, as its final exit begins: appends "end" to the index (when
  * there is one), its message the CLOCK_MONOTONIC time in ms by which the
  * tree's converter must have ended its uploads (output/dump_queue.h). */
 void wp_tree_exiting(uint64_t upload_deadline_ms);
 
 /* The root at its final exit: one summary of its descendants' lines in the
- * index, at info level (nothing when there is no index), after its own
- * dump's lines when the tree's converter had it (wp_tree_own_dump). Dumps that
+ * index, at info level (nothing when there is no index). Dumps that
  * descendants left for the tree's converter ("raw" lines without their
  * "done") are waited for until CLOCK_MONOTONIC `deadline_ns`, the
  * converter started if none runs; those still pending then are counted as

@@ -111,7 +111,7 @@ def tests(rt):
     CRT_FUNCTIONS = {"_init", "_fini", "frame_dummy", "register_tm_clones",
                      "deregister_tm_clones", "__do_global_dtors_aux"}
 
-    def plugin_case(tmp, action, child=False):
+    def plugin_case(tmp, action):
         plugin = os.path.join(tmp, "libcode_plugin.so")
         shutil.copy(os.path.join(rt.PROGS, "libcode_plugin.so"), plugin)
         argv = [rt.prog("code"), "plugin", plugin, action]
@@ -121,20 +121,9 @@ def tests(rt):
             argv.append(other)
         word = "unlinked" if action == "unlink" else "replaced"
         want = "plugin: work 1\nplugin: %s\nplugin: work again 1\n" % word
-        if child:
-            argv.append("child")
-            want += "chain: done\nplugin: child 0\n"
         r = rt.run_under_preload(argv, cwd=tmp)
         check(r.rc == 0 and r.stdout == want, "code plugin %s: stdout %r, %s"
               % (action, r.stdout, r.describe()))
-        if child:
-            # The child's dump kept the tree's converter at work as we
-            # exited: it converted our dump too, reading the replaced
-            # plugin through the mappings of our waiting thread.
-            with open(os.path.join(tmp, "wallprof.%d.index" % r.pid)) as f:
-                index = f.read()
-            check("%d\ttaking\t" % r.pid in index,
-                  "the root's dump was not left to the tree's converter: %r" % index[-800:])
         obj = rt.exit_profile(r)
         rt.check_valid(obj)
         p = rt.profile_part(obj)
@@ -184,10 +173,6 @@ def tests(rt):
         check(not wrong, "frames named wpt_plugin_work (the function of the file that "
               "replaced the plugin on disk): %s" % wrong[:2])
         main = rt.samples_by_thread(obj).get(str(r.pid), [])
-        if child:  # the wait for the child comes after the plugin's work
-            main = [s for s in main if not any(
-                "wait" in fn or "spawn" in fn or "clone" in fn
-                for fn in map(str, rt.stack_functions(obj, s["stack_id"])))]
         plug = set(plug)
         in_plugin = [s for s in main if plug.intersection(p["stacks"][s["stack_id"]])]
         check(len(in_plugin) >= 40, "only %d of %d main-thread samples have plugin frames "
@@ -203,21 +188,12 @@ def tests(rt):
         if len(named) < 0.8 * len(in_plugin):
             print("    note: plugin %s: only %d of %d plugin samples symbolized to wpt_hplugin_inner"
                  % (action, len(named), len(in_plugin)))
-        # Symbolized by name although the file on disk is another: through
-        # the mappings of the thread that waits for the conversion.
-        named_fns = [s for s in in_plugin if any(
-            str(fn).startswith("wpt_hplugin") for fn in rt.stack_functions(obj, s["stack_id"]))]
-        check(len(named_fns) >= 0.8 * len(in_plugin), "plugin %s: only %d of %d plugin samples "
-              "name a wpt_hplugin_* function" % (action, len(named_fns), len(in_plugin)))
 
     def test_plugin_deleted(tmp):
         plugin_case(tmp, "unlink")
 
     def test_plugin_replaced(tmp):
         plugin_case(tmp, "replace")
-
-    def test_plugin_replaced_tree(tmp):
-        plugin_case(tmp, "replace", child=True)
 
     # ---- unwinding without frame pointers / without unwind tables ----
 
@@ -447,7 +423,6 @@ def tests(rt):
         ("code_dl_callback_blocks", test_block_in_loader),
         ("code_plugin_deleted", test_plugin_deleted),
         ("code_plugin_replaced", test_plugin_replaced),
-        ("code_plugin_replaced_tree", test_plugin_replaced_tree),
         ("code_no_frame_pointers", test_no_frame_pointers),
         ("code_no_unwind_tables", test_no_unwind_tables),
         ("code_debuglink", test_debuglink),

@@ -6,9 +6,6 @@
  *   code plugin PATH unlink       dlopen PATH, wpt_hplugin_work 0.5 s, unlink PATH,
  *                                 wpt_hplugin_work 0.3 s more
  *   code plugin PATH replace OTHER   ... rename(OTHER, PATH) instead of unlink
- *   code plugin PATH replace OTHER child   ... then runs `code chain 0.3` as a
- *                                 child and waits for it (the tree's converter is at
- *                                 work as this process exits)
  *   code dlblock N                N times dl_iterate_phdr with a callback that sleeps
  *                                 2 ms in usleep (a blocking call under the loader's lock)
  * Prints one deterministic result line, exits 0. */
@@ -17,12 +14,10 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <link.h>
-#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -95,7 +90,7 @@ static int mode_plugin(char **argv, int argc)
 			return 1;
 		}
 		printf("plugin: unlinked\n");
-	} else if (strcmp(argv[3], "replace") == 0 && argc >= 5) {
+	} else if (strcmp(argv[3], "replace") == 0 && argc == 5) {
 		if (rename(argv[4], path) < 0) {
 			perror("rename");
 			return 1;
@@ -106,19 +101,6 @@ static int mode_plugin(char **argv, int argc)
 		return 2;
 	}
 	printf("plugin: work again %lu\n", work(0.3));
-	if (argc == 6 && strcmp(argv[5], "child") == 0) {
-		char *cargv[] = { argv[0], "chain", "0.3", NULL };
-		int st = 0;
-		pid_t pid;
-
-		fflush(stdout);
-		if (posix_spawn(&pid, "/proc/self/exe", NULL, NULL, cargv, environ) != 0 ||
-		    waitpid(pid, &st, 0) != pid) {
-			perror("posix_spawn");
-			return 1;
-		}
-		printf("plugin: child %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-	}
 	return 0;
 }
 
@@ -155,7 +137,7 @@ int main(int argc, char **argv)
 		printf("recurse: done\n");
 		return 0;
 	}
-	if (argc >= 4 && argc <= 6 && strcmp(argv[1], "plugin") == 0)
+	if ((argc == 4 || argc == 5) && strcmp(argv[1], "plugin") == 0)
 		return mode_plugin(argv, argc);
 	if (argc == 3 && strcmp(argv[1], "dlblock") == 0)
 		return mode_dlblock(atoi(argv[2]));

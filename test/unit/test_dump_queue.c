@@ -51,21 +51,17 @@ static void test_append_dump(void)
 	struct wp_dump_queue q;
 
 	unlink(index_path);
-	REQ(wp_event_append_dump(index_path, 7, "/t/a.raw", "/t/a.json", "/tmp/wallprof.7.json",
-				 0) == 0);
-	REQ(wp_event_append_dump(index_path, 8, "t/rel.raw", "/t/b.json", "/tmp/b.json", 0) < 0);
-	REQ(wp_event_append_dump(index_path, 8, "/t/b.raw", "/t/b\tc.json", "/tmp/b.json", 0) < 0);
+	REQ(wp_event_append_dump(index_path, 7, "/t/a.raw", "/t/a.json", "/tmp/wallprof.7.json") ==
+	    0);
+	REQ(wp_event_append_dump(index_path, 8, "t/rel.raw", "/t/b.json", "/tmp/b.json") < 0);
+	REQ(wp_event_append_dump(index_path, 8, "/t/b.raw", "/t/b\tc.json", "/tmp/b.json") < 0);
 	REQ(wp_event_append(index_path, 7, "wrote", "/t/a.json", 0, "ok", 2, 1) == 0);
 	REQ(wp_dump_queue_open(&q, index_path) == 0 && wp_dump_queue_read(&q, NULL, NULL) == 0);
 	REQ(q.nr == 1 && q.v[0].pid == 7 && !strcmp(q.v[0].raw, "/t/a.raw"));
 	REQ(q.nr == 1 && !strcmp(q.v[0].json, "/t/a.json") &&
-	    !strcmp(q.v[0].json_fb, "/tmp/wallprof.7.json") && q.v[0].waiter == 0);
-	/* the root's own dump names the thread that waits for it */
-	REQ(wp_event_append_dump(index_path, 9, "/t/c.raw", "/t/c.json", "/tmp/c.json", 4321) == 0);
-	REQ(wp_dump_queue_read(&q, NULL, NULL) == 0 && q.nr == 2 && q.v[1].pid == 9 &&
-	    q.v[1].waiter == 4321 && !strcmp(q.v[1].json, "/t/c.json"));
+	    !strcmp(q.v[0].json_fb, "/tmp/wallprof.7.json"));
 	wp_dump_queue_close(&q);
-	report("append_dump: absolute printable paths only; read back whole, waiter too");
+	report("append_dump: absolute printable paths only; read back whole");
 }
 
 static void test_queue(void)
