@@ -32,8 +32,8 @@ RUNTIME_PARTS := preload/ring.c preload/ring_raw.c preload/modules.c preload/raw
 # CONVERT_SRCS: the wallprof command's own files (convert/convert.h).
 CONVERT_SRCS  := $(wildcard convert/*.c)
 # UPLOAD_SRCS: the upload spool and its sender (upload/upload.h), archived
-#   for the converter and the unit tests; they need libcurl, which the
-#   library never links.
+#   for the converter and the unit tests; they load libcurl when a flush
+#   first sends (upload/http.c): built with its headers, never linked.
 UPLOAD_SRCS   := $(wildcard upload/*.c)
 
 CC      ?= cc
@@ -58,7 +58,6 @@ DESTDIR ?=
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
-CURL_LIBS  := $(shell pkg-config --libs libcurl 2>/dev/null)
 LIB_LIBS   := -Wl,--push-state,--no-as-needed -lgcc_s -Wl,--pop-state \
               $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null) -lpthread -ldl
 
@@ -289,18 +288,18 @@ $(TEST_CONVERT): $(CONVERT)
 
 # The wallprof command: record, report, convert, diff; the library starts it
 # on every dump (`wallprof --library`) to convert it in a process of its own.
-# It links libcurl for `upload` (the library does not).
+# It loads libcurl only when it uploads (upload/http.c).
 $(CONVERT): $(call objs,lib,$(CONVERT_SRCS)) $(UPLOAD_LIB) $(CORE_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(VARIANT_CFLAGS_lib) -o $@ $^ $(LIBS) $(CURL_LIBS)
+	$(CC) $(VARIANT_CFLAGS_lib) -o $@ $^ $(LIBS)
 
 $(UNIT_PLAIN): $(BUILD)/unit/%: $(OBJ)/test/test/unit/%.o $(PARTS_TEST) $(UPLOAD_TEST) $(CORE_TEST)
 	@mkdir -p $(@D)
-	$(CC) $(VARIANT_CFLAGS_test) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(LIBS) $(CURL_LIBS)
+	$(CC) $(VARIANT_CFLAGS_test) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(LIBS)
 
 $(UNIT_ASAN): $(BUILD)/asan/%: $(OBJ)/asan/test/unit/%.o $(PARTS_ASAN) $(UPLOAD_ASAN) $(CORE_ASAN)
 	@mkdir -p $(@D)
-	$(CC) $(VARIANT_CFLAGS_asan) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(LIBS) $(CURL_LIBS)
+	$(CC) $(VARIANT_CFLAGS_asan) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(LIBS)
 
 # The runtime objects of the unit tests that link some (UNIT_RUNTIME_<test>).
 $(foreach t,$(UNIT_RUNTIME_TESTS), \

@@ -481,7 +481,7 @@ int wp_spool_flush(const struct wp_spool_config *sc, const char *run, double dea
 	if (nruns) {
 		f.http = wp_up_http_new();
 		if (!f.http) {
-			snprintf(r->last_error, sizeof(r->last_error), "cannot start libcurl");
+			snprintf(r->last_error, sizeof(r->last_error), "%s", wp_up_http_error());
 			free(runs);
 			close(f.rootfd);
 			return -1;

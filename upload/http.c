@@ -1,8 +1,15 @@
 /* http: one POST with libcurl, and gzip with zlib. The system's CA store
  * (libcurl's default), proxies from the environment (https_proxy,
  * no_proxy: libcurl's default), no redirects, http and https only; the
- * connection is kept for the next request of the same flush. */
+ * connection is kept for the next request of the same flush.
+ *
+ * libcurl is loaded (dlopen) by the first flush that has something to
+ * send, not linked: what it links (TLS, Kerberos, LDAP, SSH, HTTP/2, IDN:
+ * some thirty libraries) costs every start of the converter 3.7 ms of CPU,
+ * and the library starts one for every profile, most of which upload
+ * nothing (docs/DESIGN.md, "Libraries, and why these"). */
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,24 +21,98 @@
 #include "../output/output.h"
 #include "upload_int.h"
 
+/* The libcurl functions we call, from the library loaded at run time. */
+static struct {
+	CURLcode (*global_init)(long flags);
+	CURL *(*easy_init)(void);
+	void (*easy_cleanup)(CURL *c);
+	void (*easy_reset)(CURL *c);
+	CURLcode (*easy_setopt)(CURL *c, CURLoption opt, ...);
+	CURLcode (*easy_perform)(CURL *c);
+	CURLcode (*easy_getinfo)(CURL *c, CURLINFO info, ...);
+	const char *(*easy_strerror)(CURLcode rc);
+	struct curl_slist *(*slist_append)(struct curl_slist *l, const char *s);
+	void (*slist_free_all)(struct curl_slist *l);
+	CURLU *(*url)(void);
+	CURLUcode (*url_set)(CURLU *u, CURLUPart what, const char *part, unsigned int flags);
+	CURLUcode (*url_get)(CURLU *u, CURLUPart what, char **part, unsigned int flags);
+	void (*url_cleanup)(CURLU *u);
+	void (*free)(void *p);
+} cu;
+
+static char load_error[256];
+
+/* Loads libcurl and initializes it, once. Returns 0, or -1 with the reason
+ * in load_error. Debian's libcurl4 is libcurl.so.4; libcurl3-gnutls has the
+ * same interface under another name. */
+static int load_curl(void)
+{
+	static const char *const names[] = { "libcurl.so.4", "libcurl-gnutls.so.4" };
+	static int state; /* 0 not tried, 1 loaded, -1 failed */
+	void *h = NULL;
+
+	if (state)
+		return state > 0 ? 0 : -1;
+	state = -1;
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names) && !h; i++) {
+		const char *e;
+
+		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+		if (!h && i == 0) /* the first one's reason: the usual build's */
+			snprintf(load_error, sizeof(load_error), "cannot load libcurl (%s)",
+				 (e = dlerror()) ? e : names[i]);
+	}
+	if (!h)
+		return -1;
+	load_error[0] = 0;
+#define SYM(field, name)                                                             \
+	if (!(*(void **)&cu.field = dlsym(h, name))) {                               \
+		snprintf(load_error, sizeof(load_error), "libcurl has no %s", name); \
+		return -1;                                                           \
+	}
+	SYM(global_init, "curl_global_init")
+	SYM(easy_init, "curl_easy_init")
+	SYM(easy_cleanup, "curl_easy_cleanup")
+	SYM(easy_reset, "curl_easy_reset")
+	SYM(easy_setopt, "curl_easy_setopt")
+	SYM(easy_perform, "curl_easy_perform")
+	SYM(easy_getinfo, "curl_easy_getinfo")
+	SYM(easy_strerror, "curl_easy_strerror")
+	SYM(slist_append, "curl_slist_append")
+	SYM(slist_free_all, "curl_slist_free_all")
+	SYM(url, "curl_url")
+	SYM(url_set, "curl_url_set")
+	SYM(url_get, "curl_url_get")
+	SYM(url_cleanup, "curl_url_cleanup")
+	SYM(free, "curl_free")
+#undef SYM
+	if (cu.global_init(CURL_GLOBAL_DEFAULT)) {
+		snprintf(load_error, sizeof(load_error), "cannot start libcurl");
+		return -1;
+	}
+	state = 1;
+	return 0;
+}
+
+const char *wp_up_http_error(void)
+{
+	return load_error[0] ? load_error : "cannot start libcurl";
+}
+
 struct wp_up_http {
 	CURL *curl;
 };
 
 struct wp_up_http *wp_up_http_new(void)
 {
-	static int started;
 	struct wp_up_http *h;
 
-	if (!started) {
-		if (curl_global_init(CURL_GLOBAL_DEFAULT))
-			return NULL;
-		started = 1;
-	}
+	if (load_curl() < 0)
+		return NULL;
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return NULL;
-	h->curl = curl_easy_init();
+	h->curl = cu.easy_init();
 	if (!h->curl) {
 		free(h);
 		return NULL;
@@ -43,7 +124,7 @@ void wp_up_http_free(struct wp_up_http *h)
 {
 	if (!h)
 		return;
-	curl_easy_cleanup(h->curl);
+	cu.easy_cleanup(h->curl);
 	free(h);
 }
 
@@ -103,7 +184,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 /* Appends one header line; 1 on out of memory (the list unchanged). */
 static int add(struct curl_slist **l, const char *line)
 {
-	struct curl_slist *t = curl_slist_append(*l, line);
+	struct curl_slist *t = cu.slist_append(*l, line);
 
 	if (!t)
 		return 1;
@@ -126,7 +207,7 @@ static CURLcode perform(CURL *c)
 	pthread_sigmask(SIG_BLOCK, &pipe, &old);
 	sigpending(&pending);
 	was_pending = sigismember(&pending, SIGPIPE);
-	rc = curl_easy_perform(c);
+	rc = cu.easy_perform(c);
 	sigpending(&pending);
 	if (!was_pending && sigismember(&pending, SIGPIPE)) {
 		struct timespec zero = { 0, 0 };
@@ -150,18 +231,18 @@ static int permanent(CURLcode rc, const char *url)
 		return 1;
 	if (rc != CURLE_URL_MALFORMAT && rc != CURLE_UNSUPPORTED_PROTOCOL)
 		return 0;
-	u = curl_url();
+	u = cu.url();
 	if (!u)
 		return 0;
-	bad = curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK;
+	bad = cu.url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK;
 	if (!bad) {
 		char *scheme = NULL;
 
-		bad = curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK || !scheme ||
+		bad = cu.url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK || !scheme ||
 		      (strcmp(scheme, "http") && strcmp(scheme, "https"));
-		curl_free(scheme);
+		cu.free(scheme);
 	}
-	curl_url_cleanup(u);
+	cu.url_cleanup(u);
 	return bad;
 }
 
@@ -194,7 +275,7 @@ int wp_up_http_post(struct wp_up_http *h, const struct wp_up_request *rq, double
 	int bad = 0;
 
 	memset(rs, 0, sizeof(*rs));
-	curl_easy_reset(c);
+	cu.easy_reset(c);
 	snprintf(line, sizeof(line), "Content-Type: %s", rq->content_type);
 	bad |= add(&hdrs, line);
 	if (rq->gzip)
@@ -204,44 +285,44 @@ int wp_up_http_post(struct wp_up_http *h, const struct wp_up_request *rq, double
 	for (size_t i = 0; rq->headers && rq->headers[i]; i++)
 		bad |= add(&hdrs, rq->headers[i]);
 	if (bad) {
-		curl_slist_free_all(hdrs);
+		cu.slist_free_all(hdrs);
 		snprintf(rs->error, sizeof(rs->error), "out of memory");
 		return -1;
 	}
 
-	curl_easy_setopt(c, CURLOPT_URL, rq->url);
+	cu.easy_setopt(c, CURLOPT_URL, rq->url);
 #if LIBCURL_VERSION_NUM >= 0x075500
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	cu.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 #else
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+	cu.easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
-	curl_easy_setopt(c, CURLOPT_POST, 1L);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDS, rq->body ? rq->body : "");
-	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->len);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(c, CURLOPT_USERAGENT, "libwallprof/" WP_VERSION);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ms);
-	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, rs);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+	cu.easy_setopt(c, CURLOPT_POST, 1L);
+	cu.easy_setopt(c, CURLOPT_POSTFIELDS, rq->body ? rq->body : "");
+	cu.easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->len);
+	cu.easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	cu.easy_setopt(c, CURLOPT_USERAGENT, "libwallprof/" WP_VERSION);
+	cu.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	cu.easy_setopt(c, CURLOPT_TIMEOUT_MS, ms);
+	cu.easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ms);
+	cu.easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	cu.easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	cu.easy_setopt(c, CURLOPT_HEADERDATA, rs);
+	cu.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	cu.easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
 
 	rc = perform(c);
-	curl_slist_free_all(hdrs);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
+	cu.slist_free_all(hdrs);
+	cu.easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+	cu.easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
 	if (rc != CURLE_OK) {
 		snprintf(rs->error, sizeof(rs->error), "%s",
-			 errbuf[0] ? errbuf : curl_easy_strerror(rc));
+			 errbuf[0] ? errbuf : cu.easy_strerror(rc));
 		rs->status = 0;
 		rs->permanent = permanent(rc, rq->url);
 		rs->tls = tls_problem(rc);
 		return -1;
 	}
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &rs->status);
+	cu.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &rs->status);
 	if (rs->status < 100 || rs->status > 599) {
 		snprintf(rs->error, sizeof(rs->error), "no HTTP status in the response");
 		rs->status = 0;

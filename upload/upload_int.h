@@ -213,8 +213,12 @@ struct wp_up_response {
 struct wp_up_http;
 
 /* A connection cache for one flush (libcurl easy handle); NULL when libcurl
- * cannot start. */
+ * cannot be loaded or started (wp_up_http_error says why). libcurl is
+ * loaded by the first call. */
 struct wp_up_http *wp_up_http_new(void);
+
+/* Why the last wp_up_http_new failed: a short phrase. */
+const char *wp_up_http_error(void);
 void wp_up_http_free(struct wp_up_http *h);
 
 /* POSTs `rq`, giving up after `timeout_ms` (connection included). Fills

@@ -34,7 +34,8 @@ def tests(rt):
         referenced (zlib is dlopen'ed only for a compressed .debug_frame).
         Beyond libc it needs libunwind and libgcc_s, libgcc_s first:
         libunwind.so.8 exports the _Unwind_* API too, and the first in the
-        program's scope is what libgcc_s's unwinder calls (cancel.py)."""
+        program's scope is what libgcc_s's unwinder calls (cancel.py). The
+        converter does not link libcurl."""
         out = subprocess.run(["ldd", lib], capture_output=True, text=True).stdout
         for name in ("libjansson", "libstdc++", "libdw.", "libelf.", "libz."):
             check(name not in out, "%s is linked into the library:\n%s" % (name, out))
@@ -51,6 +52,13 @@ def tests(rt):
         bad = [s for s in syms if re.match(r"(json_|dwarf_|dwelf_|dwfl_|elf_|gz|deflate|"
                                            r"inflate|uncompress|__cxa_demangle)", s)]
         check(not bad, "the library still references: %s" % bad[:8])
+        # The converter loads libcurl when it first sends (upload/http.c):
+        # its thirty-odd libraries are no cost of every conversion.
+        cmd = os.path.join(rt.BUILD, "wallprof")
+        dyn = subprocess.run(["readelf", "-d", cmd], capture_output=True, text=True).stdout
+        needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn)
+        check(needed and not [n for n in needed if "curl" in n],
+              "the converter needs %s" % needed)
 
     def test_invisible(tmp):
         """A snapshot's converter runs while the program goes on: the

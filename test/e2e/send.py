@@ -16,6 +16,7 @@ import glob
 import gzip
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -438,6 +439,45 @@ def tests(rt):
               % (took - base))
         check(len(spooled(spool)) == 1, "spool: %s" % spooled(spool))
 
+    def test_no_libcurl(tmp):
+        """libcurl is loaded when a flush first sends, not linked: with it
+        unloadable (its files hidden under /dev/null in a mount namespace of
+        the run's own), the program runs as without the preload, its profile
+        is written, one line says why nothing was sent, and the envelope
+        stays in the spool. Skipped where a mount namespace cannot be had
+        (not root)."""
+        libs = sorted(set(re.findall(r"(/\S*/libcurl(?:-gnutls)?\.so\.4)\b",
+                                     subprocess.run(["ldconfig", "-p"], capture_output=True,
+                                                    text=True).stdout)))
+        check(libs, "test problem: ldconfig -p lists no libcurl.so.4")
+        hide = " ".join("mount --bind /dev/null %s || exit 97;" % l for l in libs)
+        probe = subprocess.run(["unshare", "-m", "sh", "-c", hide + " exit 0"],
+                               capture_output=True, text=True)
+        if probe.returncode != 0:
+            rt.note("skipped: no mount namespace here (%s)" % probe.stderr.strip()[:120])
+            return
+        spool = os.path.join(tmp, "spool")
+        with receiver.Receiver(key=KEY) as rx:
+            extra = {"WALLPROF_SENTRY_DSN": rx.dsn("42"), "WALLPROF_SPOOL_DIR": spool}
+            argv = ["unshare", "-m", "sh", "-c", hide + ' exec env LD_PRELOAD="$0" "$@"',
+                    rt.LIB, rt.prog("chunks"), "1"]
+            saved = {k: os.environ.pop(k) for k in list(os.environ)
+                     if k.lower().endswith("_proxy")}
+            try:
+                r = rt.run_bounded(argv, tmp, env_extra=env(extra), preload=False)
+            finally:
+                os.environ.update(saved)
+            plain = run(tmp, 1, {}, preload=False)
+            check(r.rc == plain.rc == 0 and r.stdout == plain.stdout,
+                  "with libcurl hidden: %s" % r.describe())
+            check(not r.other_stderr(), "stderr besides our lines: %r" % r.other_stderr())
+            check(rt.exit_profile(r) is not None, "no profile file: %s" % r.describe())
+            lines = r.wallprof_lines()
+            check(any("cannot load libcurl" in l for l in lines),
+                  "no line says libcurl could not be loaded: %s" % lines)
+            check(not rx.requests, "requests: %s" % rx.requests)
+        check(len(spooled(spool)) == 1, "spool: %s" % spooled(spool))
+
     def test_pyroscope(tmp):
         """Pyroscope: one /ingest push of pprof, name app{labels}, the time
         range, the rate; no thread labels unless asked."""
@@ -501,6 +541,7 @@ def tests(rt):
         ("send_url_secrets", test_url_secrets),
         ("send_413", test_413),
         ("send_unreachable", test_unreachable),
+        ("send_no_libcurl", test_no_libcurl),
         ("send_pyroscope", test_pyroscope),
         ("send_bad_dsn", test_bad_dsn),
     ]
