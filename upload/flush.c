@@ -39,7 +39,7 @@ struct flush {
 	struct wp_up_http *http;
 	struct endpoint *ep;
 	size_t nep;
-	int stop; /* out of time */
+	int stop; /* out of time, or libcurl could not be loaded */
 };
 
 void wp_upload_redact(const char *in, char *out, size_t len)
@@ -235,6 +235,13 @@ static void send_item(struct flush *f, int runfd, const char *run, const char *n
 	rq.gzip = it.gzip;
 	rq.body = it.body;
 	rq.len = it.len;
+	/* libcurl is loaded for the first request that goes out; without it
+	 * nothing can, and everything stays for a later flush */
+	if (!f->http && !(f->http = wp_up_http_new())) {
+		say(f, 2, "%s", wp_up_http_error());
+		f->stop = 1;
+		goto out;
+	}
 	wp_up_http_post(f->http, &rq, f->deadline - wp_up_mono_ms(), &rs);
 	if (!rs.status && rs.permanent) {
 		/* the URL itself: the endpoint is not backed off for it */
@@ -477,15 +484,6 @@ int wp_spool_flush(const struct wp_spool_config *sc, const char *run, double dea
 			 strerror(errno));
 		close(f.rootfd);
 		return -1;
-	}
-	if (nruns) {
-		f.http = wp_up_http_new();
-		if (!f.http) {
-			snprintf(r->last_error, sizeof(r->last_error), "%s", wp_up_http_error());
-			free(runs);
-			close(f.rootfd);
-			return -1;
-		}
 	}
 	if (run && wp_up_run_name_ok(run))
 		flush_run(&f, run, 1);

@@ -22,22 +22,25 @@
 #include "upload_int.h"
 
 /* The libcurl functions we call, from the library loaded at run time. */
+/* The libcurl functions we call, from the library loaded at run time;
+ * their types are the header's (no reference to the symbols is made).
+ * The converter flushes from one thread only. */
 static struct {
-	CURLcode (*global_init)(long flags);
-	CURL *(*easy_init)(void);
-	void (*easy_cleanup)(CURL *c);
-	void (*easy_reset)(CURL *c);
-	CURLcode (*easy_setopt)(CURL *c, CURLoption opt, ...);
-	CURLcode (*easy_perform)(CURL *c);
-	CURLcode (*easy_getinfo)(CURL *c, CURLINFO info, ...);
-	const char *(*easy_strerror)(CURLcode rc);
-	struct curl_slist *(*slist_append)(struct curl_slist *l, const char *s);
-	void (*slist_free_all)(struct curl_slist *l);
-	CURLU *(*url)(void);
-	CURLUcode (*url_set)(CURLU *u, CURLUPart what, const char *part, unsigned int flags);
-	CURLUcode (*url_get)(CURLU *u, CURLUPart what, char **part, unsigned int flags);
-	void (*url_cleanup)(CURLU *u);
-	void (*free)(void *p);
+	__typeof__(&curl_global_init) global_init;
+	__typeof__(&curl_easy_init) easy_init;
+	__typeof__(&curl_easy_cleanup) easy_cleanup;
+	__typeof__(&curl_easy_reset) easy_reset;
+	__typeof__(&curl_easy_setopt) easy_setopt;
+	__typeof__(&curl_easy_perform) easy_perform;
+	__typeof__(&curl_easy_getinfo) easy_getinfo;
+	__typeof__(&curl_easy_strerror) easy_strerror;
+	__typeof__(&curl_slist_append) slist_append;
+	__typeof__(&curl_slist_free_all) slist_free_all;
+	__typeof__(&curl_url) url;
+	__typeof__(&curl_url_set) url_set;
+	__typeof__(&curl_url_get) url_get;
+	__typeof__(&curl_url_cleanup) url_cleanup;
+	__typeof__(&curl_free) free;
 } cu;
 
 static char load_error[256];
@@ -54,6 +57,10 @@ static int load_curl(void)
 	if (state)
 		return state > 0 ? 0 : -1;
 	state = -1;
+	/* one already loaded first (libdw's debuginfod client brings the
+	 * GnuTLS build) */
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names) && !h; i++)
+		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
 	for (size_t i = 0; i < sizeof(names) / sizeof(*names) && !h; i++) {
 		const char *e;
 
@@ -290,6 +297,9 @@ int wp_up_http_post(struct wp_up_http *h, const struct wp_up_request *rq, double
 		return -1;
 	}
 
+	/* Through a pointer: each value must have the type libcurl reads for
+	 * its option (long, curl_off_t, a pointer), which no header checks
+	 * here (curl 7.88's typecheck-gcc.h does not fire with GCC 12). */
 	cu.easy_setopt(c, CURLOPT_URL, rq->url);
 #if LIBCURL_VERSION_NUM >= 0x075500
 	cu.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
