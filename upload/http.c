@@ -3,8 +3,8 @@
  * no_proxy: libcurl's default), no redirects, http and https only; the
  * connection is kept for the next request of the same flush.
  *
- * libcurl is loaded (dlopen) by the first flush that has something to
- * send, not linked: what it links (TLS, Kerberos, LDAP, SSH, HTTP/2, IDN:
+ * libcurl is loaded (dlopen) for the first request a flush sends, not
+ * linked: what it links (TLS, Kerberos, LDAP, SSH, HTTP/2, IDN:
  * some thirty libraries) costs every start of the converter 3.7 ms of CPU,
  * and the library starts one for every profile, most of which upload
  * nothing (docs/DESIGN.md, "Libraries, and why these"). */
@@ -21,7 +21,6 @@
 #include "../output/output.h"
 #include "upload_int.h"
 
-/* The libcurl functions we call, from the library loaded at run time. */
 /* The libcurl functions we call, from the library loaded at run time;
  * their types are the header's (no reference to the symbols is made).
  * The converter flushes from one thread only. */

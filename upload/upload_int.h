@@ -216,10 +216,10 @@ struct wp_up_http;
  * cannot be loaded or started (wp_up_http_error says why). libcurl is
  * loaded by the first call. */
 struct wp_up_http *wp_up_http_new(void);
+void wp_up_http_free(struct wp_up_http *h);
 
 /* Why the last wp_up_http_new failed: a short phrase. */
 const char *wp_up_http_error(void);
-void wp_up_http_free(struct wp_up_http *h);
 
 /* POSTs `rq`, giving up after `timeout_ms` (connection included). Fills
  * `rs`; returns 0 when a status came back, -1 on a network error. */
