@@ -52,6 +52,10 @@ static void usage(FILE *f)
 		"  --debuginfod        let the symbolizer ask debuginfod for missing debug info\n"
 		"  -h, --help          this text\n"
 		"\n"
+		"Compressed debug information is read through uncompressed copies kept in\n"
+		"WALLPROF_DEBUG_CACHE (default ~/.cache/wallprof/debug; \"off\": none), at\n"
+		"most WALLPROF_DEBUG_CACHE_MAX_MB (default 1024) MiB of them.\n"
+		"\n"
 		"Exit status: 0 written, 1 failed (one \"wallprof:\" line says why), 2 usage.\n"
 		"The library runs it itself (--library, --tree); that is not for people.\n");
 }
@@ -128,6 +132,8 @@ static int convert_by_hand(const char *input, const char *out, const char *forma
 		return wp_cli_fail(WP_EXIT_USAGE, "%s", err);
 	if (nf > 1 && out && !strcmp(out, "-"))
 		return wp_cli_fail(WP_EXIT_USAGE, "one format at a time to standard output");
+	if (wp_cv_debug_cache_load(err, sizeof(err)) < 0)
+		fprintf(stderr, "wallprof: %s\n", err);
 	if (wp_model_read_ex(input, NULL, &m, &info, err, sizeof(err)) < 0)
 		return fail("%s", err);
 	if (m.p.nr_samples == 0) {

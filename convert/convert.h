@@ -149,6 +149,14 @@ void wp_cv_event(int level, const char *kind, const char *path, unsigned long lo
  * short for one), 1 when no profile was written and the dump stays. */
 int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool);
 
+/* cache_config.c: the debug cache from WALLPROF_DEBUG_CACHE (a directory,
+ * or "off"; default $XDG_CACHE_HOME/wallprof/debug, else
+ * ~/.cache/wallprof/debug) and WALLPROF_DEBUG_CACHE_MAX_MB (default 1024),
+ * handed to the symbolizer, the first time only. Returns 0, or -1 with a
+ * one-line reason in `err` (a bad value, a directory others can write:
+ * the cache is off then). */
+int wp_cv_debug_cache_load(char *err, size_t errlen);
+
 /* send.c: uploads. Reads the upload settings from the environment the
  * library passed (WALLPROF_SENTRY_*, WALLPROF_PYROSCOPE_*, WALLPROF_SPOOL_*,
  * WALLPROF_UPLOAD_TIMEOUT, WALLPROF_SEND_ARGS, WALLPROF_CHUNK_SECONDS) the

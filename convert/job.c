@@ -221,6 +221,8 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool)
 	struct wp_sym *sym;
 	int nf, k, nw = 0, fell_back;
 
+	if (wp_cv_debug_cache_load(err, sizeof(err)) < 0)
+		wp_cv_event(WP_CV_ERROR, "error", NULL, 0, "%s", err);
 	nf = wp_cv_parse_formats(j->formats ? j->formats : "sentry", fmts, WP_CV_MAX_FORMATS, err,
 				 sizeof(err));
 	if (nf < 0) {

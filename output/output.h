@@ -138,6 +138,23 @@ int wp_out_atomic_commit(struct wp_out_atomic *a, char *err, size_t errlen);
 /* Closes and unlinks the temporary; the target is untouched. Idempotent. */
 void wp_out_atomic_abort(struct wp_out_atomic *a);
 
+/* Whether `path` is, or can be made (its missing parents too, 0700), a
+ * directory of ours that others cannot write. */
+int wp_out_private_dir(const char *path);
+
+/* A per-user cache directory of the converter's into `out`:
+ * $XDG_CACHE_HOME/wallprof/<leaf>, else $HOME/.cache/wallprof/<leaf>, the
+ * first that is absolute and wp_out_private_dir (a shared XDG_CACHE_HOME, a
+ * HOME kept by sudo, a container's HOME=/ for another uid are passed over).
+ * Returns 0, or -1 when neither is. */
+int wp_out_user_cache_dir(const char *leaf, char *out, size_t len);
+
+/* The environment variable `name`, when set and not empty, as a whole
+ * number from 1 to `max` into *out (left alone when unset or empty).
+ * Returns 0, or -1 with a one-line reason in `err`. */
+int wp_out_env_uint(const char *name, unsigned long long max, unsigned long long *out, char *err,
+		    size_t errlen);
+
 /* Fills `buf` with random bytes: getrandom without blocking, or a clock and
  * counter mix when the kernel pool is not ready. Not for secrets. */
 void wp_out_random(void *buf, size_t len);

@@ -74,6 +74,7 @@ missing() {
 		pkg-config --exists "${pc%%:*}" 2>/dev/null || need "${pc#*:}"
 	done
 	[ -f /usr/lib/python3.11/test/test_eintr.py ] || need libpython3.11-testsuite
+	dpkg -s libc6-dbg >/dev/null 2>&1 || need libc6-dbg # libc's file:line; test/e2e/debug_cache.py
 	command -v chromium >/dev/null 2>&1 || need chromium # test/e2e/html.py (headless, DevTools pipe)
 	[ -n "$PKGS" ]
 }

@@ -161,16 +161,59 @@ static int find_by_debuglink(Dwfl_Module *mod, const char *file_name, const char
 	return fd;
 }
 
+/* The build-id tree first, by our own lookup: dwfl_build_id_find_debuginfo
+ * keeps the ELF handle of what it finds inside the module, whatever
+ * descriptor is returned, so the debug cache could not stand in for it. */
+static int by_build_id(Dwfl_Module *mod, char **found)
+{
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	char path[WP_BUILD_ID_MAX * 2 + 64];
+	int n = dwfl_module_build_id(mod, &bits, &vaddr), fd;
+
+	if (n <= 0 || wp_sym_build_id_debug_path(bits, (uint32_t)n, path, sizeof(path)) != 0)
+		return -1;
+	fd = try_debug_file(mod, NULL, path, 0);
+	if (fd >= 0 && !(*found = strdup(path))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
 static int local_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
 				Dwarf_Addr base, const char *file_name, const char *debuglink_file,
 				GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
-	int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name,
-					      debuglink_file, debuglink_crc, debuginfo_file_name);
+	int fd = by_build_id(mod, debuginfo_file_name);
+
+	if (fd < 0)
+		fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name,
+						  debuglink_file, debuglink_crc,
+						  debuginfo_file_name);
+	else
+		return wp_sym_cache_swap(fd);
 	if (fd >= 0)
 		return fd;
-	return find_by_debuglink(mod, file_name, debuglink_file, debuglink_crc,
-				 debuginfo_file_name);
+	return wp_sym_cache_swap(find_by_debuglink(mod, file_name, debuglink_file, debuglink_crc,
+						   debuginfo_file_name));
+}
+
+/* The local search (through the debug cache), then the standard one, whose
+ * debuginfod part downloads what is missing (those files are read as they
+ * are). */
+static int standard_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+				   Dwarf_Addr base, const char *file_name,
+				   const char *debuglink_file, GElf_Word debuglink_crc,
+				   char **debuginfo_file_name)
+{
+	int fd = local_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+				      debuglink_crc, debuginfo_file_name);
+
+	if (fd >= 0)
+		return fd;
+	return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+					    debuglink_crc, debuginfo_file_name);
 }
 
 /* Never used for modules reported with dwfl_report_elf; present so that no
@@ -190,7 +233,7 @@ static const Dwfl_Callbacks local_callbacks = {
 
 static const Dwfl_Callbacks debuginfod_callbacks = {
 	.find_elf = no_find_elf,
-	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.find_debuginfo = standard_find_debuginfo,
 };
 
 static int use_debuginfod = -1; /* -1: WALLPROF_DEBUGINFOD decides */

@@ -221,19 +221,24 @@ static struct session *open_session(const struct wp_sym *s, const struct wp_modu
 	if (fd >= 0 && try_source(s, ss, m, m->path ? m->path : "[vdso]", fd, SRC_VDSO))
 		return ss;
 	/* A vDSO's path is no file; never open it. */
+	/* A file with compressed debug information is read through its
+	 * uncompressed copy in the debug cache, when there is one (its
+	 * identity, ss->file, stays the original's). */
 	if (!vdso && m->path && m->path[0] && (fd = open_regular(m->path, &ss->file)) >= 0 &&
-	    try_source(s, ss, m, m->path, fd, SRC_PATH))
+	    try_source(s, ss, m, m->path, wp_sym_cache_swap(fd), SRC_PATH))
 		return ss;
 	/* Deleted or replaced on disk but still mapped here: the mapping
 	 * still reaches the original file. */
 	if (!vdso && (fd = wp_sym_mapped_fd(m)) >= 0 &&
-	    try_source(s, ss, m, m->path ? m->path : "[mapped]", fd, SRC_MAPPED))
+	    try_source(s, ss, m, m->path ? m->path : "[mapped]", wp_sym_cache_swap(fd), SRC_MAPPED))
 		return ss;
 	/* Missing or replaced: the separate debug file of the recorded build
 	 * has the same program headers, so it stands in for the binary. */
 	char path[WP_BUILD_ID_MAX * 2 + 64];
+	struct file_id unused;
 	if (wp_sym_build_id_debug_path(m->build_id, m->build_id_len, path, sizeof(path)) == 0 &&
-	    access(path, R_OK) == 0 && try_source(s, ss, m, path, -1, SRC_DEBUG))
+	    (fd = open_regular(path, &unused)) >= 0 &&
+	    try_source(s, ss, m, path, wp_sym_cache_swap(fd), SRC_DEBUG))
 		return ss;
 	free(ss);
 	return NULL;

@@ -52,6 +52,14 @@ struct wp_sym;
  * open; the preload calls it once at start (the environment is read once). */
 void wp_sym_set_debuginfod(int on);
 
+/* Where uncompressed copies of compressed debug information are kept
+ * between conversions, keyed by build-id (NULL or "": nowhere, the default),
+ * and how many bytes they may take in all. Inflating a compressed debug file
+ * (Debian's -dbg and -dbgsym packages, Go binaries, -gz builds) is most of a
+ * cold conversion; a copy is read in place. Only a directory of ours that
+ * others cannot write is used (symbolize/debug_cache.c). */
+void wp_sym_set_debug_cache(const char *dir, uint64_t max_bytes);
+
 /* The process the modules were recorded in, while it lives (0: none, the
  * default): a module deleted or replaced on disk is then read through the
  * mapping that process still has (/proc/PID/map_files, where permitted). */

@@ -29,4 +29,11 @@ int wp_sym_mapped_fd(const struct wp_module *m);
  * owns the fd. */
 int wp_sym_vdso_fd(const struct wp_module *m);
 
+/* `fd` (an ELF file about to be reported or read for its debug
+ * information), or in its place, `fd` then closed, its uncompressed copy
+ * from the debug cache (wp_sym_set_debug_cache): found there, or made when
+ * the file's compressed sections hold at least a quarter MiB. Any failure
+ * returns `fd` as it was. */
+int wp_sym_cache_swap(int fd);
+
 #endif

@@ -352,3 +352,36 @@ def tool(argv, what, timeout=60):
     check(p.returncode == 0, "%s failed (%d): %s" % (" ".join(argv), p.returncode,
                                                     out.strip()[-300:]))
     return out
+
+
+def elf_facts(path):
+    """(its GNU build-id in hex or None, whether a section of it is
+    compressed) for an ELF file, from readelf."""
+    notes = tool(["readelf", "-nW", path], "readelf -n")
+    m = re.search(r"Build ID: ([0-9a-f]+)", notes)
+    sections = tool(["readelf", "-SW", path], "readelf -S")
+    compressed = any(re.match(r"\s*\[\s*\d+\]", l) and re.search(r"\s[A-Z]*C[A-Z]*\s+\d+\s+\d+\s+\d+\s*$", l)
+                     for l in sections.splitlines())
+    return (m.group(1) if m else None), compressed
+
+
+def keep_raw_run(argv, cwd, env_extra=None):
+    """Runs `argv` under the preload with no converter to be found, so that
+    its exit's raw dump stays; returns (run, the dump's path)."""
+    env = {"WALLPROF_CONVERTER": os.path.join(cwd, "no-such-converter")}
+    env.update(env_extra or {})
+    r = run_bounded(argv, cwd, env_extra=env)
+    raw = os.path.join(cwd, "wallprof.%d.raw" % r.pid)
+    check(os.path.exists(raw), "no raw dump kept: %s" % r.describe())
+    return r, raw
+
+
+def convert_frames(raw, out, env_extra):
+    """`wallprof convert RAW -o OUT` in a clean environment (no preload)
+    plus `env_extra`: the profile's frames and the run's stderr lines."""
+    p = subprocess.run([os.path.join(BUILD, "wallprof"), "convert", raw, "-o", out],
+                       env=clean_env(env_extra, preload=False), capture_output=True, text=True,
+                       timeout=RUN_TIMEOUT)
+    check(p.returncode == 0, "wallprof convert %s: exit %d: %s" % (raw, p.returncode,
+                                                                   p.stderr.strip()[-300:]))
+    return profile_part(load_profile(out))["frames"], p.stderr.splitlines()

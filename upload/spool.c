@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "upload_int.h"
+#include "../output/output.h"
 
 #define LIST_MAX 1000000 /* items listed at most (the rest wait) */
 #define ROOT_LOCK "lock"
@@ -565,31 +566,6 @@ out:
 	return rc;
 }
 
-/* Whether `path` is, or can be made (its missing parents too, 0700), a
- * directory of ours that others cannot write: a derived default that is
- * not (a shared XDG_CACHE_HOME, a HOME kept by sudo, a container's HOME=/
- * for another uid) is passed over for the next one. */
-static int usable_default(const char *path)
-{
-	char p[4096];
-	struct stat st;
-	size_t n = strlen(path);
-
-	if (n >= sizeof(p))
-		return 0;
-	memcpy(p, path, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		if (p[i] != '/' && p[i] != '\0')
-			continue;
-		p[i] = '\0';
-		if (mkdir(p, 0700) < 0 && errno != EEXIST)
-			return 0;
-		p[i] = i < n ? '/' : '\0';
-	}
-	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
-	       !(st.st_mode & 022);
-}
-
 int wp_spool_default_dir(char *out, size_t len)
 {
 	const char *v = getenv("WALLPROF_SPOOL_DIR");
@@ -599,44 +575,11 @@ int wp_spool_default_dir(char *out, size_t len)
 		n = snprintf(out, len, "%s", v);
 		return n < 0 || (size_t)n >= len ? -1 : 0;
 	}
-	if ((v = getenv("XDG_CACHE_HOME")) && v[0] == '/') {
-		n = snprintf(out, len, "%s/wallprof/spool", v);
-		if (n > 0 && (size_t)n < len && usable_default(out))
-			return 0;
-	}
-	if ((v = getenv("HOME")) && v[0] == '/') {
-		n = snprintf(out, len, "%s/.cache/wallprof/spool", v);
-		if (n > 0 && (size_t)n < len && usable_default(out))
-			return 0;
-	}
+	if (wp_out_user_cache_dir("spool", out, len) == 0)
+		return 0;
 	n = snprintf(out, len, "%s/wallprof-spool-%u",
 		     (v = getenv("TMPDIR")) && v[0] == '/' ? v : "/tmp", (unsigned)geteuid());
 	return n < 0 || (size_t)n >= len ? -1 : 0;
-}
-
-/* A positive decimal integer of at most `max`. */
-static int env_uint(const char *name, unsigned long long max, unsigned long long *out, char *err,
-		    size_t errlen)
-{
-	const char *v = getenv(name);
-	unsigned long long x = 0;
-
-	if (!v || !*v)
-		return 0;
-	for (const char *p = v; *p; p++) {
-		if (*p < '0' || *p > '9' || x > max) {
-			x = max + 1;
-			break;
-		}
-		x = x * 10 + (unsigned long long)(*p - '0');
-	}
-	if (x == 0 || x > max) {
-		snprintf(err, errlen, "%s=\"%.40s\": want a whole number from 1 to %llu", name, v,
-			 max);
-		return -1;
-	}
-	*out = x;
-	return 0;
 }
 
 int wp_spool_config_from_env(struct wp_spool_config *sc, char *dirbuf, size_t dirlen, char *err,
@@ -649,8 +592,8 @@ int wp_spool_config_from_env(struct wp_spool_config *sc, char *dirbuf, size_t di
 		snprintf(err, errlen, "the spool directory's name is too long");
 		return -1;
 	}
-	if (env_uint("WALLPROF_SPOOL_MAX_FILES", 1000000, &files, err, errlen) ||
-	    env_uint("WALLPROF_SPOOL_MAX_MB", 1024 * 1024, &mb, err, errlen))
+	if (wp_out_env_uint("WALLPROF_SPOOL_MAX_FILES", 1000000, &files, err, errlen) ||
+	    wp_out_env_uint("WALLPROF_SPOOL_MAX_MB", 1024 * 1024, &mb, err, errlen))
 		return -1;
 	sc->dir = dirbuf;
 	sc->max_files = (unsigned)files;

@@ -18,6 +18,8 @@ handler that runs on a goroutine stack corrupts it ("unexpected return pc",
   stacks (runtime.* and main.* functions, the cgo call into C).
 - golang_cgo_lines: the file:line of Go frames is Go's own (main.go), not
   another compile unit's.
+- golang_cgo_debug_cache: Go's DWARF is compressed; read through the debug
+  cache's uncompressed copy, the frames are the same as without it.
 
 WPT_GO_RUNS and WPT_GO_HZ (environment of the test driver) change the
 number of runs and the rate of golang_cgo_runs, for measurements (the
@@ -298,9 +300,35 @@ def tests(rt):
                 % (len(wrong), len(go), dict(seen.most_common(3)), wrong[0].get("function"),
                    wrong[0].get("filename"), wrong[0].get("lineno")))
 
+    def test_debug_cache(tmp):
+        """Go links its DWARF compressed: the converter reads the binary
+        through an uncompressed copy in the debug cache, with the same
+        frames as without it."""
+        exe = build()
+        bid, compressed = rt.elf_facts(exe)
+        check(bid and compressed, "cgoprog: build-id %s, compressed DWARF: %s (Go's linker "
+              "compresses it, and links through gcc with a GNU build-id)" % (bid, compressed))
+        _, raw = rt.keep_raw_run([exe, "cexit"], tmp, {"WALLPROF_HZ": str(PROFILE_HZ)})
+        cache = os.path.join(tmp, "cache")
+        off, _ = rt.convert_frames(raw, os.path.join(tmp, "off.json"),
+                                   {"WALLPROF_DEBUG_CACHE": "off"})
+        made, _ = rt.convert_frames(raw, os.path.join(tmp, "made.json"),
+                                    {"WALLPROF_DEBUG_CACHE": cache})
+        read, _ = rt.convert_frames(raw, os.path.join(tmp, "read.json"),
+                                    {"WALLPROF_DEBUG_CACHE": cache})
+        copy = os.path.join(cache, bid + ".debug")
+        check(os.path.exists(copy), "no copy of cgoprog in the cache: %s" % os.listdir(cache))
+        check(rt.elf_facts(copy) == (bid, False), "the copy: %s" % (rt.elf_facts(copy),))
+        check([f for f in off if (f.get("function") or "").startswith("main.")
+               and f.get("lineno")], "no main.* frame with a line without the cache")
+        check(made == off and read == off,
+              "cgoprog's frames differ with the debug cache: first difference %s"
+              % (next(((a, b) for a, b in zip(off, read) if a != b), None),))
+
     return [
         ("golang_cgo_runs", test_runs),
         ("golang_cgo_exit_profile", test_exit_profile),
         ("golang_cgo_profile", test_profile),
         ("golang_cgo_lines", test_lines),
+        ("golang_cgo_debug_cache", test_debug_cache),
     ]

@@ -1,0 +1,75 @@
+/* user_dir: the converter's per-user cache directories (the upload spool,
+ * the debug cache): $XDG_CACHE_HOME/wallprof/<leaf>, else
+ * ~/.cache/wallprof/<leaf>, each only when it is ours alone; and the
+ * whole-number settings that size them. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "output.h"
+
+int wp_out_private_dir(const char *path)
+{
+	char p[4096];
+	struct stat st;
+	size_t n = strlen(path);
+
+	if (n >= sizeof(p))
+		return 0;
+	memcpy(p, path, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (p[i] != '/' && p[i] != '\0')
+			continue;
+		p[i] = '\0';
+		if (mkdir(p, 0700) < 0 && errno != EEXIST)
+			return 0;
+		p[i] = i < n ? '/' : '\0';
+	}
+	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	       !(st.st_mode & 022);
+}
+
+int wp_out_user_cache_dir(const char *leaf, char *out, size_t len)
+{
+	static const char *const bases[2][2] = { { "XDG_CACHE_HOME", "%s/wallprof/%s" },
+						 { "HOME", "%s/.cache/wallprof/%s" } };
+
+	for (int i = 0; i < 2; i++) {
+		const char *v = getenv(bases[i][0]);
+		int n;
+
+		if (!v || v[0] != '/')
+			continue;
+		n = snprintf(out, len, bases[i][1], v, leaf);
+		if (n > 0 && (size_t)n < len && wp_out_private_dir(out))
+			return 0;
+	}
+	return -1;
+}
+
+int wp_out_env_uint(const char *name, unsigned long long max, unsigned long long *out, char *err,
+		    size_t errlen)
+{
+	const char *v = getenv(name);
+	unsigned long long x = 0;
+
+	if (!v || !*v)
+		return 0;
+	for (const char *p = v; *p; p++) {
+		if (*p < '0' || *p > '9' || x > max) {
+			x = max + 1;
+			break;
+		}
+		x = x * 10 + (unsigned long long)(*p - '0');
+	}
+	if (x == 0 || x > max) {
+		snprintf(err, errlen, "%s=\"%.40s\": want a whole number from 1 to %llu", name, v,
+			 max);
+		return -1;
+	}
+	*out = x;
+	return 0;
+}

@@ -1,0 +1,235 @@
+"""The debug cache (symbolize/debug_cache.c): uncompressed copies of
+compressed debug information, kept between conversions and named by
+build-id, so that a converter does not inflate libc's debug file (Debian's
+libc6-dbg compresses it) every time it starts. The subject is the
+separate debug file of the libc this machine runs, which every stack
+reaches (__libc_start_call_main); a Go binary's own compressed DWARF is
+golang_cgo_debug_cache's.
+
+- debug_cache_same: a dump converted without the cache, then with it (the
+  copy made), then again (the copy read) gives the same frames; the copy is
+  a regular file of ours in a directory of ours, with libc's build-id and
+  nothing compressed; reading it marks it used (its mtime).
+- debug_cache_damaged: a copy cut short, a copy with another build-id and
+  a symbolic link in a copy's place are never read: the frames are those
+  of a conversion without the cache, and a whole copy is made again.
+- debug_cache_bounds: WALLPROF_DEBUG_CACHE_MAX_MB is kept by dropping the
+  least recently used copies first; a copy that cannot fit is not made;
+  temporaries a dead converter left are removed after an hour, not before.
+- debug_cache_settings: through the library, a bad WALLPROF_DEBUG_CACHE or
+  WALLPROF_DEBUG_CACHE_MAX_MB and a cache directory others can write each
+  give one line and no cache, the program and its profile otherwise as
+  usual; `off` makes nothing; unset, the cache is
+  $XDG_CACHE_HOME/wallprof/debug.
+"""
+
+import glob
+import os
+import shutil
+import time
+
+PROG = "conversion"          # test/progs/conversion.c: "work MS" burns CPU in its own code
+WORK = ["work", "200"]
+
+
+def tests(rt):
+    check, note = rt.check, rt.note
+
+    def libc_debug():
+        """The separate debug file of the libc this machine runs (compressed,
+        as libc6-dbg ships it), and its build-id; None when there is none."""
+        libc = None
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1]
+                if rt.is_libc_module(path) and os.path.exists(path):
+                    libc = path
+                    break
+        check(libc, "no libc in this process's maps")
+        bid, _ = rt.elf_facts(libc)
+        path = bid and "/usr/lib/debug/.build-id/%s/%s.debug" % (bid[:2], bid[2:])
+        if not path or not os.path.exists(path):
+            note("no debug file for %s (Debian package libc6-dbg; scripts/install-deps.sh "
+                 "installs it): the debug cache tests are skipped" % libc)
+            return None, None
+        check(rt.elf_facts(path)[1], "%s is not compressed: nothing for the cache to do" % path)
+        return path, bid
+
+    def dump(tmp):
+        _, raw = rt.keep_raw_run([rt.prog(PROG)] + WORK, tmp)
+        return raw
+
+    def valid_copy(path, bid):
+        st = os.lstat(path)
+        check(os.path.isfile(path) and not os.path.islink(path) and st.st_uid == os.geteuid()
+              and st.st_mode & 0o077 == 0, "the copy %s: mode %o, uid %d" % (path, st.st_mode,
+                                                                                 st.st_uid))
+        got, compressed = rt.elf_facts(path)
+        check(got == bid and not compressed,
+              "the copy %s: build-id %s (want %s), compressed sections: %s"
+              % (path, got, bid, compressed))
+        return st
+
+    def libc_frames(frames):
+        return [f for f in frames if rt.is_libc_module(f.get("module"))]
+
+    def test_same(tmp):
+        dbg, bid = libc_debug()
+        if not dbg:
+            return
+        raw = dump(tmp)
+        cache = os.path.join(tmp, "cache")
+        off, _ = rt.convert_frames(raw, os.path.join(tmp, "off.json"),
+                                   {"WALLPROF_DEBUG_CACHE": "off"})
+        lf = libc_frames(off)
+        check([f for f in lf if f.get("lineno")],
+              "no libc frame with a line number without the cache: %s" % lf[:3])
+        made, _ = rt.convert_frames(raw, os.path.join(tmp, "made.json"),
+                                    {"WALLPROF_DEBUG_CACHE": cache})
+        copy = os.path.join(cache, bid + ".debug")
+        check(os.listdir(cache) == [bid + ".debug"], "in the cache: %s" % os.listdir(cache))
+        check(os.stat(cache).st_mode & 0o777 == 0o700, "the cache is mode %o"
+              % (os.stat(cache).st_mode & 0o777))
+        valid_copy(copy, bid)
+        os.utime(copy, (1e9, 1e9))
+        read, _ = rt.convert_frames(raw, os.path.join(tmp, "read.json"),
+                                    {"WALLPROF_DEBUG_CACHE": cache})
+        check(made == off and read == off,
+              "frames differ with the cache: %d frames without, %d when the copy was made, "
+              "%d when it was read; first difference: %s"
+              % (len(off), len(made), len(read),
+                 next(((a, b) for a, b in zip(off, read) if a != b), None)))
+        check(os.stat(copy).st_mtime > time.time() - 600,
+              "reading the copy did not mark it used (mtime %s)" % os.stat(copy).st_mtime)
+
+    def test_damaged(tmp):
+        dbg, bid = libc_debug()
+        if not dbg:
+            return
+        raw = dump(tmp)
+        cache = os.path.join(tmp, "cache")
+        env = {"WALLPROF_DEBUG_CACHE": cache}
+        off, _ = rt.convert_frames(raw, os.path.join(tmp, "off.json"),
+                                   {"WALLPROF_DEBUG_CACHE": "off"})
+        rt.convert_frames(raw, os.path.join(tmp, "made.json"), env)
+        copy = os.path.join(cache, bid + ".debug")
+        good = os.path.join(tmp, "good.debug")
+        shutil.copyfile(copy, good)
+        size = os.path.getsize(good)
+
+        def cut(path):
+            with open(path, "r+b") as f:
+                f.truncate(size // 2)
+
+        def other(path):
+            os.unlink(path)
+            shutil.copyfile(os.path.realpath(rt.prog(PROG)), path)
+
+        def link(path):
+            os.unlink(path)
+            os.symlink(good, path)
+
+        for what, spoil in (("cut short", cut), ("another file's", other),
+                            ("a symbolic link", link)):
+            spoil(copy)
+            os.chmod(copy, 0o600) if not os.path.islink(copy) else None
+            frames, lines = rt.convert_frames(raw, os.path.join(tmp, "x.json"), env)
+            check(frames == off, "with a copy %s in the cache, the frames differ from a "
+                  "conversion without the cache" % what)
+            check(not lines, "with a copy %s: %s" % (what, lines))
+            valid_copy(copy, bid)
+            check(os.path.getsize(copy) == size, "with a copy %s: made again with %d bytes, "
+                  "not %d" % (what, os.path.getsize(copy), size))
+
+    def test_bounds(tmp):
+        dbg, bid = libc_debug()
+        if not dbg:
+            return
+        raw = dump(tmp)
+        cache = os.path.join(tmp, "cache")
+        rt.convert_frames(raw, os.path.join(tmp, "a.json"), {"WALLPROF_DEBUG_CACHE": cache})
+        size = os.path.getsize(os.path.join(cache, bid + ".debug"))
+        shutil.rmtree(cache)
+        os.mkdir(cache, 0o700)
+        # Three older copies of 1 MiB each (names of build-ids, not ELF
+        # files: only their names, sizes and times count), used at 1000,
+        # 2000 and 3000 s after the epoch.
+        olds = []
+        for i, t in enumerate((1000, 2000, 3000)):
+            p = os.path.join(cache, ("%02d" % i) * 20 + ".debug")
+            with open(p, "wb") as f:
+                f.write(b"\0" * (1 << 20))
+            os.utime(p, (t, t))
+            olds.append(p)
+        stale = os.path.join(cache, ".%s.debug.1.tmp" % ("ab" * 20))
+        fresh = os.path.join(cache, ".%s.debug.2.tmp" % ("cd" * 20))
+        for p, age in ((stale, 7200), (fresh, 60)):
+            open(p, "wb").close()
+            os.utime(p, (time.time() - age,) * 2)
+        # Room for the new copy and two of the three.
+        mb = (size + (2 << 20) + (1 << 20) - 1) >> 20
+        frames, lines = rt.convert_frames(raw, os.path.join(tmp, "b.json"),
+                                          {"WALLPROF_DEBUG_CACHE": cache,
+                                           "WALLPROF_DEBUG_CACHE_MAX_MB": str(mb)})
+        check(not lines, "lines: %s" % lines)
+        left = sorted(os.listdir(cache))
+        total = sum(os.path.getsize(os.path.join(cache, n)) for n in left)
+        check(total <= mb << 20, "%d bytes in a cache of %d MiB: %s" % (total, mb, left))
+        check(os.path.exists(os.path.join(cache, bid + ".debug")), "no copy made: %s" % left)
+        check(not os.path.exists(olds[0]) and os.path.exists(olds[1])
+              and os.path.exists(olds[2]),
+              "want the least recently used copy dropped, the other two kept: %s" % left)
+        check(not os.path.exists(stale) and os.path.exists(fresh),
+              "want the two-hour-old temporary removed, the minute-old one kept: %s" % left)
+        # A copy larger than the whole cache is not made.
+        small = os.path.join(tmp, "small")
+        rt.convert_frames(raw, os.path.join(tmp, "c.json"),
+                          {"WALLPROF_DEBUG_CACHE": small, "WALLPROF_DEBUG_CACHE_MAX_MB": "1"})
+        check(os.listdir(small) == [], "a 1 MiB cache holds %s" % os.listdir(small))
+
+    def test_settings(tmp):
+        dbg, bid = libc_debug()
+        argv = [rt.prog(PROG)] + WORK
+        bare = rt.run_bounded(argv, tmp, preload=False)
+        open_dir = os.path.join(tmp, "shared")
+        os.mkdir(open_dir)
+        os.chmod(open_dir, 0o777)
+        for env, want in (({"WALLPROF_DEBUG_CACHE_MAX_MB": "abc"},
+                           'WALLPROF_DEBUG_CACHE_MAX_MB="abc": want a whole number'),
+                          ({"WALLPROF_DEBUG_CACHE": "relative/dir"},
+                           'WALLPROF_DEBUG_CACHE="relative/dir": want an absolute directory'),
+                          ({"WALLPROF_DEBUG_CACHE": open_dir},
+                           "not a directory of ours that only we can write")):
+            env["XDG_CACHE_HOME"] = os.path.join(tmp, "xdg")
+            r = rt.run_bounded(argv, tmp, env_extra=env)
+            check(r.rc == bare.rc and r.stdout == bare.stdout and not r.other_stderr(),
+                  "with %s: %s" % (env, r.describe()))
+            lines = [l for l in r.wallprof_lines() if "debug cache" in l]
+            check(len(lines) == 1 and want in lines[0] and "the debug cache is off" in lines[0],
+                  "with %s, want one line with %r: %s" % (env, want, r.wallprof_lines()))
+            rt.check_valid(rt.exit_profile(r))
+            check(os.listdir(open_dir) == [] and not os.path.exists(env["XDG_CACHE_HOME"]),
+                  "with %s a cache was written: %s" % (env, os.listdir(open_dir)))
+        xdg = os.path.join(tmp, "xdg")
+        r = rt.run_bounded(argv, tmp, env_extra={"WALLPROF_DEBUG_CACHE": "off",
+                                                 "XDG_CACHE_HOME": xdg})
+        check(r.rc == bare.rc and not [l for l in r.wallprof_lines() if "cache" in l],
+              "with the cache off: %s" % r.describe())
+        check(not os.path.exists(xdg), "with the cache off, %s was made" % xdg)
+        if not dbg:
+            return
+        r = rt.run_bounded(argv, tmp, env_extra={"XDG_CACHE_HOME": xdg})
+        check(r.rc == bare.rc and not [l for l in r.wallprof_lines() if "cache" in l],
+              "with the default cache: %s" % r.describe())
+        rt.check_valid(rt.exit_profile(r))
+        valid_copy(os.path.join(xdg, "wallprof", "debug", bid + ".debug"), bid)
+        check(glob.glob(os.path.join(xdg, "wallprof", "debug", "*")) ==
+              [os.path.join(xdg, "wallprof", "debug", bid + ".debug")],
+              "in the default cache: %s" % os.listdir(os.path.join(xdg, "wallprof", "debug")))
+
+    return [
+        ("debug_cache_same", test_same),
+        ("debug_cache_damaged", test_damaged),
+        ("debug_cache_bounds", test_bounds),
+        ("debug_cache_settings", test_settings),
+    ]
