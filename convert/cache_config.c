@@ -20,7 +20,7 @@ int wp_cv_debug_cache_load(char *err, size_t errlen)
 	if (loaded)
 		return 0;
 	loaded = 1;
-	if (v && (!strcmp(v, "off") || !strcmp(v, "0")))
+	if (v && !strcmp(v, "off"))
 		return 0;
 	if (wp_out_env_uint("WALLPROF_DEBUG_CACHE_MAX_MB", 1024 * 1024, &mb, err, errlen) < 0) {
 		size_t n = strlen(err);
@@ -31,9 +31,9 @@ int wp_cv_debug_cache_load(char *err, size_t errlen)
 	if (v && *v) {
 		if (v[0] != '/' || (size_t)snprintf(dir, sizeof(dir), "%s", v) >= sizeof(dir)) {
 			snprintf(err, errlen,
-				 "WALLPROF_DEBUG_CACHE=\"%.40s\": want an absolute directory or "
-				 "off; the debug cache is off",
-				 v);
+				 "WALLPROF_DEBUG_CACHE=\"%.40s\": want an absolute directory "
+				 "(shorter than %zu bytes) or off; the debug cache is off",
+				 v, sizeof(dir));
 			return -1;
 		}
 		/* Named by the user: made when missing, never used when
@@ -51,4 +51,12 @@ int wp_cv_debug_cache_load(char *err, size_t errlen)
 	}
 	wp_sym_set_debug_cache(dir, (uint64_t)mb << 20);
 	return 0;
+}
+
+void wp_cv_debug_cache_by_hand(void)
+{
+	char err[512];
+
+	if (wp_cv_debug_cache_load(err, sizeof(err)) < 0)
+		fprintf(stderr, "wallprof: %s\n", err);
 }

@@ -132,8 +132,7 @@ static int convert_by_hand(const char *input, const char *out, const char *forma
 		return wp_cli_fail(WP_EXIT_USAGE, "%s", err);
 	if (nf > 1 && out && !strcmp(out, "-"))
 		return wp_cli_fail(WP_EXIT_USAGE, "one format at a time to standard output");
-	if (wp_cv_debug_cache_load(err, sizeof(err)) < 0)
-		fprintf(stderr, "wallprof: %s\n", err);
+	wp_cv_debug_cache_by_hand();
 	if (wp_model_read_ex(input, NULL, &m, &info, err, sizeof(err)) < 0)
 		return fail("%s", err);
 	if (m.p.nr_samples == 0) {

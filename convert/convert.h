@@ -152,10 +152,13 @@ int wp_cv_library(const struct wp_cv_job *j, struct wp_sym_pool *pool);
 /* cache_config.c: the debug cache from WALLPROF_DEBUG_CACHE (a directory,
  * or "off"; default $XDG_CACHE_HOME/wallprof/debug, else
  * ~/.cache/wallprof/debug) and WALLPROF_DEBUG_CACHE_MAX_MB (default 1024),
- * handed to the symbolizer, the first time only. Returns 0, or -1 with a
+ * handed to the symbolizer, the first time only (later calls return 0). Returns 0, or -1 with a
  * one-line reason in `err` (a bad value, a directory others can write:
  * the cache is off then). */
 int wp_cv_debug_cache_load(char *err, size_t errlen);
+/* The same for a command run by hand (convert, report, diff): the reason
+ * on stderr, one "wallprof:" line. */
+void wp_cv_debug_cache_by_hand(void);
 
 /* send.c: uploads. Reads the upload settings from the environment the
  * library passed (WALLPROF_SENTRY_*, WALLPROF_PYROSCOPE_*, WALLPROF_SPOOL_*,

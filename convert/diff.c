@@ -182,6 +182,7 @@ int wp_cmd_diff(int argc, char **argv)
 	if (strcmp(format, "text") && strcmp(format, "html"))
 		return wp_cli_fail(WP_EXIT_USAGE, "diff: unknown format \"%s\" (text or html)",
 				   format);
+	wp_cv_debug_cache_by_hand();
 	for (int k = 0; k < 2; k++)
 		if (wp_model_read(paths[k], NULL, &m[k], err, sizeof(err)) < 0) {
 			if (k)

@@ -425,6 +425,7 @@ int wp_cmd_report(int argc, char **argv)
 		return wp_cli_fail(WP_EXIT_USAGE,
 				   "report: no profile given (wallprof report PROFILE [--top N])");
 	signal(SIGPIPE, SIG_DFL); /* quiet under `| head` */
+	wp_cv_debug_cache_by_hand();
 	if (wp_model_read(path, NULL, &m, err, sizeof(err)) < 0)
 		return wp_cli_fail(WP_EXIT_FAIL, "%s", err);
 	rc = wp_charge_build(&m, &r.c) < 0 || report(&r, path, per_thread) < 0;

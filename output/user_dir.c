@@ -32,6 +32,28 @@ int wp_out_private_dir(const char *path)
 	       !(st.st_mode & 022);
 }
 
+/* Whether the nearest existing directory at or above `base` is ours: a
+ * HOME kept by sudo, or another user's XDG_CACHE_HOME, is not, and nothing
+ * is made under it. */
+static int base_is_ours(const char *base)
+{
+	char p[4096];
+	struct stat st;
+	size_t n = strlen(base);
+
+	if (n >= sizeof(p))
+		return 0;
+	memcpy(p, base, n + 1);
+	while (stat(p, &st) != 0) {
+		char *slash = strrchr(p, '/');
+
+		if (errno != ENOENT || !slash || slash == p)
+			return 0;
+		*slash = '\0';
+	}
+	return S_ISDIR(st.st_mode) && st.st_uid == geteuid();
+}
+
 int wp_out_user_cache_dir(const char *leaf, char *out, size_t len)
 {
 	static const char *const bases[2][2] = { { "XDG_CACHE_HOME", "%s/wallprof/%s" },
@@ -41,7 +63,7 @@ int wp_out_user_cache_dir(const char *leaf, char *out, size_t len)
 		const char *v = getenv(bases[i][0]);
 		int n;
 
-		if (!v || v[0] != '/')
+		if (!v || v[0] != '/' || !base_is_ours(v))
 			continue;
 		n = snprintf(out, len, bases[i][1], v, leaf);
 		if (n > 0 && (size_t)n < len && wp_out_private_dir(out))

@@ -33,10 +33,12 @@
  * $DEBUGINFOD_URLS (Debian sets it from /etc/profile.d) with a long timeout,
  * at process exit. libdw itself (dwarf_getalt) never does. We cannot unset
  * the variable under the host, so by default our find_debuginfo does the
- * local part itself: dwfl_build_id_find_debuginfo (no debuginfod inside),
- * then the .gnu_debuglink paths; find_elf is never needed since every module
- * is reported with dwfl_report_elf. WALLPROF_DEBUGINFOD=1 selects the standard
- * callback, debuginfod included. */
+ * local part itself: the build-id tree by our own lookup (so that the debug
+ * cache can stand in for what it finds), dwfl_build_id_find_debuginfo (no
+ * debuginfod inside; it also finds dwz alt files), then the .gnu_debuglink
+ * paths; find_elf is never needed since every module is reported with
+ * dwfl_report_elf. WALLPROF_DEBUGINFOD=1 selects the standard callback,
+ * debuginfod included, after the local part. */
 
 static uint32_t crc_table[256];
 
@@ -161,9 +163,21 @@ static int find_by_debuglink(Dwfl_Module *mod, const char *file_name, const char
 	return fd;
 }
 
+/* `fd`, a debug file of `mod`, or its copy from the debug cache. */
+static int swap(Dwfl_Module *mod, int fd)
+{
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	int n = dwfl_module_build_id(mod, &bits, &vaddr);
+
+	return wp_sym_cache_swap(fd, bits, n > 0 ? (uint32_t)n : 0, WP_SYM_COPY_DEBUG);
+}
+
 /* The build-id tree first, by our own lookup: dwfl_build_id_find_debuginfo
  * keeps the ELF handle of what it finds inside the module, whatever
- * descriptor is returned, so the debug cache could not stand in for it. */
+ * descriptor is returned, so the debug cache could not stand in for it.
+ * The name given back is the file's real path, as libdwfl's own lookup
+ * gives it (a relative alt link is resolved against its directory). */
 static int by_build_id(Dwfl_Module *mod, char **found)
 {
 	const unsigned char *bits;
@@ -174,29 +188,46 @@ static int by_build_id(Dwfl_Module *mod, char **found)
 	if (n <= 0 || wp_sym_build_id_debug_path(bits, (uint32_t)n, path, sizeof(path)) != 0)
 		return -1;
 	fd = try_debug_file(mod, NULL, path, 0);
-	if (fd >= 0 && !(*found = strdup(path))) {
+	if (fd >= 0 && !(*found = realpath(path, NULL)) && !(*found = strdup(path))) {
 		close(fd);
 		fd = -1;
 	}
 	return fd;
 }
 
+/* Whether libdwfl asks for the module's dwz alt file (.gnu_debugaltlink)
+ * rather than its debug file: once the module's DWARF is open it calls
+ * the same callback with the alt file's name where the module's own
+ * .gnu_debuglink would be, and no CRC. */
+static int alt_call(Dwfl_Module *mod, const char *link, GElf_Word crc)
+{
+	GElf_Addr bias;
+	GElf_Word own_crc;
+	Elf *e;
+	const char *own;
+
+	if (!link || crc != 0)
+		return 0;
+	e = dwfl_module_getelf(mod, &bias);
+	own = e ? dwelf_elf_gnu_debuglink(e, &own_crc) : NULL;
+	return !own || strcmp(own, link) != 0;
+}
+
 static int local_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
 				Dwarf_Addr base, const char *file_name, const char *debuglink_file,
 				GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
-	int fd = by_build_id(mod, debuginfo_file_name);
+	int alt = alt_call(mod, debuglink_file, debuglink_crc), fd = -1;
 
-	if (fd < 0)
-		fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name,
-						  debuglink_file, debuglink_crc,
-						  debuginfo_file_name);
-	else
-		return wp_sym_cache_swap(fd);
+	/* An alt file is looked up as it always was, and read as it is. */
+	if (!alt && (fd = by_build_id(mod, debuginfo_file_name)) >= 0)
+		return swap(mod, fd);
+	fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+					  debuglink_crc, debuginfo_file_name);
 	if (fd >= 0)
 		return fd;
-	return wp_sym_cache_swap(find_by_debuglink(mod, file_name, debuglink_file, debuglink_crc,
-						   debuginfo_file_name));
+	fd = find_by_debuglink(mod, file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
+	return alt ? fd : swap(mod, fd);
 }
 
 /* The local search (through the debug cache), then the standard one, whose

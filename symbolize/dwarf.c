@@ -494,7 +494,9 @@ static void line_at(struct session *ss, struct cu *cu, Dwarf_Addr pc, struct wp_
 }
 
 /* The size of the .debug_* sections of the file libdw reads, as libdw holds
- * them (it decompresses compressed ones when it opens the file). */
+ * them: decompressed on the heap when the file compresses them, mapped
+ * otherwise (an uncompressed file, a copy from the debug cache); both are
+ * counted, mapped pages being memory too once read. */
 static size_t dwarf_size(Dwarf *dw)
 {
 	Elf *e = dwarf_getelf(dw);

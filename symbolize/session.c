@@ -207,6 +207,12 @@ static int try_source(const struct wp_sym *s, struct session *ss, const struct w
 	return 1;
 }
 
+/* `fd`, or its copy from the debug cache when it has the recorded build-id. */
+static int swap(const struct wp_module *m, int fd, char kind)
+{
+	return wp_sym_cache_swap(fd, m->build_id, m->build_id_len, kind);
+}
+
 /* A session over the file the module had mapped: the vDSO from memory, the
  * file at its path, the mapping a live process still has, or the separate
  * debug file of its build-id, the first the module's identity accepts.
@@ -225,12 +231,13 @@ static struct session *open_session(const struct wp_sym *s, const struct wp_modu
 	 * uncompressed copy in the debug cache, when there is one (its
 	 * identity, ss->file, stays the original's). */
 	if (!vdso && m->path && m->path[0] && (fd = open_regular(m->path, &ss->file)) >= 0 &&
-	    try_source(s, ss, m, m->path, wp_sym_cache_swap(fd), SRC_PATH))
+	    try_source(s, ss, m, m->path, swap(m, fd, WP_SYM_COPY_MODULE), SRC_PATH))
 		return ss;
 	/* Deleted or replaced on disk but still mapped here: the mapping
 	 * still reaches the original file. */
 	if (!vdso && (fd = wp_sym_mapped_fd(m)) >= 0 &&
-	    try_source(s, ss, m, m->path ? m->path : "[mapped]", wp_sym_cache_swap(fd), SRC_MAPPED))
+	    try_source(s, ss, m, m->path ? m->path : "[mapped]", swap(m, fd, WP_SYM_COPY_MODULE),
+		       SRC_MAPPED))
 		return ss;
 	/* Missing or replaced: the separate debug file of the recorded build
 	 * has the same program headers, so it stands in for the binary. */
@@ -238,7 +245,7 @@ static struct session *open_session(const struct wp_sym *s, const struct wp_modu
 	struct file_id unused;
 	if (wp_sym_build_id_debug_path(m->build_id, m->build_id_len, path, sizeof(path)) == 0 &&
 	    (fd = open_regular(path, &unused)) >= 0 &&
-	    try_source(s, ss, m, path, wp_sym_cache_swap(fd), SRC_DEBUG))
+	    try_source(s, ss, m, path, swap(m, fd, WP_SYM_COPY_DEBUG), SRC_DEBUG))
 		return ss;
 	free(ss);
 	return NULL;

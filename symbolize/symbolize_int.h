@@ -29,11 +29,18 @@ int wp_sym_mapped_fd(const struct wp_module *m);
  * owns the fd. */
 int wp_sym_vdso_fd(const struct wp_module *m);
 
+/* What a copy in the debug cache stands for: the module's own file, or its
+ * separate debug file (both have the module's build-id; a copy of one never
+ * answers for the other). */
+#define WP_SYM_COPY_MODULE 'm'
+#define WP_SYM_COPY_DEBUG 'd'
+
 /* `fd` (an ELF file about to be reported or read for its debug
  * information), or in its place, `fd` then closed, its uncompressed copy
  * from the debug cache (wp_sym_set_debug_cache): found there, or made when
- * the file's compressed sections hold at least a quarter MiB. Any failure
- * returns `fd` as it was. */
-int wp_sym_cache_swap(int fd);
+ * the file has build-id `id` (the one the module was recorded with; none:
+ * no copy) and its compressed .debug_* sections hold at least a quarter
+ * MiB. Any failure returns `fd` as it was (symbolize/debug_cache.c). */
+int wp_sym_cache_swap(int fd, const uint8_t *id, uint32_t id_len, char kind);
 
 #endif

@@ -176,11 +176,18 @@ def main():
             print(n)
         return 0
     passed = failed = 0
-    for name, fn in tests:
-        if run_one(name, fn):
-            passed += 1
-        else:
-            failed += 1
+    # The converter's per-user caches (the debug cache's copies, the
+    # spool's default) go to a directory of this run, not the user's.
+    cache_home = tempfile.mkdtemp(prefix="wallprof-test-cache-")
+    os.environ["XDG_CACHE_HOME"] = cache_home
+    try:
+        for name, fn in tests:
+            if run_one(name, fn):
+                passed += 1
+            else:
+                failed += 1
+    finally:
+        shutil.rmtree(cache_home, ignore_errors=True)
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

@@ -7,25 +7,31 @@ reaches (__libc_start_call_main); a Go binary's own compressed DWARF is
 golang_cgo_debug_cache's.
 
 - debug_cache_same: a dump converted without the cache, then with it (the
-  copy made), then again (the copy read) gives the same frames; the copy is
-  a regular file of ours in a directory of ours, with libc's build-id and
-  nothing compressed; reading it marks it used (its mtime).
-- debug_cache_damaged: a copy cut short, a copy with another build-id and
-  a symbolic link in a copy's place are never read: the frames are those
-  of a conversion without the cache, and a whole copy is made again.
+  copy made), then again (the copy read, not made again) gives the same
+  frames; the copy is a regular file of ours in a directory of ours, with
+  libc's build-id and nothing compressed; reading it marks it used (its
+  mtime); eu-addr2line gives the same functions, inlined frames and lines
+  for the original and the copy inside 3000 of libc's functions.
+- debug_cache_damaged: a copy cut short, a copy with another build-id, a
+  symbolic link and the module itself in a copy's place are never read:
+  the frames are those of a conversion without the cache, and a whole copy
+  is made again.
 - debug_cache_bounds: WALLPROF_DEBUG_CACHE_MAX_MB is kept by dropping the
-  least recently used copies first; a copy that cannot fit is not made;
-  temporaries a dead converter left are removed after an hour, not before.
+  least recently used copies first; a copy that cannot fit is not made,
+  and nothing is dropped for it; temporaries a dead converter left are
+  removed after an hour, not before.
 - debug_cache_settings: through the library, a bad WALLPROF_DEBUG_CACHE or
   WALLPROF_DEBUG_CACHE_MAX_MB and a cache directory others can write each
   give one line and no cache, the program and its profile otherwise as
-  usual; `off` makes nothing; unset, the cache is
-  $XDG_CACHE_HOME/wallprof/debug.
+  usual; `off` makes nothing; a HOME of another user gets nothing (as
+  root); unset, the cache is $XDG_CACHE_HOME/wallprof/debug.
 """
 
 import glob
 import os
+import re
 import shutil
+import subprocess
 import time
 
 PROG = "conversion"          # test/progs/conversion.c: "work MS" burns CPU in its own code
@@ -35,17 +41,18 @@ WORK = ["work", "200"]
 def tests(rt):
     check, note = rt.check, rt.note
 
-    def libc_debug():
-        """The separate debug file of the libc this machine runs (compressed,
-        as libc6-dbg ships it), and its build-id; None when there is none."""
-        libc = None
+    def libc_path():
         with open("/proc/self/maps") as f:
             for line in f:
                 path = line.split()[-1]
                 if rt.is_libc_module(path) and os.path.exists(path):
-                    libc = path
-                    break
-        check(libc, "no libc in this process's maps")
+                    return path
+        raise rt.Failure("no libc in this process's maps")
+
+    def libc_debug():
+        """The separate debug file of the libc this machine runs (compressed,
+        as libc6-dbg ships it), and its build-id; None when there is none."""
+        libc = libc_path()
         bid, _ = rt.elf_facts(libc)
         path = bid and "/usr/lib/debug/.build-id/%s/%s.debug" % (bid[:2], bid[2:])
         if not path or not os.path.exists(path):
@@ -70,6 +77,34 @@ def tests(rt):
               % (path, got, bid, compressed))
         return st
 
+    def same_lines(orig, copy, tmp):
+        """eu-addr2line gives the same functions, inlined frames and lines
+        for the original and the copy, at a point inside each of up to 3000
+        functions of the symbol table."""
+        syms = rt.tool(["readelf", "-sW", orig], "readelf -s")
+        addrs = sorted({int(f[1], 16) + int(f[2], 0) // 2 for f in
+                        (l.split() for l in syms.splitlines())
+                        if len(f) >= 8 and f[3] == "FUNC" and f[2].isdigit() and int(f[2]) > 0})
+        addrs = addrs[::max(1, len(addrs) // 3000)]
+        check(len(addrs) >= 1000, "only %d functions in %s" % (len(addrs), orig))
+        argf = os.path.join(tmp, "addrs")
+        with open(argf, "w") as f:
+            f.write("\n".join("0x%x" % a for a in addrs) + "\n")
+        out = {}
+        for what, path in (("original", orig), ("copy", copy)):
+            with open(argf) as f:
+                p = subprocess.run(["eu-addr2line", "-f", "-i", "-e", path], stdin=f,
+                                   capture_output=True, text=True, timeout=120)
+            check(p.returncode == 0, "eu-addr2line -e %s: %s" % (path, p.stderr[-300:]))
+            out[what] = p.stdout.splitlines()
+        check(sum(1 for l in out["original"] if re.search(r":[1-9]\d*$", l)) >= len(addrs) // 2,
+              "eu-addr2line finds few lines in %s" % orig)
+        diff = [(a, b) for a, b in zip(out["original"], out["copy"]) if a != b]
+        check(out["original"] == out["copy"],
+              "eu-addr2line over %d addresses: %d lines of the original, %d of the copy, "
+              "first difference %s" % (len(addrs), len(out["original"]), len(out["copy"]),
+                                       diff[:1]))
+
     def libc_frames(frames):
         return [f for f in frames if rt.is_libc_module(f.get("module"))]
 
@@ -86,11 +121,11 @@ def tests(rt):
               "no libc frame with a line number without the cache: %s" % lf[:3])
         made, _ = rt.convert_frames(raw, os.path.join(tmp, "made.json"),
                                     {"WALLPROF_DEBUG_CACHE": cache})
-        copy = os.path.join(cache, bid + ".debug")
-        check(os.listdir(cache) == [bid + ".debug"], "in the cache: %s" % os.listdir(cache))
+        copy = os.path.join(cache, bid + "-d.debug")
+        check(os.listdir(cache) == [bid + "-d.debug"], "in the cache: %s" % os.listdir(cache))
         check(os.stat(cache).st_mode & 0o777 == 0o700, "the cache is mode %o"
               % (os.stat(cache).st_mode & 0o777))
-        valid_copy(copy, bid)
+        ino = valid_copy(copy, bid).st_ino
         os.utime(copy, (1e9, 1e9))
         read, _ = rt.convert_frames(raw, os.path.join(tmp, "read.json"),
                                     {"WALLPROF_DEBUG_CACHE": cache})
@@ -99,8 +134,13 @@ def tests(rt):
               "%d when it was read; first difference: %s"
               % (len(off), len(made), len(read),
                  next(((a, b) for a, b in zip(off, read) if a != b), None)))
-        check(os.stat(copy).st_mtime > time.time() - 600,
-              "reading the copy did not mark it used (mtime %s)" % os.stat(copy).st_mtime)
+        st = os.stat(copy)
+        check(st.st_mtime > time.time() - 600,
+              "reading the copy did not mark it used (mtime %s)" % st.st_mtime)
+        check(st.st_ino == ino and os.listdir(cache) == [bid + "-d.debug"],
+              "the copy was made again instead of read (inode %d, then %d; %s)"
+              % (ino, st.st_ino, os.listdir(cache)))
+        same_lines(dbg, copy, tmp)
 
     def test_damaged(tmp):
         dbg, bid = libc_debug()
@@ -112,7 +152,7 @@ def tests(rt):
         off, _ = rt.convert_frames(raw, os.path.join(tmp, "off.json"),
                                    {"WALLPROF_DEBUG_CACHE": "off"})
         rt.convert_frames(raw, os.path.join(tmp, "made.json"), env)
-        copy = os.path.join(cache, bid + ".debug")
+        copy = os.path.join(cache, bid + "-d.debug")
         good = os.path.join(tmp, "good.debug")
         shutil.copyfile(copy, good)
         size = os.path.getsize(good)
@@ -129,8 +169,14 @@ def tests(rt):
             os.unlink(path)
             os.symlink(good, path)
 
+        def module(path):
+            # libc itself: the same build-id, nothing compressed, but not
+            # the debug file it would stand for
+            os.unlink(path)
+            shutil.copyfile(libc_path(), path)
+
         for what, spoil in (("cut short", cut), ("another file's", other),
-                            ("a symbolic link", link)):
+                            ("a symbolic link", link), ("of the module itself", module)):
             spoil(copy)
             os.chmod(copy, 0o600) if not os.path.islink(copy) else None
             frames, lines = rt.convert_frames(raw, os.path.join(tmp, "x.json"), env)
@@ -148,7 +194,7 @@ def tests(rt):
         raw = dump(tmp)
         cache = os.path.join(tmp, "cache")
         rt.convert_frames(raw, os.path.join(tmp, "a.json"), {"WALLPROF_DEBUG_CACHE": cache})
-        size = os.path.getsize(os.path.join(cache, bid + ".debug"))
+        size = os.path.getsize(os.path.join(cache, bid + "-d.debug"))
         shutil.rmtree(cache)
         os.mkdir(cache, 0o700)
         # Three older copies of 1 MiB each (names of build-ids, not ELF
@@ -156,7 +202,7 @@ def tests(rt):
         # 2000 and 3000 s after the epoch.
         olds = []
         for i, t in enumerate((1000, 2000, 3000)):
-            p = os.path.join(cache, ("%02d" % i) * 20 + ".debug")
+            p = os.path.join(cache, ("%02d" % i) * 20 + "-d.debug")
             with open(p, "wb") as f:
                 f.write(b"\0" * (1 << 20))
             os.utime(p, (t, t))
@@ -175,17 +221,24 @@ def tests(rt):
         left = sorted(os.listdir(cache))
         total = sum(os.path.getsize(os.path.join(cache, n)) for n in left)
         check(total <= mb << 20, "%d bytes in a cache of %d MiB: %s" % (total, mb, left))
-        check(os.path.exists(os.path.join(cache, bid + ".debug")), "no copy made: %s" % left)
+        check(os.path.exists(os.path.join(cache, bid + "-d.debug")), "no copy made: %s" % left)
         check(not os.path.exists(olds[0]) and os.path.exists(olds[1])
               and os.path.exists(olds[2]),
               "want the least recently used copy dropped, the other two kept: %s" % left)
         check(not os.path.exists(stale) and os.path.exists(fresh),
               "want the two-hour-old temporary removed, the minute-old one kept: %s" % left)
-        # A copy larger than the whole cache is not made.
-        small = os.path.join(tmp, "small")
-        rt.convert_frames(raw, os.path.join(tmp, "c.json"),
-                          {"WALLPROF_DEBUG_CACHE": small, "WALLPROF_DEBUG_CACHE_MAX_MB": "1"})
-        check(os.listdir(small) == [], "a 1 MiB cache holds %s" % os.listdir(small))
+        # A copy larger than the whole cache is not made, and nothing is
+        # dropped for it: neither when the original is larger than the
+        # cache, nor when only the copy (inflated) is.
+        os.unlink(os.path.join(cache, bid + "-d.debug"))
+        before = sorted(os.listdir(cache))
+        orig_mb = (os.path.getsize(dbg) + (1 << 20) - 1) >> 20
+        for limit in ("1", str(orig_mb + 1)):
+            rt.convert_frames(raw, os.path.join(tmp, "c.json"),
+                              {"WALLPROF_DEBUG_CACHE": cache,
+                               "WALLPROF_DEBUG_CACHE_MAX_MB": limit})
+            check(sorted(os.listdir(cache)) == before,
+                  "a cache of %s MiB: %s, was %s" % (limit, sorted(os.listdir(cache)), before))
 
     def test_settings(tmp):
         dbg, bid = libc_debug()
@@ -216,15 +269,26 @@ def tests(rt):
         check(r.rc == bare.rc and not [l for l in r.wallprof_lines() if "cache" in l],
               "with the cache off: %s" % r.describe())
         check(not os.path.exists(xdg), "with the cache off, %s was made" % xdg)
+        if os.geteuid() == 0:
+            # root with another user's HOME (sudo keeps it): nothing made there
+            alien = os.path.join(tmp, "alien")
+            os.mkdir(alien)
+            os.chown(alien, 65534, 65534)
+            env = {"HOME": alien, "XDG_CACHE_HOME": ""}
+            r = rt.run_bounded(argv, tmp, env_extra=env)
+            check(r.rc == bare.rc and not [l for l in r.wallprof_lines() if "cache" in l],
+                  "with another user's HOME: %s" % r.describe())
+            check(os.listdir(alien) == [], "made in another user's HOME: %s"
+                  % os.listdir(alien))
         if not dbg:
             return
         r = rt.run_bounded(argv, tmp, env_extra={"XDG_CACHE_HOME": xdg})
         check(r.rc == bare.rc and not [l for l in r.wallprof_lines() if "cache" in l],
               "with the default cache: %s" % r.describe())
         rt.check_valid(rt.exit_profile(r))
-        valid_copy(os.path.join(xdg, "wallprof", "debug", bid + ".debug"), bid)
+        valid_copy(os.path.join(xdg, "wallprof", "debug", bid + "-d.debug"), bid)
         check(glob.glob(os.path.join(xdg, "wallprof", "debug", "*")) ==
-              [os.path.join(xdg, "wallprof", "debug", bid + ".debug")],
+              [os.path.join(xdg, "wallprof", "debug", bid + "-d.debug")],
               "in the default cache: %s" % os.listdir(os.path.join(xdg, "wallprof", "debug")))
 
     return [

@@ -316,7 +316,7 @@ def tests(rt):
                                     {"WALLPROF_DEBUG_CACHE": cache})
         read, _ = rt.convert_frames(raw, os.path.join(tmp, "read.json"),
                                     {"WALLPROF_DEBUG_CACHE": cache})
-        copy = os.path.join(cache, bid + ".debug")
+        copy = os.path.join(cache, bid + "-m.debug")
         check(os.path.exists(copy), "no copy of cgoprog in the cache: %s" % os.listdir(cache))
         check(rt.elf_facts(copy) == (bid, False), "the copy: %s" % (rt.elf_facts(copy),))
         check([f for f in off if (f.get("function") or "").startswith("main.")
@@ -324,6 +324,36 @@ def tests(rt):
         check(made == off and read == off,
               "cgoprog's frames differ with the debug cache: first difference %s"
               % (next(((a, b) for a, b in zip(off, read) if a != b), None),))
+        # A dump names any file it likes: one with another build-id at the
+        # module's path (here a compressed debug file of another program) is
+        # never copied.
+        moved = os.path.join(tmp, "prog")
+        shutil.copyfile(exe, moved)
+        os.chmod(moved, 0o755)
+        _, raw2 = rt.keep_raw_run([moved, "cexit"], tmp, {"WALLPROF_HZ": str(PROFILE_HZ)})
+        os.unlink(moved)
+        shutil.copyfile(copy, moved)
+        other = os.path.join(tmp, "other")
+        p = subprocess.run(["objcopy", "--compress-debug-sections=zlib", copy, other],
+                           capture_output=True, text=True)
+        check(p.returncode == 0, "objcopy: %s" % p.stderr[-200:])
+        # the same DWARF, compressed, under another build-id
+        with open(other, "r+b") as f:
+            data = f.read()
+            at = data.find(bytes.fromhex(bid))
+            check(at > 0, "no build-id bytes in the copy")
+            f.seek(at)
+            f.write(bytes(b ^ 0xff for b in bytes.fromhex(bid)))
+        os.replace(other, moved)
+        other_bid, other_compressed = rt.elf_facts(moved)
+        check(other_compressed and other_bid != bid, "the stand-in: %s"
+              % (rt.elf_facts(moved),))
+        shutil.rmtree(cache)
+        rt.convert_frames(raw2, os.path.join(tmp, "other.json"), {"WALLPROF_DEBUG_CACHE": cache})
+        check(not [n for n in os.listdir(cache) if n.endswith("-m.debug")
+                   or n.startswith(other_bid)],
+              "a file with another build-id at the module's path was copied: %s"
+              % os.listdir(cache))
 
     return [
         ("golang_cgo_runs", test_runs),
