@@ -11,15 +11,28 @@
 
 #include "output.h"
 
-int wp_out_private_dir(const char *path)
+#define PATH_BUF 4096
+
+/* `path` into `p` (PATH_BUF bytes); its length, or -1 when it does not fit. */
+static long copy_path(char *p, const char *path)
 {
-	char p[4096];
-	struct stat st;
 	size_t n = strlen(path);
 
-	if (n >= sizeof(p))
-		return 0;
+	if (n >= PATH_BUF)
+		return -1;
 	memcpy(p, path, n + 1);
+	return (long)n;
+}
+
+int wp_out_private_dir(const char *path)
+{
+	char p[PATH_BUF];
+	struct stat st;
+	long len = copy_path(p, path);
+	size_t n = (size_t)len;
+
+	if (len < 0)
+		return 0;
 	for (size_t i = 1; i <= n; i++) {
 		if (p[i] != '/' && p[i] != '\0')
 			continue;
@@ -37,13 +50,11 @@ int wp_out_private_dir(const char *path)
  * is made under it. */
 static int base_is_ours(const char *base)
 {
-	char p[4096];
+	char p[PATH_BUF];
 	struct stat st;
-	size_t n = strlen(base);
 
-	if (n >= sizeof(p))
+	if (copy_path(p, base) < 0)
 		return 0;
-	memcpy(p, base, n + 1);
 	while (stat(p, &st) != 0) {
 		char *slash = strrchr(p, '/');
 

@@ -108,14 +108,22 @@ def tests(rt):
     def libc_frames(frames):
         return [f for f in frames if rt.is_libc_module(f.get("module"))]
 
-    def test_same(tmp):
+    def start(tmp):
+        """libc's debug file and build-id, a kept dump, the cache's path
+        and the dump's frames without the cache; None without libc6-dbg."""
         dbg, bid = libc_debug()
         if not dbg:
-            return
+            return None
         raw = dump(tmp)
-        cache = os.path.join(tmp, "cache")
         off, _ = rt.convert_frames(raw, os.path.join(tmp, "off.json"),
                                    {"WALLPROF_DEBUG_CACHE": "off"})
+        return dbg, bid, raw, os.path.join(tmp, "cache"), off
+
+    def test_same(tmp):
+        got = start(tmp)
+        if not got:
+            return
+        dbg, bid, raw, cache, off = got
         lf = libc_frames(off)
         check([f for f in lf if f.get("lineno")],
               "no libc frame with a line number without the cache: %s" % lf[:3])
@@ -143,14 +151,11 @@ def tests(rt):
         same_lines(dbg, copy, tmp)
 
     def test_damaged(tmp):
-        dbg, bid = libc_debug()
-        if not dbg:
+        got = start(tmp)
+        if not got:
             return
-        raw = dump(tmp)
-        cache = os.path.join(tmp, "cache")
+        dbg, bid, raw, cache, off = got
         env = {"WALLPROF_DEBUG_CACHE": cache}
-        off, _ = rt.convert_frames(raw, os.path.join(tmp, "off.json"),
-                                   {"WALLPROF_DEBUG_CACHE": "off"})
         rt.convert_frames(raw, os.path.join(tmp, "made.json"), env)
         copy = os.path.join(cache, bid + "-d.debug")
         good = os.path.join(tmp, "good.debug")
