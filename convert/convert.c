@@ -53,8 +53,9 @@ static void usage(FILE *f)
 		"  -h, --help          this text\n"
 		"\n"
 		"Compressed debug information is read through uncompressed copies kept in\n"
-		"WALLPROF_DEBUG_CACHE (default ~/.cache/wallprof/debug; \"off\": none), at\n"
-		"most WALLPROF_DEBUG_CACHE_MAX_MB (default 1024) MiB of them.\n"
+		"WALLPROF_DEBUG_CACHE (default $XDG_CACHE_HOME/wallprof/debug, else\n"
+		"~/.cache/wallprof/debug; \"off\": none), at most WALLPROF_DEBUG_CACHE_MAX_MB\n"
+		"(default 1024) MiB of them.\n"
 		"\n"
 		"Exit status: 0 written, 1 failed (one \"wallprof:\" line says why), 2 usage.\n"
 		"The library runs it itself (--library, --tree); that is not for people.\n");

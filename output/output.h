@@ -144,8 +144,9 @@ int wp_out_private_dir(const char *path);
 
 /* A per-user cache directory of the converter's into `out`:
  * $XDG_CACHE_HOME/wallprof/<leaf>, else $HOME/.cache/wallprof/<leaf>, the
- * first whose base is absolute and ours (its nearest existing directory
- * owned by the effective uid) and that is wp_out_private_dir: a shared
+ * first whose base is absolute and ours (its nearest existing directory,
+ * and a link there, owned by the effective uid or by root, and not open to
+ * all without the sticky bit) and that is wp_out_private_dir: a shared
  * XDG_CACHE_HOME, a HOME kept by sudo, a container's HOME=/ for another uid
  * are passed over, and nothing is made under them.
  * Returns 0, or -1 when neither is. */

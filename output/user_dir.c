@@ -45,24 +45,30 @@ int wp_out_private_dir(const char *path)
 	       !(st.st_mode & 022);
 }
 
-/* Whether the nearest existing directory at or above `base` is ours: a
- * HOME kept by sudo, or another user's XDG_CACHE_HOME, is not, and nothing
- * is made under it. */
+/* Whether the nearest existing directory at or above `base` is ours or
+ * root's (a base that does not exist yet under /tmp is made as before),
+ * and, when it is a symbolic link, whether that link is too: a HOME kept
+ * by sudo, another user's XDG_CACHE_HOME or a link another user planted
+ * is not, and nothing is made under it. */
 static int base_is_ours(const char *base)
 {
 	char p[PATH_BUF];
 	struct stat st;
+	uid_t me = geteuid();
 
 	if (copy_path(p, base) < 0)
 		return 0;
-	while (stat(p, &st) != 0) {
+	while (lstat(p, &st) != 0) {
 		char *slash = strrchr(p, '/');
 
 		if (errno != ENOENT || !slash || slash == p)
 			return 0;
 		*slash = '\0';
 	}
-	return S_ISDIR(st.st_mode) && st.st_uid == geteuid();
+	if (S_ISLNK(st.st_mode) && ((st.st_uid != me && st.st_uid != 0) || stat(p, &st) != 0))
+		return 0;
+	return S_ISDIR(st.st_mode) && (st.st_uid == me || st.st_uid == 0) &&
+	       (st.st_uid == me || !(st.st_mode & 002) || (st.st_mode & S_ISVTX));
 }
 
 int wp_out_user_cache_dir(const char *leaf, char *out, size_t len)

@@ -20,15 +20,16 @@
  * before. Only a file whose build-id is the one the module was recorded
  * with is copied (a dump names any path it likes). A file is not copied
  * when libdw would look for other files relative to its directory (a dwz
- * alt link, split DWARF's .debug_addr), or when it uses a compression
- * libelf cannot undo. A copy is trusted only from a local directory of
+ * alt link, split DWARF), when it uses a compression libelf cannot undo,
+ * or when loaded contents follow a compressed section. A copy is trusted only from a local directory of
  * ours that others cannot write, as a regular file of ours (never a link),
  * whole, with the build-id and the section count of the file it stands
  * for and nothing compressed; one that is not is removed and made again.
  * It is written to a temporary, synced and renamed, so a crash leaves no
  * half copy under a copy's name. Copies are dropped least recently used
  * first (their mtime, set at each use) to keep the cache under its size,
- * and a copy larger than the whole cache is not made. */
+ * once the new copy is written: nothing is dropped for a copy that would
+ * not fit in the whole cache or could not be written. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -54,11 +55,19 @@
 #define STALE_TMP_S 3600
 /* "<hex>-<kind>.debug": at most 64 bytes of build-id. */
 #define NAME_MAX_LEN (2 * WP_BUILD_ID_MAX + 16)
-/* Network file systems: another host may remove a copy this one has mapped. */
-#define NFS_MAGIC 0x6969
-#define SMB_MAGIC 0x517B
-#define CIFS_MAGIC 0xFF534D42u
-#define SMB2_MAGIC 0xFE534D42u
+/* Network and user-space file systems: another host (or a daemon) may
+ * remove or change a copy this one has mapped. */
+static const uint32_t remote_fs[] = {
+	0x6969u,     /* NFS */
+	0x517Bu,     /* SMB */
+	0xFF534D42u, /* CIFS */
+	0xFE534D42u, /* SMB2 */
+	0x65735546u, /* FUSE */
+	0x00C36400u, /* Ceph */
+	0x01021997u, /* 9p */
+	0x47504653u, /* GPFS */
+	0x5346414Fu, /* AFS */
+};
 
 static char cache_dir[4096];
 static uint64_t cache_max;
@@ -78,7 +87,8 @@ struct survey {
 	char hex[2 * WP_BUILD_ID_MAX + 1]; /* its build-id */
 	size_t shnum;
 	uint64_t compressed; /* bytes of its compressed sections */
-	uint64_t need;       /* bytes its copy takes at most */
+	uint64_t need;       /* about the bytes its copy takes */
+	int check_units;     /* .debug_addr: split DWARF is possible */
 };
 
 static uint64_t align_up(uint64_t v, uint64_t a)
@@ -89,8 +99,11 @@ static uint64_t align_up(uint64_t v, uint64_t a)
 /* Fills `sv`. Returns 1 when the file can be copied (or is a copy: nothing
  * compressed), 0 when it must be read as it is: no build-id, a section
  * libelf cannot read, a compression other than zlib's, a compressed
- * section that is not .debug_*, the older .zdebug form, a dwz alt link or
- * split DWARF (libdw looks for those files beside the one it reads). */
+ * section that is not .debug_*, loaded contents after one (the copy moves
+ * every section from the first inflated one on), the older .zdebug form,
+ * a dwz alt link (libdw may look for it beside the file it reads). Split
+ * DWARF, whose .dwo files libdw may look for there too, is told from its
+ * units when the copy is written (check_units). */
 static int survey(Elf *e, struct survey *sv)
 {
 	const void *id;
@@ -114,8 +127,10 @@ static int survey(Elf *e, struct survey *sv)
 		if (!gelf_getshdr(s, &sh) || !(name = elf_strptr(e, shstrndx, sh.sh_name)))
 			return 0;
 		if (!strncmp(name, ".zdebug", 7) || !strcmp(name, ".gnu_debugaltlink") ||
-		    !strcmp(name, ".debug_addr"))
+		    (sv->compressed && (sh.sh_flags & SHF_ALLOC) && sh.sh_type != SHT_NOBITS))
 			return 0;
+		if (!strcmp(name, ".debug_addr"))
+			sv->check_units = 1;
 		if (sh.sh_flags & SHF_COMPRESSED) {
 			if (strncmp(name, ".debug_", 7) || !gelf_getchdr(s, &ch) ||
 			    ch.ch_type != ELFCOMPRESS_ZLIB)
@@ -229,15 +244,50 @@ static int copy_data(Elf_Scn *from, Elf_Scn *to, const GElf_Shdr *sh)
 	return 0;
 }
 
+/* Whether .debug_info's units (`d`, inflated) hold split DWARF: a DWARF 5
+ * skeleton or split unit, or, with .debug_addr, any unit before version 5
+ * (GNU's split DWARF 4). Unreadable headers count as split. */
+static int split_units(const Elf_Data *d)
+{
+	const unsigned char *p = d->d_buf;
+	uint64_t off = 0, size = d->d_size;
+
+	while (off + 12 <= size) {
+		uint64_t len;
+		uint32_t l32;
+		uint16_t version;
+		unsigned hdr = 4;
+
+		memcpy(&l32, p + off, 4);
+		len = l32;
+		if (l32 == 0xffffffffu) {
+			memcpy(&len, p + off + 4, 8);
+			hdr = 12;
+		} else if (l32 >= 0xfffffff0u) {
+			return 1;
+		}
+		if (len < 3 || len > size - off - hdr)
+			return 1;
+		memcpy(&version, p + off + hdr, 2);
+		if (version < 5 || p[off + hdr + 2] == 4 /* DW_UT_skeleton */ ||
+		    p[off + hdr + 2] == 5 /* DW_UT_split_compile */)
+			return 1;
+		off += hdr + len;
+	}
+	return 0;
+}
+
 /* Writes `src` to `fd` with every compressed section inflated (see the
- * top of the file for the layout). Returns 0, or -1. */
-static int write_inflated(Elf *src, int fd)
+ * top of the file for the layout); with `check_units`, not when
+ * .debug_info holds split DWARF. Returns 0, or -1. */
+static int write_inflated(Elf *src, int fd, int check_units)
 {
 	Elf *dst = elf_begin(fd, ELF_C_WRITE, NULL);
 	GElf_Ehdr eh;
 	size_t nph, shstrndx, shnum;
 	uint64_t end;
 	int moved = 0, rc = -1;
+	size_t info_name = (size_t)-1;
 
 	if (!dst || !gelf_getehdr(src, &eh) || elf_getphdrnum(src, &nph) != 0 ||
 	    elf_getshdrstrndx(src, &shstrndx) != 0 || shstrndx >= SHN_LORESERVE ||
@@ -245,6 +295,14 @@ static int write_inflated(Elf *src, int fd)
 	    !gelf_newehdr(dst, gelf_getclass(src)))
 		goto out;
 	elf_flagelf(dst, ELF_C_SET, ELF_F_LAYOUT);
+	for (Elf_Scn *s = NULL; check_units && (s = elf_nextscn(src, s));) {
+		GElf_Shdr sh;
+		const char *nm;
+
+		if (gelf_getshdr(s, &sh) && (nm = elf_strptr(src, shstrndx, sh.sh_name)) &&
+		    !strcmp(nm, ".debug_info"))
+			info_name = sh.sh_name;
+	}
 	end = eh.e_ehsize;
 	if (nph) {
 		if (!gelf_newphdr(dst, nph))
@@ -268,6 +326,12 @@ static int write_inflated(Elf *src, int fd)
 			if (elf_compress(s, 0, 0) < 0 || !gelf_getshdr(s, &sh))
 				goto out;
 			moved = 1;
+		}
+		if (check_units && sh.sh_name == info_name) {
+			Elf_Data *info = elf_getdata(s, NULL);
+
+			if (!info || split_units(info))
+				goto out;
 		}
 		if (moved)
 			sh.sh_offset = align_up(end, sh.sh_addralign);
@@ -320,17 +384,26 @@ static int is_copy(const char *name)
 	return 1;
 }
 
-/* Removes the least recently used copies until the others, the
- * temporaries being written and `need` more bytes fit under the cache's
- * size, and temporaries a dead converter left. Returns 0 when `need` fits
- * then, or -1. */
-static int make_room(int dirfd, uint64_t need)
+/* Whether `name` is a temporary of ours (".<copy's name>.<pid>.tmp"). */
+static int is_tmp(const char *name)
+{
+	size_t n = strlen(name);
+
+	return name[0] == '.' && n > 5 && !strcmp(name + n - 4, ".tmp");
+}
+
+/* Removes temporaries a dead converter left and, when that is enough, the
+ * least recently used copies until the others, the temporaries being
+ * written (but `mine`) and `need` more bytes fit under the cache's size.
+ * Returns 0 when `need` fits then; -1, having removed no copy, when it
+ * would not fit even with every copy gone. */
+static int make_room(int dirfd, uint64_t need, const char *mine)
 {
 	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct entry *v = NULL;
 	size_t nr = 0, cap = 0;
-	uint64_t total = 0;
+	uint64_t total = 0, busy = 0;
 	struct dirent *de;
 	time_t now = time(NULL);
 	int rc = -1;
@@ -346,11 +419,11 @@ static int make_room(int dirfd, uint64_t need)
 		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 		    !S_ISREG(st.st_mode))
 			continue;
-		if (de->d_name[0] == '.' && strstr(de->d_name, ".tmp")) {
+		if (is_tmp(de->d_name)) {
 			if (now - st.st_mtim.tv_sec > STALE_TMP_S)
 				unlinkat(dirfd, de->d_name, 0);
-			else
-				total += (uint64_t)st.st_size;
+			else if (strcmp(de->d_name, mine))
+				busy += (uint64_t)st.st_size;
 			continue;
 		}
 		if (!is_copy(de->d_name))
@@ -369,30 +442,37 @@ static int make_room(int dirfd, uint64_t need)
 		v[nr].mtime = st.st_mtim;
 		total += v[nr++].size;
 	}
-	qsort(v, nr, sizeof(*v), older);
-	for (size_t i = 0; i < nr && total + need > cache_max; i++)
+	if (busy + need > cache_max)
+		goto out;
+	if (nr)
+		qsort(v, nr, sizeof(*v), older);
+	for (size_t i = 0; i < nr && busy + total + need > cache_max; i++)
 		if (unlinkat(dirfd, v[i].name, 0) == 0)
 			total -= v[i].size;
-	rc = total + need <= cache_max ? 0 : -1;
+	rc = busy + total + need <= cache_max ? 0 : -1;
 out:
 	free(v);
 	closedir(d);
 	return rc;
 }
 
-/* Makes the copy of `src` named `name`; returns it open for reading, or -1. */
+/* Makes the copy of `src` named `name`: written to a temporary first, so
+ * that room is made for its real size and nothing is dropped for a copy
+ * that cannot be written. Returns it open for reading, or -1. */
 static int make_copy(int dirfd, Elf *src, const char *name, const struct survey *sv)
 {
 	char tmp[NAME_MAX_LEN + 32];
+	struct stat st;
 	int fd, rd = -1;
 
-	if (sv->need > cache_max || make_room(dirfd, sv->need) != 0)
+	if (sv->need > cache_max)
 		return -1;
 	snprintf(tmp, sizeof(tmp), ".%s.%d.tmp", name, (int)getpid());
 	fd = openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -1;
-	if (write_inflated(src, fd) == 0 && fsync(fd) == 0 &&
+	if (write_inflated(src, fd, sv->check_units) == 0 && fsync(fd) == 0 &&
+	    fstat(fd, &st) == 0 && make_room(dirfd, (uint64_t)st.st_size, tmp) == 0 &&
 	    renameat(dirfd, tmp, dirfd, name) == 0) {
 		rd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 		close(fd);
@@ -404,8 +484,9 @@ static int make_copy(int dirfd, Elf *src, const char *name, const struct survey 
 }
 
 /* The cache directory, open, when it is a local one of ours that others
- * cannot write (a shared one could hand us any file under any name); -1
- * otherwise. */
+ * cannot write (a shared one could hand us any file under any name; on a
+ * network file system another host could remove a copy we have mapped);
+ * -1 otherwise. */
 static int open_cache(void)
 {
 	int dirfd = open(cache_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -414,10 +495,14 @@ static int open_cache(void)
 
 	if (dirfd < 0)
 		return -1;
-	if (fstat(dirfd, &st) == 0 && st.st_uid == geteuid() && !(st.st_mode & 022) &&
-	    fstatfs(dirfd, &fs) == 0 && fs.f_type != NFS_MAGIC && fs.f_type != SMB_MAGIC &&
-	    (uint32_t)fs.f_type != CIFS_MAGIC && (uint32_t)fs.f_type != SMB2_MAGIC)
-		return dirfd;
+	if (fstat(dirfd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 022) ||
+	    fstatfs(dirfd, &fs) != 0)
+		goto no;
+	for (size_t i = 0; i < sizeof(remote_fs) / sizeof(*remote_fs); i++)
+		if ((uint32_t)fs.f_type == remote_fs[i])
+			goto no;
+	return dirfd;
+no:
 	close(dirfd);
 	return -1;
 }

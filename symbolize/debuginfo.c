@@ -196,28 +196,24 @@ static int by_build_id(Dwfl_Module *mod, char **found)
 }
 
 /* Whether libdwfl asks for the module's dwz alt file (.gnu_debugaltlink)
- * rather than its debug file: once the module's DWARF is open it calls
- * the same callback with the alt file's name where the module's own
- * .gnu_debuglink would be, and no CRC. */
-static int alt_call(Dwfl_Module *mod, const char *link, GElf_Word crc)
+ * rather than its debug file: it asks the same callback, with the alt
+ * file's name where the module's own .gnu_debuglink would be, once the
+ * module's DWARF is open, that is once its debug file is set, which
+ * dwfl_module_info tells by a dwbias other than -1 (as libdwfl's own
+ * dwfl_build_id_find_debuginfo suggests). */
+static int alt_call(Dwfl_Module *mod)
 {
-	GElf_Addr bias;
-	GElf_Word own_crc;
-	Elf *e;
-	const char *own;
+	Dwarf_Addr dwbias = (Dwarf_Addr)-1;
 
-	if (!link || crc != 0)
-		return 0;
-	e = dwfl_module_getelf(mod, &bias);
-	own = e ? dwelf_elf_gnu_debuglink(e, &own_crc) : NULL;
-	return !own || strcmp(own, link) != 0;
+	dwfl_module_info(mod, NULL, NULL, NULL, &dwbias, NULL, NULL, NULL);
+	return dwbias != (Dwarf_Addr)-1;
 }
 
 static int local_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
 				Dwarf_Addr base, const char *file_name, const char *debuglink_file,
 				GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
-	int alt = alt_call(mod, debuglink_file, debuglink_crc), fd = -1;
+	int alt = alt_call(mod), fd = -1;
 
 	/* An alt file is looked up as it always was, and read as it is. */
 	if (!alt && (fd = by_build_id(mod, debuginfo_file_name)) >= 0)
