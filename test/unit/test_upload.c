@@ -686,6 +686,29 @@ static void test_env(void)
 		REQ(!wp_spool_default_dir(dir, sizeof(dir)) &&
 		    !strncmp(dir, "/t/wallprof-spool-", 18));
 		REQ(wp_spool_default_dir(dir, 5) == -1);
+		/* a base not made yet: made when its nearest existing
+		 * directory is ours (or root's, as /tmp); passed over under
+		 * another user's (a HOME kept by sudo) */
+		snprintf(c, sizeof(c), "%s/not/yet", base);
+		setenv("XDG_CACHE_HOME", c, 1);
+		snprintf(want, sizeof(want), "%s/wallprof/spool", c);
+		REQ(!wp_spool_default_dir(dir, sizeof(dir)) && !strcmp(dir, want) &&
+		    access(want, F_OK) == 0);
+		if (geteuid() == 0) {
+			snprintf(h, sizeof(h), "%s/alien", base);
+			REQ(!mkdir(h, 0755) && !chown(h, 65534, 65534));
+			snprintf(c, sizeof(c), "%s/alien/cache", base);
+			setenv("XDG_CACHE_HOME", c, 1);
+			REQ(!wp_spool_default_dir(dir, sizeof(dir)) &&
+			    !strncmp(dir, "/t/wallprof-spool-", 18) && access(c, F_OK) != 0);
+			setenv("HOME", h, 1);
+			unsetenv("XDG_CACHE_HOME");
+			REQ(!wp_spool_default_dir(dir, sizeof(dir)) &&
+			    !strncmp(dir, "/t/wallprof-spool-", 18));
+			snprintf(want, sizeof(want), "%s/.cache", h);
+			REQ(access(want, F_OK) != 0);
+			unsetenv("HOME");
+		}
 		if (tmpcopy[0])
 			setenv("TMPDIR", tmpcopy, 1);
 		else
