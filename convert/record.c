@@ -54,6 +54,9 @@ static void usage(FILE *f)
 	      "  --no-follow-children   do not profile forked children (WALLPROF_FOLLOW_CHILDREN=0)\n"
 	      "  --platform NAME        the Sentry profile's platform (WALLPROF_SENTRY_PLATFORM)\n"
 	      "  --debuginfod           fetch missing debug info (WALLPROF_DEBUGINFOD=1)\n"
+	      "  --debug-cache DIR      where uncompressed copies of compressed debug info are\n"
+	      "                         kept (WALLPROF_DEBUG_CACHE; ~/.cache/wallprof/debug)\n"
+	      "  --no-debug-cache       keep none (WALLPROF_DEBUG_CACHE=off)\n"
 	      "  --convert-timeout N    seconds one conversion may take (WALLPROF_CONVERT_TIMEOUT)\n"
 	      "  --converter PATH       the converter the library runs (WALLPROF_CONVERTER)\n"
 	      "  --chunk-seconds N      a profile of the last N seconds every N seconds, 1-60\n"
@@ -118,6 +121,8 @@ static const struct {
 	{ "--lib", NULL, LIB, NULL },
 	{ "--no-follow-children", "WALLPROF_FOLLOW_CHILDREN", FLAG, "0" },
 	{ "--debuginfod", "WALLPROF_DEBUGINFOD", FLAG, "1" },
+	{ "--debug-cache", "WALLPROF_DEBUG_CACHE", PATH, NULL },
+	{ "--no-debug-cache", "WALLPROF_DEBUG_CACHE", FLAG, "off" },
 	{ "-q", "WALLPROF_LOG", FLAG, "quiet" },
 	{ "--quiet", "WALLPROF_LOG", FLAG, "quiet" },
 	{ "--debug", "WALLPROF_LOG", FLAG, "debug" },

@@ -121,6 +121,8 @@ def tests(rt):
             (["--signal", "SIGRTMIN+4"], {"WALLPROF_SIGNAL": "SIGRTMIN+4"}),
             (["--snapshot-signal", "off"], {"WALLPROF_SNAPSHOT_SIGNAL": "off"}),
             (["--no-follow-children"], {"WALLPROF_FOLLOW_CHILDREN": "0"}),
+            (["--debug-cache", "dc"], {"WALLPROF_DEBUG_CACHE": os.path.join(tmp, "dc")}),
+            (["--no-debug-cache"], {"WALLPROF_DEBUG_CACHE": "off"}),
             (["-q"], {"WALLPROF_LOG": "quiet"}),
             (["--quiet"], {"WALLPROF_LOG": "quiet"}),
             (["--debug"], {"WALLPROF_LOG": "debug"}),
