@@ -216,26 +216,22 @@ static void check_copy(int orig, int fd, int cls, int data, const struct file *f
 		if (!moved)
 			REQ(a.sh_offset == b.sh_offset && a.sh_size == b.sh_size);
 		d = elf_rawdata(cs, NULL);
-		switch (i) {
-		case S_BSS:
-			REQ(b.sh_size == 4096);
-			break;
-		case S_TEXT:
-			REQ(d && d->d_size == sizeof(f->text) &&
-			    !memcmp(d->d_buf, f->text, sizeof(f->text)));
-			break;
-		case S_INFO:
-			REQ(b.sh_size == f->info_size && d && d->d_size == f->info_size &&
-			    !memcmp(d->d_buf, f->info, f->info_size));
-			break;
-		case S_STR:
-			REQ(d && d->d_size == sizeof(f->str) &&
-			    !memcmp(d->d_buf, f->str, sizeof(f->str)));
-			break;
-		case S_LINE:
-			REQ(b.sh_size == f->line_size && d && d->d_size == f->line_size &&
-			    !memcmp(d->d_buf, f->line, f->line_size));
-			break;
+		{
+			/* the bytes each section must hold, inflated */
+			const void *want[NR_SECTIONS] = { [S_TEXT] = f->text,
+							  [S_INFO] = f->info,
+							  [S_STR] = f->str,
+							  [S_LINE] = f->line };
+			size_t size[NR_SECTIONS] = { [S_TEXT] = sizeof(f->text),
+						     [S_INFO] = f->info_size,
+						     [S_STR] = sizeof(f->str),
+						     [S_LINE] = f->line_size };
+
+			if (i == S_BSS)
+				REQ(b.sh_size == 4096);
+			else if (want[i])
+				REQ(b.sh_size == size[i] && d && d->d_size == size[i] &&
+				    !memcmp(d->d_buf, want[i], size[i]));
 		}
 	}
 out:
