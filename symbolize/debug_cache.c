@@ -84,7 +84,8 @@ void wp_sym_set_debug_cache(const char *dir, uint64_t max_bytes)
 
 /* What a file holds, for deciding on a copy and checking one. */
 struct survey {
-	char hex[2 * WP_BUILD_ID_MAX + 1]; /* its build-id */
+	uint8_t id[WP_BUILD_ID_MAX]; /* its build-id */
+	uint32_t id_len;
 	size_t shnum;
 	uint64_t compressed; /* bytes of its compressed sections */
 	uint64_t need;       /* about the bytes its copy takes */
@@ -115,8 +116,8 @@ static int survey(Elf *e, struct survey *sv)
 	if (len <= 0 || len > WP_BUILD_ID_MAX || !gelf_getehdr(e, &eh) ||
 	    elf_getshdrstrndx(e, &shstrndx) != 0 || elf_getshdrnum(e, &sv->shnum) != 0)
 		return 0;
-	for (ssize_t i = 0; i < len; i++)
-		snprintf(sv->hex + 2 * i, 3, "%02x", ((const unsigned char *)id)[i]);
+	memcpy(sv->id, id, (size_t)len);
+	sv->id_len = (uint32_t)len;
 	sv->need = (uint64_t)eh.e_ehsize + (uint64_t)eh.e_phnum * eh.e_phentsize +
 		   (uint64_t)sv->shnum * eh.e_shentsize;
 	for (Elf_Scn *s = NULL; (s = elf_nextscn(e, s));) {
@@ -196,7 +197,8 @@ static int open_copy(int dirfd, const char *name, const struct survey *src)
 		Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 
 		ok = e && elf_kind(e) == ELF_K_ELF && whole(e, (uint64_t)st.st_size) &&
-		     survey(e, &got) && !strcmp(got.hex, src->hex) && got.compressed == 0 &&
+		     survey(e, &got) && got.id_len == src->id_len &&
+		     !memcmp(got.id, src->id, got.id_len) && got.compressed == 0 &&
 		     got.shnum == src->shnum;
 		elf_end(e);
 	}
@@ -509,24 +511,23 @@ no:
 
 int wp_sym_cache_swap(int fd, const uint8_t *id, uint32_t id_len, char kind)
 {
-	char want[2 * WP_BUILD_ID_MAX + 1], name[NAME_MAX_LEN];
+	char name[NAME_MAX_LEN];
 	struct survey sv;
 	Elf *e;
 	int dirfd, got = -1;
 
 	if (!cache_dir[0] || fd < 0 || !id_len || id_len > WP_BUILD_ID_MAX)
 		return fd;
-	for (uint32_t i = 0; i < id_len; i++)
-		snprintf(want + 2 * i, 3, "%02x", id[i]);
 	/* libdwfl sets it in dwfl_begin; the first file may come before. */
 	elf_version(EV_CURRENT);
 	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!e || elf_kind(e) != ELF_K_ELF || !survey(e, &sv) || strcmp(sv.hex, want) ||
-	    sv.compressed < MIN_COMPRESSED) {
+	if (!e || elf_kind(e) != ELF_K_ELF || !survey(e, &sv) || sv.id_len != id_len ||
+	    memcmp(sv.id, id, id_len) || sv.compressed < MIN_COMPRESSED) {
 		elf_end(e);
 		return fd;
 	}
-	snprintf(name, sizeof(name), "%s-%c.debug", sv.hex, kind);
+	wp_sym_hex(sv.id, sv.id_len, name);
+	snprintf(name + 2 * sv.id_len, sizeof(name) - 2 * sv.id_len, "-%c.debug", kind);
 	if ((dirfd = open_cache()) >= 0) {
 		got = open_copy(dirfd, name, &sv);
 		if (got < 0)

@@ -282,20 +282,16 @@ const Dwfl_Callbacks *wp_sym_callbacks(void)
 
 int wp_sym_build_id_debug_path(const uint8_t *id, uint32_t len, char *buf, size_t size)
 {
-	static const char hex[] = "0123456789abcdef";
 	size_t pre = sizeof(DEBUG_ROOT "/.build-id/") - 1;
 	if (len < 2 || len > WP_BUILD_ID_MAX || size < pre + 2 * len + sizeof("/.debug"))
 		return -1;
 	char *p = buf;
 	memcpy(p, DEBUG_ROOT "/.build-id/", pre);
 	p += pre;
-	for (uint32_t i = 0; i < len; i++) {
-		*p++ = hex[id[i] >> 4];
-		*p++ = hex[id[i] & 15];
-		if (i == 0)
-			*p++ = '/';
-	}
-	memcpy(p, ".debug", sizeof(".debug"));
+	wp_sym_hex(id, 1, p);
+	p[2] = '/';
+	wp_sym_hex(id + 1, len - 1, p + 3);
+	memcpy(p + 1 + 2 * len, ".debug", sizeof(".debug"));
 	return 0;
 }
 
