@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <link.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <ucontext.h>
@@ -36,6 +37,44 @@ __attribute__((visibility("default"))) int pipe2(int fds[2], int flags)
 		return 0;
 	}
 	return (int)syscall(SYS_pipe2, fds, flags);
+}
+
+/* Set while wp_unwind_init warms libunwind up on this thread. */
+static __thread int tls_warming __attribute__((tls_model("initial-exec")));
+
+/* The mmap after ours: the C library's, or the program's own (a malloc
+ * library's hook) when it comes later in the scope. Until the warm-up
+ * looks it up (a constructor that runs before ours), the system call. */
+typedef void *(*mmap_fn)(void *, size_t, int, int, int, off_t);
+static mmap_fn next_mmap;
+
+/* The smallest allocation the warm-up refuses: libunwind's per-thread
+ * trace cache (2^14 buckets of 16 bytes, 256 KiB) is the only one of its
+ * size; its memory pools ask for a page or two. */
+#define WARM_REFUSED_MIN (64u << 10)
+
+/* libunwind's memory comes from mmap, by name, so from the program's scope
+ * and through us. During the warm-up (wp_unwind_init) the trace cache's
+ * buckets are refused: libunwind then keeps no cache for the thread, which
+ * it tolerates (the walk goes on without one) and makes at the thread's
+ * first capture, as for every other thread. Everyone else's mmap, and
+ * libunwind's at any other time, is the next one's. async-signal-safe */
+__attribute__((visibility("default"))) void *mmap(void *addr, size_t len, int prot, int flags,
+						  int fd, off_t off)
+{
+	mmap_fn next = next_mmap;
+
+	if (tls_warming && len >= WARM_REFUSED_MIN) {
+		errno = ENOMEM;
+		return MAP_FAILED;
+	}
+	if (next)
+		return next(addr, len, prot, flags, fd, off);
+	if (off & 4095) { /* as the C library checks */
+		errno = EINVAL;
+		return MAP_FAILED;
+	}
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
 }
 
 /* async-signal-safe */
@@ -115,15 +154,23 @@ void wp_unwind_init(void)
 	void *buf[1];
 
 	find_libunwind();
+	if (!next_mmap)
+		next_mmap = (mmap_fn)dlsym(RTLD_NEXT, "mmap");
 
 	/* The first unw_backtrace of a process runs pthread_once, creates a
-	 * pthread key, the validation pipe and cache memory; do that here,
+	 * pthread key, the validation pipe and its memory pools; do that here,
 	 * not in a handler. One frame is enough for all of it (and it is
 	 * what this warm-up costs every process, most of which end before
 	 * their first sample: each frame more, a lookup of its unwind entry
-	 * with eight sigprocmask calls; about 25 us for the sixteen). */
+	 * with eight sigprocmask calls; about 25 us for the sixteen). Not
+	 * this thread's trace cache: libunwind initializes its 256 KiB whole,
+	 * 64 page faults that were most of the warm-up's cost; mmap refuses
+	 * it (above), and the thread's first capture makes it, in the
+	 * handler, as every other thread's does. */
 	tls_in_unw = 1;
+	tls_warming = 1;
 	(void)unw_backtrace(buf, 1);
+	tls_warming = 0;
 	tls_in_unw = 0;
 }
 
