@@ -347,6 +347,9 @@ void wp_config_load(struct wp_config *c)
 	/* Tests only: the sampler, woken from a rest by a claim or a wake,
 	 * sleeps this long before it makes the ticks it slept through. */
 	env_uint("WALLPROF_TEST_REST_WAKE_DELAY_US", 0, 0, 1000000, &c->test_rest_wake_delay_us);
+	/* Tests only: a mask system call in our handler's walk aborts. */
+	s = getenv("WALLPROF_TEST_WALK_MASK_STRICT");
+	c->test_walk_mask_strict = s && !strcmp(s, "1");
 #endif
 
 	env_uint("WALLPROF_HZ", WP_DEFAULT_HZ, 1, WP_MAX_HZ, &c->hz);

@@ -399,7 +399,9 @@ WP_AS_SAFE static void capture(struct wp_slot *s, void *uc, uint32_t from)
 		s->hdl.uflags = WP_UNW_FAILED | WP_UNW_DL_GUARD |
 				(wp_unwind_in_syscall(uc) ? WP_UNW_BLOCKED : 0);
 	} else {
+		wp_sigmask_capture_begin();
 		s->hdl.nr = (uint32_t)wp_unwind_capture(uc, s->buf, (int)g->fix.cfg.max_depth, &fl);
+		wp_sigmask_capture_end();
 		s->hdl.uflags = fl;
 	}
 	wp_sigmask_bypass--;

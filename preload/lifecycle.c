@@ -24,6 +24,7 @@
 #include "park.h"
 #include "sample.h"
 #include "sampler.h"
+#include "sigmask.h"
 #include "slots.h"
 #include "threads.h"
 #include "tick.h"
@@ -260,6 +261,7 @@ int wp_sampler_start(void)
 	wp_threads_note_leader();
 #if WP_TESTING
 	wp_test_enter_signal = g->fix.cfg.test_enter_signal;
+	wp_test_walk_mask_strict = g->fix.cfg.test_walk_mask_strict;
 #endif
 	g->fix.ticks_per_scan = g->fix.cfg.hz >= 10 ? g->fix.cfg.hz / 10 : 1;
 	if (wp_slots_alloc(&g->fix.cfg) < 0 || wp_threads_alloc() < 0 || wp_tick_alloc_ring() < 0) {

@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include "as_safe.h"
+#include "test_hooks.h"
 
 /* Non-zero on a thread while the library runs its own code there (the
  * sampler and dumper threads for good; our handler while it unwinds, since
@@ -26,6 +27,23 @@ WP_AS_SAFE int wp_sigmask_raw(int how, const sigset_t *set, sigset_t *old);
  * around its cache lock, two system calls per walk, about 100 a tick when
  * many threads wait in wrapped calls. Not async-signal-safe. */
 void wp_sigmask_fix_mine(void);
+
+/* Our handler's walk begins / ends. libunwind blocks every signal around
+ * each of its locks, two system calls each time, about fifty times in a
+ * cold walk (none in a walk its trace cache answers); in our handler that
+ * changes nothing but the synchronous signals (sampling_mask). So during
+ * the walk, libunwind's first mask call blocks every signal for real, and
+ * it and the later ones report that mask and change nothing; the end puts
+ * the handler's mask back (a second system call, only if there was a
+ * first). Anyone else's mask calls stay as they are. async-signal-safe */
+WP_AS_SAFE void wp_sigmask_capture_begin(void);
+WP_AS_SAFE void wp_sigmask_capture_end(void);
+
+#if WP_TESTING
+/* WALLPROF_TEST_WALK_MASK_STRICT=1: a mask call that would reach the system
+ * from libunwind in our handler's walk aborts the process (test build). */
+extern int wp_test_walk_mask_strict;
+#endif
 
 /* Resolves the real calls; from the constructor. Not async-signal-safe. */
 void wp_sigmask_init(void);

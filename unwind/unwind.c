@@ -144,6 +144,12 @@ static void find_libunwind(void)
 }
 
 /* async-signal-safe */
+int wp_unwind_active(void)
+{
+	return tls_in_unw;
+}
+
+/* async-signal-safe */
 int wp_unwind_owns(const void *addr)
 {
 	return (uintptr_t)addr >= unw_lo && (uintptr_t)addr < unw_hi;

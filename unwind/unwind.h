@@ -25,6 +25,11 @@
  * Not async-signal-safe. */
 void wp_unwind_init(void);
 
+/* Whether this thread is inside libunwind on the library's behalf (a
+ * capture, a walk from published registers, the warm-up).
+ * async-signal-safe */
+int wp_unwind_active(void);
+
 /* Whether `addr` lies in the code of libunwind.so.8, the copy the library
  * links and a program that calls libunwind itself shares (found by
  * wp_unwind_init). The wrappers let libunwind's own calls through as the
