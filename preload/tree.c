@@ -64,7 +64,7 @@ void wp_tree_load(void)
 	is_root = 1;
 	exported = 0;
 	index_path[0] = 0;
-	my_start = start_time();
+	my_start = 0;
 	if (s && *s >= '1' && *s <= '9') {
 		errno = 0;
 		pid = strtoul(s, &end, 10);
@@ -73,7 +73,9 @@ void wp_tree_load(void)
 		if (!errno && pid <= 0x7fffffffu && *end == ':' && end[1] == '/' &&
 		    strlen(end + 1) < sizeof(index_path)) {
 			memcpy(index_path, end + 1, strlen(end + 1) + 1);
-			if (pid == (unsigned long)getpid() && start == my_start) {
+			/* Our start time only when the pid is ours: a descendant,
+			 * nearly every process of a tree, reads no /proc file. */
+			if (pid == (unsigned long)getpid() && start == (my_start = start_time())) {
 				exported = 1; /* our own image before an exec set it */
 			} else {
 				is_root = 0;
@@ -91,6 +93,8 @@ void wp_tree_export(const struct wp_config *c)
 	if (wp_out_sibling_path(c->output, (unsigned)getpid(), ".index", path, sizeof(path)) < 0 ||
 	    path[0] != '/')
 		return;
+	if (!my_start)
+		my_start = start_time();
 	/* A previous run's index under the same name is not this run's. */
 	unlink(path);
 	memcpy(index_path, path, strlen(path) + 1);

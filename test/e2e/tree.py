@@ -204,6 +204,23 @@ def tests(rt):
               % r.wallprof_lines())
         check(os.path.exists(idx), "its line did not go to the index it was given")
 
+    def test_tree_exec_root(tmp):
+        """The root that execs stays the root (its WALLPROF_TREE names its
+        own pid and start time, read only then): the exec'd image speaks on
+        stderr, its profile under the root's pid, and there is no index."""
+        r = pair(tmp, ["sh", "-c", "exec %s -c \"%s\"" % (PY, CHILD.replace('"', '\\"'))])
+        lines = r.wallprof_lines()
+        own = os.path.join(tmp, "wallprof.%d.json" % r.pid)
+        check(len(lines) == 1 and lines[0].startswith("wallprof: wrote %s " % own),
+              "want the root's one line for %s, got %s" % (own, lines))
+        obj = rt.load_profile(own)
+        rt.check_valid(obj)
+        fns = set()
+        for smp in rt.profile_part(obj)["samples"]:
+            fns.update(rt.stack_functions(obj, smp["stack_id"]))
+        check(any("PyEval" in f for f in fns), "the exec'd image's frames are not in the "
+              "root's profile: %s" % sorted(fns)[:10])
+
     def test_env_read_once(tmp):
         """The environment is read once, at start: a program that changes
         TMPDIR later (setenv races with a getenv of ours at exit) does not
@@ -224,6 +241,7 @@ def tests(rt):
     return [("tree_child_stderr", test_tree_child_stderr),
             ("tree_env_read_once", test_env_read_once),
             ("tree_same_pid_other_process", test_tree_same_pid_other_process),
+            ("tree_exec_root", test_tree_exec_root),
             ("tree_child_crash", test_tree_child_crash),
             ("tree_closed_stderr", test_tree_closed_stderr),
             ("tree_fork_child", test_tree_fork_child),
