@@ -315,6 +315,12 @@ $(BUILD)/progs/unwind_user: test/progs/unwind_user.c
 	@mkdir -p $(@D) $(dir $(exe_dep))
 	$(CC) $(PROG_CFLAGS) $(EXE_DEPFLAGS) -std=gnu11 -o $@ $< -lunwind -lpthread
 
+# A program whose own library defines mmap (test/e2e/wrappers.py).
+$(BUILD)/progs/mmap_next: test/progs/mmap_next.c $(BUILD)/progs/libmmap_next.so
+	@mkdir -p $(@D) $(dir $(exe_dep))
+	$(CC) $(PROG_CFLAGS) $(EXE_DEPFLAGS) -std=gnu11 -o $@ $< -L$(BUILD)/progs -lmmap_next \
+		-Wl,-rpath,'$$ORIGIN'
+
 $(BUILD)/progs/lib%.so: test/progs/lib%.cc
 	@mkdir -p $(@D) $(dir $(exe_dep))
 	$(CXX) $(PROG_CFLAGS) $(EXE_DEPFLAGS) -fPIC -shared -o $@ $<

@@ -350,6 +350,9 @@ void wp_config_load(struct wp_config *c)
 	/* Tests only: a mask system call in our handler's walk aborts. */
 	s = getenv("WALLPROF_TEST_WALK_MASK_STRICT");
 	c->test_walk_mask_strict = s && !strcmp(s, "1");
+	/* Tests only: the page faults of libunwind's warm-up, on stderr. */
+	s = getenv("WALLPROF_TEST_WARMUP_REPORT");
+	c->test_warmup_report = s && !strcmp(s, "1");
 #endif
 
 	env_uint("WALLPROF_HZ", WP_DEFAULT_HZ, 1, WP_MAX_HZ, &c->hz);

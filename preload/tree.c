@@ -93,8 +93,7 @@ void wp_tree_export(const struct wp_config *c)
 	if (wp_out_sibling_path(c->output, (unsigned)getpid(), ".index", path, sizeof(path)) < 0 ||
 	    path[0] != '/')
 		return;
-	if (!my_start)
-		my_start = start_time();
+	my_start = start_time();
 	/* A previous run's index under the same name is not this run's. */
 	unlink(path);
 	memcpy(index_path, path, strlen(path) + 1);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../output/sys.h"
+#include "../unwind/unwind.h"
 #include "block.h"
 #include "sampler.h"
 #include "thread_start.h"
@@ -45,6 +46,7 @@ static int (*real_timer_delete)(timer_t);
 
 __attribute__((constructor)) static void wp_init(void)
 {
+	wp_unwind_resolve(); /* the mmap after ours, for the program's calls */
 	real_signal = (wp_sighandler(*)(int, wp_sighandler))dlsym(RTLD_NEXT, "signal");
 	/* Resolved now: they are called from signal handlers. */
 	real_longjmp = (wp_longjmp_fn)dlsym(RTLD_NEXT, "longjmp");

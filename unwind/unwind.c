@@ -41,10 +41,20 @@ __attribute__((visibility("default"))) int pipe2(int fds[2], int flags)
 
 /* Set while wp_unwind_init warms libunwind up on this thread. */
 static __thread int tls_warming __attribute__((tls_model("initial-exec")));
+/* Set while this thread looks the next mmap up (dlsym may map memory). */
+static __thread int tls_resolving __attribute__((tls_model("initial-exec")));
 
-/* The mmap after ours: the C library's, or the program's own (a malloc
- * library's hook) when it comes later in the scope. Until the warm-up
- * looks it up (a constructor that runs before ours), the system call. */
+/* Our mmap is exported under this name and must keep its ABI: a 64-bit
+ * off_t, and no renaming to mmap64 by the C library's headers. */
+#if defined(_FILE_OFFSET_BITS) && _FILE_OFFSET_BITS == 64
+#error "unwind.c defines mmap: build it without _FILE_OFFSET_BITS=64"
+#endif
+_Static_assert(sizeof(off_t) == 8, "mmap's offset is 64-bit");
+
+/* The mmap after ours in the scope: the C library's, or a later library's
+ * (a heap profiler's hook, a sanitizer's interceptor), which must see the
+ * program's calls as without us. Looked up by the constructor's first
+ * line (wp_unwind_resolve) or at the first call, whichever comes first. */
 typedef void *(*mmap_fn)(void *, size_t, int, int, int, off_t);
 static mmap_fn next_mmap;
 
@@ -53,28 +63,57 @@ static mmap_fn next_mmap;
  * size; its memory pools ask for a page or two. */
 #define WARM_REFUSED_MIN (64u << 10)
 
-/* libunwind's memory comes from mmap, by name, so from the program's scope
- * and through us. During the warm-up (wp_unwind_init) the trace cache's
- * buckets are refused: libunwind then keeps no cache for the thread, which
- * it tolerates (the walk goes on without one) and makes at the thread's
- * first capture, as for every other thread. Everyone else's mmap, and
- * libunwind's at any other time, is the next one's. async-signal-safe */
-__attribute__((visibility("default"))) void *mmap(void *addr, size_t len, int prot, int flags,
-						  int fd, off_t off)
+/* The system call, with the C library's check of the offset.
+ * async-signal-safe */
+static void *sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-	mmap_fn next = next_mmap;
-
-	if (tls_warming && len >= WARM_REFUSED_MIN) {
-		errno = ENOMEM;
-		return MAP_FAILED;
-	}
-	if (next)
-		return next(addr, len, prot, flags, fd, off);
-	if (off & 4095) { /* as the C library checks */
+	if (off & 4095) {
 		errno = EINVAL;
 		return MAP_FAILED;
 	}
-	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+	return (void *)syscall(SYS_mmap, addr, len, (long)prot, (long)flags, (long)fd, (long)off);
+}
+
+void wp_unwind_resolve(void)
+{
+	mmap_fn next;
+
+	if (__atomic_load_n(&next_mmap, __ATOMIC_RELAXED) || tls_resolving)
+		return;
+	tls_resolving = 1;
+	next = (mmap_fn)dlsym(RTLD_NEXT, "mmap");
+	tls_resolving = 0;
+	__atomic_store_n(&next_mmap, next, __ATOMIC_RELAXED);
+}
+
+/* libunwind's memory comes from mmap, by name, so from the program's scope
+ * and through us. libunwind's own calls made for us (tls_in_unw: the
+ * warm-up, the walks in our handler) are the system call, which no hook
+ * of the program's sees; during the warm-up (wp_unwind_init) its trace
+ * cache's buckets are refused: libunwind then keeps no cache for the
+ * thread, which it tolerates (the walk goes on without one) and makes at
+ * the thread's first capture, as for every other thread. Every other call
+ * goes on to the next mmap. In our handler's walks only the system call
+ * is reached (sys_mmap); the program's calls are the next mmap's, as safe
+ * as it is, once the constructor has looked it up. */
+__attribute__((visibility("default"))) void *mmap(void *addr, size_t len, int prot, int flags,
+						  int fd, off_t off)
+{
+	mmap_fn next;
+
+	if (tls_in_unw && wp_unwind_owns(__builtin_return_address(0))) {
+		if (tls_warming && len >= WARM_REFUSED_MIN) {
+			errno = ENOMEM;
+			return MAP_FAILED;
+		}
+		return sys_mmap(addr, len, prot, flags, fd, off);
+	}
+	if (!(next = __atomic_load_n(&next_mmap, __ATOMIC_RELAXED))) {
+		wp_unwind_resolve();
+		next = __atomic_load_n(&next_mmap, __ATOMIC_RELAXED);
+	}
+	return next ? next(addr, len, prot, flags, fd, off)
+		    : sys_mmap(addr, len, prot, flags, fd, off);
 }
 
 /* async-signal-safe */
@@ -143,11 +182,13 @@ static void find_libunwind(void)
 	dlclose(h); /* drops only the count RTLD_NOLOAD took */
 }
 
+#ifdef WP_TEST_HOOKS
 /* async-signal-safe */
 int wp_unwind_active(void)
 {
 	return tls_in_unw;
 }
+#endif
 
 /* async-signal-safe */
 int wp_unwind_owns(const void *addr)
@@ -160,19 +201,18 @@ void wp_unwind_init(void)
 	void *buf[1];
 
 	find_libunwind();
-	if (!next_mmap)
-		next_mmap = (mmap_fn)dlsym(RTLD_NEXT, "mmap");
 
 	/* The first unw_backtrace of a process runs pthread_once, creates a
 	 * pthread key, the validation pipe and its memory pools; do that here,
-	 * not in a handler. One frame is enough for all of it (and it is
-	 * what this warm-up costs every process, most of which end before
-	 * their first sample: each frame more, a lookup of its unwind entry
-	 * with eight sigprocmask calls; about 25 us for the sixteen). Not
-	 * this thread's trace cache: libunwind initializes its 256 KiB whole,
-	 * 64 page faults that were most of the warm-up's cost; mmap refuses
-	 * it (above), and the thread's first capture makes it, in the
-	 * handler, as every other thread's does. */
+	 * not in a handler. One frame is asked for, which sets up all of it
+	 * (and it is what this warm-up costs every process, most of which end
+	 * before their first sample: each frame more, a lookup of its unwind
+	 * entry with eight sigprocmask calls; about 25 us for the sixteen);
+	 * without a trace cache libunwind's fallback steps once past it, a
+	 * second lookup. Not this thread's trace cache: libunwind initializes
+	 * its 256 KiB whole, 64 page faults that were most of the warm-up's
+	 * cost; mmap refuses it (above), and the thread's first capture makes
+	 * it, in the handler, as every other thread's does. */
 	tls_in_unw = 1;
 	tls_warming = 1;
 	(void)unw_backtrace(buf, 1);

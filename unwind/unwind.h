@@ -18,6 +18,12 @@
  * own frames and the signal trampoline are walked and then dropped. */
 #define WP_UNW_SCRATCH 24
 
+/* Looks up the mmap that comes after the library's (unwind.c) in the
+ * program's scope. From the constructor's first line, whether or not the
+ * profiler is enabled; mmap does it itself when called earlier. Not
+ * async-signal-safe. */
+void wp_unwind_resolve(void);
+
 /* Warms libunwind up (its caches and lazily created state) so that the first
  * capture in a handler allocates nothing. Call once from the constructor,
  * before the program can create pthread keys (libunwind's must be below 32)
@@ -25,10 +31,12 @@
  * Not async-signal-safe. */
 void wp_unwind_init(void);
 
+#ifdef WP_TEST_HOOKS
 /* Whether this thread is inside libunwind on the library's behalf (a
- * capture, a walk from published registers, the warm-up).
- * async-signal-safe */
+ * capture, a walk from published registers, the warm-up); for a check of
+ * the test build. async-signal-safe */
 int wp_unwind_active(void);
+#endif
 
 /* Whether `addr` lies in the code of libunwind.so.8, the copy the library
  * links and a program that calls libunwind itself shares (found by

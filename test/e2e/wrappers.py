@@ -64,7 +64,23 @@ def tests(rt):
         check(n >= 100 and early <= 0.1 * n, "%d of %d raw nanosleeps ended early under the "
               "preload (without: %s)" % (early, n, plain.stdout.strip()))
 
+    def test_mmap_next(tmp):
+        """The library defines mmap (for libunwind's calls, unwind.c): a
+        library of the program's that defines it too (a heap profiler's
+        hook) still sees every call the program makes, enabled or not
+        (test/progs/mmap_next.c; a disabled library used to send them
+        straight to the system call)."""
+        argv = [rt.prog("mmap_next")]
+        plain = rt.run_bounded(argv, tmp, preload=False, timeout=RUN_TIMEOUT)
+        check(plain.rc == 0 and plain.stdout == "mmap_next: 10 of 10\n",
+              "mmap_next without the preload: %s" % plain.describe())
+        for env in ({"WALLPROF_ENABLE": "0"}, {"WALLPROF_LOG": "quiet"}):
+            run = rt.run_bounded(argv, tmp, env, timeout=RUN_TIMEOUT)
+            check(run.rc == 0 and run.stdout == plain.stdout, "mmap_next under the preload "
+                  "(%s) printed %r (%s)" % (env, run.stdout, run.describe()))
+
     return [
+        ("wrap_mmap_next", test_mmap_next),
         ("wrap_bad_args", test_bad_args),
         ("wrap_huge_timeout", test_huge_timeout),
         ("wrap_udp_waitall", test_udp_waitall),
