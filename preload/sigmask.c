@@ -44,8 +44,9 @@ static __thread int tls_deferred __attribute__((tls_model("initial-exec")));
 static __thread siginfo_t tls_deferred_info __attribute__((tls_model("initial-exec")));
 
 /* Our handler's walk on this thread (wp_sigmask_capture_begin): none, begun,
- * or begun and every signal blocked, the mask before in tls_capture_saved
- * and the mask now in tls_capture_mask. */
+ * or begun and every signal but SIGSYS blocked, the mask before in
+ * tls_capture_saved and the mask as libunwind is told it in
+ * tls_capture_mask. */
 enum { CAPTURE_NONE, CAPTURE_WALKING, CAPTURE_BLOCKED };
 static __thread int tls_capture __attribute__((tls_model("initial-exec")));
 static __thread sigset_t tls_capture_saved __attribute__((tls_model("initial-exec")));
@@ -94,18 +95,21 @@ WP_AS_SAFE void wp_sigmask_capture_end(void)
 }
 
 /* A mask call of libunwind's in our walk (wp_sigmask_capture_begin): the
- * first blocks every signal for real; each reports that mask. Returns 0,
- * or -1 when the mask could not be changed (the call goes on as a real one).
+ * first blocks for real every signal but SIGSYS (a seccomp filter's trap,
+ * which a sandboxing program handles, for a system call the walk makes);
+ * each reports that mask and changes nothing. Returns 0, or -1 when the
+ * mask could not be changed (the call goes on as a real one).
  * async-signal-safe */
-WP_AS_SAFE static int capture_call(sigset_t *old)
+WP_AS_SAFE static int walk_mask_call(sigset_t *old)
 {
 	if (tls_capture == CAPTURE_WALKING) {
-		sigset_t all;
+		sigset_t block;
 
-		sigfillset(&all);
-		if (wp_sigmask_raw(SIG_BLOCK, &all, &tls_capture_saved) != 0)
+		sigfillset(&block);
+		sigdelset(&block, SIGSYS);
+		if (wp_sigmask_raw(SIG_BLOCK, &block, &tls_capture_saved) != 0)
 			return -1;
-		sigorset(&tls_capture_mask, &tls_capture_saved, &all);
+		sigorset(&tls_capture_mask, &tls_capture_saved, &block);
 		tls_capture = CAPTURE_BLOCKED;
 	}
 	if (old)
@@ -128,11 +132,18 @@ void wp_sigmask_set_signal(int sig)
 	}
 }
 
+/* The view a handler of the program's leaves behind it: whether the
+ * program blocked the sampling signal, and our walk's state (a handler
+ * that runs in the middle of our walk, SIGSYS's, makes real mask calls; one
+ * that leaves by longjmp leaves no walk behind). */
+#define VIEW(blocked, capture) ((blocked) | (capture) << 1)
+
 /* async-signal-safe */
 WP_AS_SAFE int wp_sigmask_handler_enter(const sigset_t *mask)
 {
-	int prev = tls_blocked;
+	int prev = VIEW(tls_blocked, tls_capture);
 
+	tls_capture = CAPTURE_NONE;
 	if (the_signal && mask && sigismember(mask, the_signal) == 1)
 		tls_blocked = 1;
 	return prev;
@@ -143,8 +154,9 @@ WP_AS_SAFE void wp_sigmask_handler_leave(int prev)
 {
 	int was = tls_blocked;
 
-	tls_blocked = prev;
-	if (was && !prev)
+	tls_blocked = prev & 1;
+	tls_capture = prev >> 1;
+	if (was && !tls_blocked)
 		raise_deferred();
 }
 
@@ -202,9 +214,10 @@ WP_AS_SAFE static int mask_call(int (*call)(int, const sigset_t *, sigset_t *), 
 				const sigset_t *set, sigset_t *old, const void *caller)
 {
 	int sig = wp_sigmask_bypass ? 0 : the_signal, was = tls_blocked, now = was, rc;
+	int known = how == SIG_BLOCK || how == SIG_UNBLOCK || how == SIG_SETMASK;
 	sigset_t k;
 
-	if (tls_fixed && (how == SIG_BLOCK || how == SIG_UNBLOCK || how == SIG_SETMASK)) {
+	if (tls_fixed && known) {
 		if (old)
 			*old = tls_fixed_mask;
 		return 0;
@@ -214,8 +227,7 @@ WP_AS_SAFE static int mask_call(int (*call)(int, const sigset_t *, sigset_t *), 
 	 * must not walk a thread that holds it (unwind.h); in our own walk,
 	 * one real call blocks them all. */
 	if (wp_unwind_owns(caller)) {
-		if (tls_capture && (how == SIG_BLOCK || how == SIG_UNBLOCK || how == SIG_SETMASK) &&
-		    capture_call(old) == 0)
+		if (tls_capture && known && set && walk_mask_call(old) == 0)
 			return 0;
 #if WP_TESTING
 		if (wp_test_walk_mask_strict && wp_sigmask_bypass && wp_unwind_active()) {

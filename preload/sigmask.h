@@ -12,8 +12,9 @@
 
 /* Non-zero on a thread while the library runs its own code there (the
  * sampler and dumper threads for good; our handler while it unwinds, since
- * libunwind masks signals around its locks): the mask calls are then the
- * real ones, untouched. */
+ * libunwind masks signals around its locks): the mask calls then leave the
+ * sampling signal alone (the sampler's are answered from its fixed mask,
+ * libunwind's in our handler's walk from wp_sigmask_capture_begin's). */
 extern __thread int wp_sigmask_bypass __attribute__((tls_model("initial-exec")));
 
 /* The library's own mask changes: the system call, past the wrappers (the
@@ -32,10 +33,13 @@ void wp_sigmask_fix_mine(void);
  * each of its locks, two system calls each time, about fifty times in a
  * cold walk (none in a walk its trace cache answers); in our handler that
  * changes nothing but the synchronous signals (sampling_mask). So during
- * the walk, libunwind's first mask call blocks every signal for real, and
- * it and the later ones report that mask and change nothing; the end puts
- * the handler's mask back (a second system call, only if there was a
- * first). Anyone else's mask calls stay as they are. async-signal-safe */
+ * the walk, libunwind's first mask call blocks every signal but SIGSYS for
+ * real, and it and the later ones report that mask and change nothing;
+ * the end puts the handler's mask back (a second system call, only if
+ * there was a first). A fault in the rest of the walk now ends the process
+ * by its default action, as one inside libunwind's locks did. The mask
+ * calls of anyone else, and of a handler of the program's that runs in
+ * the walk, stay as they are. async-signal-safe */
 WP_AS_SAFE void wp_sigmask_capture_begin(void);
 WP_AS_SAFE void wp_sigmask_capture_end(void);
 
