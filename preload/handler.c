@@ -495,8 +495,9 @@ WP_AS_SAFE static void on_snapshot_signal(int sig, siginfo_t *si, void *uc)
 }
 
 /* The signals blocked while our handler runs: all but the synchronous ones
- * (a fault there must reach whoever handles it now; in libunwind's part of
- * the walk they are blocked too, see wp_sigmask_capture_begin). A signal of the
+ * (a fault there must reach whoever handles it now; from libunwind's first
+ * lock in our walk to the walk's end they are blocked too, SIGSYS aside,
+ * see wp_sigmask_capture_begin). A signal of the
  * program's that comes meanwhile is delivered as the handler returns, at
  * the point the kernel left the interrupted call, where
  * wp_handler_undo_restart() can see it. async-signal-safe */

@@ -39,6 +39,9 @@ __attribute__((visibility("default"))) int pipe2(int fds[2], int flags)
 	return (int)syscall(SYS_pipe2, fds, flags);
 }
 
+/* libunwind's code, [unw_lo, unw_hi): wp_unwind_owns. */
+static uint64_t unw_lo, unw_hi;
+
 /* Set while wp_unwind_init warms libunwind up on this thread. */
 static __thread int tls_warming __attribute__((tls_model("initial-exec")));
 /* Set while this thread looks the next mmap up (dlsym may map memory). */
@@ -101,7 +104,9 @@ __attribute__((visibility("default"))) void *mmap(void *addr, size_t len, int pr
 {
 	mmap_fn next;
 
-	if (tls_in_unw && wp_unwind_owns(__builtin_return_address(0))) {
+	/* libunwind's, for us: its code known (else every call of the
+	 * thread's while it is in libunwind for us) */
+	if (tls_in_unw && (!unw_hi || wp_unwind_owns(__builtin_return_address(0)))) {
 		if (tls_warming && len >= WARM_REFUSED_MIN) {
 			errno = ENOMEM;
 			return MAP_FAILED;
@@ -134,8 +139,6 @@ long wp_unwind_fake_write(const void *addr, size_t n)
 	return 1;
 }
 
-/* libunwind's code, [unw_lo, unw_hi): wp_unwind_owns. */
-static uint64_t unw_lo, unw_hi;
 
 struct code_query {
 	uintptr_t addr;
@@ -180,6 +183,21 @@ static void find_libunwind(void)
 	if ((fn = dlsym(h, "unw_backtrace")))
 		wp_code_segment(fn, &unw_lo, &unw_hi);
 	dlclose(h); /* drops only the count RTLD_NOLOAD took */
+}
+
+/* async-signal-safe */
+int wp_unwind_suspend(void)
+{
+	int was = tls_in_unw;
+
+	tls_in_unw = 0;
+	return was;
+}
+
+/* async-signal-safe */
+void wp_unwind_resume(int was)
+{
+	tls_in_unw = was;
 }
 
 #ifdef WP_TEST_HOOKS

@@ -31,6 +31,13 @@ void wp_unwind_resolve(void);
  * Not async-signal-safe. */
 void wp_unwind_init(void);
 
+/* A handler of the program's runs on this thread, maybe in the middle of
+ * our walk: what it calls is its own (its pipe2 and mmap are the real
+ * ones) until wp_unwind_resume puts back what wp_unwind_suspend returned.
+ * async-signal-safe */
+int wp_unwind_suspend(void);
+void wp_unwind_resume(int was);
+
 #ifdef WP_TEST_HOOKS
 /* Whether this thread is inside libunwind on the library's behalf (a
  * capture, a walk from published registers, the warm-up); for a check of

@@ -61,13 +61,19 @@ def tests(rt):
         """Whether the kernel may back a 256 KiB anonymous mapping with
         larger folios (mTHP), so that touching it takes fewer faults."""
         base = "/sys/kernel/mm/transparent_hugepage"
+        try:
+            with open(base + "/enabled") as f:
+                top = "[always]" in f.read()
+        except OSError:
+            top = False
         for size in (16, 32, 64, 128, 256):
             try:
                 with open("%s/hugepages-%dkB/enabled" % (base, size)) as f:
-                    if "[always]" in f.read():
-                        return True
+                    mode = f.read()
             except OSError:
-                pass
+                continue
+            if "[always]" in mode or ("[inherit]" in mode and top):
+                return True
         return False
 
     def test_warmup_pages(tmp):

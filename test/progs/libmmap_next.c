@@ -1,6 +1,7 @@
 /* libmmap_next: a library that defines mmap, as a heap profiler's hook
  * does (gperftools' HEAP_PROFILE_MMAP, a sanitizer's interceptor): it
- * counts the calls that reach it and hands them to the next mmap in the
+ * counts the calls that reach it, per thread (the profiler's sampler maps
+ * memory of its own meanwhile), and hands them to the next mmap in the
  * scope. Linked by mmap_next (test/e2e/wrappers.py, wrap_mmap_next). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -9,13 +10,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-unsigned long mmap_next_calls;
+__thread unsigned long mmap_next_calls;
 
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	static void *(*next)(void *, size_t, int, int, int, off_t);
 
-	__atomic_fetch_add(&mmap_next_calls, 1, __ATOMIC_RELAXED);
+	mmap_next_calls++;
 	if (!next)
 		*(void **)&next = dlsym(RTLD_NEXT, "mmap");
 	if (next)

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <sys/mman.h>
 
-extern unsigned long mmap_next_calls;
+extern __thread unsigned long mmap_next_calls;
 
 int main(void)
 {
