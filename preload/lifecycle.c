@@ -8,9 +8,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -246,28 +246,27 @@ static void unfollow_children(void)
 		unsetenv("LD_PRELOAD");
 }
 
-#if WP_TESTING
-/* WALLPROF_TEST_WARMUP_REPORT=1: the page faults libunwind's warm-up takes
- * on this thread, one line on stderr (`before`: called before it). */
-static void warmup_report(int before)
+/* libunwind's warm-up (unwind.h); the test build can say how many page
+ * faults it took on this thread (WALLPROF_TEST_WARMUP_REPORT=1). */
+static void warm_up(void)
 {
-	static long at;
+#if WP_TESTING
 	struct rusage ru;
+	long before = getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_minflt + ru.ru_majflt : 0;
 	char line[96];
 	int n;
+#endif
 
+	wp_unwind_init();
+#if WP_TESTING
 	if (!g->fix.cfg.test_warmup_report || getrusage(RUSAGE_THREAD, &ru) != 0)
 		return;
-	if (before) {
-		at = ru.ru_minflt + ru.ru_majflt;
-		return;
-	}
 	n = snprintf(line, sizeof(line), "wallprof test: the warm-up took %ld page faults\n",
-		     ru.ru_minflt + ru.ru_majflt - at);
+		     ru.ru_minflt + ru.ru_majflt - before);
 	if (n > 0)
 		(void)!write(STDERR_FILENO, line, (size_t)n);
-}
 #endif
+}
 
 int wp_sampler_start(void)
 {
@@ -298,13 +297,7 @@ int wp_sampler_start(void)
 	 * thread descriptor; a higher one makes each thread's first capture
 	 * allocate in the handler), and its pipe must be our fake one even if
 	 * the program calls libunwind itself (unwind.c). */
-#if WP_TESTING
-	warmup_report(1);
-#endif
-	wp_unwind_init();
-#if WP_TESTING
-	warmup_report(0);
-#endif
+	warm_up();
 	/* where glibc's loader lock is, for the handler (loader_lock.h) */
 	if (wp_loader_lock_find() < 0)
 		wp_log(WP_LOG_DEBUG, "glibc's loader lock was not found: a sample that lands "

@@ -29,12 +29,12 @@ WP_AS_SAFE static void trampoline(int sig, siginfo_t *si, void *uc)
 {
 	struct sigaction a = prog_handlers[sig];
 	uint32_t depth, over;
-	int view, bypass = wp_sigmask_bypass, in_unw = wp_unwind_suspend();
-
+	struct wp_sigmask_view view;
 	/* In the middle of our handler's walk (a SIGSYS, a fault) the
 	 * program's handler is the program's: its mask calls, pipe2 and mmap
 	 * the real ones, and left so if it jumps out. */
-	wp_sigmask_bypass = 0;
+	int in_unw = wp_unwind_suspend();
+
 	depth = wp_handler_frame_push((uintptr_t)__builtin_frame_address(0));
 	over = wp_handler_program_enter();
 	view = wp_sigmask_handler_enter(&a.sa_mask);
@@ -52,7 +52,6 @@ WP_AS_SAFE static void trampoline(int sig, siginfo_t *si, void *uc)
 	wp_handler_program_leave(over);
 	wp_sigmask_handler_leave(view);
 	wp_unwind_resume(in_unw);
-	wp_sigmask_bypass = bypass;
 	if (!(a.sa_flags & SA_RESTART))
 		wp_handler_undo_restart(uc);
 	wp_handler_frame_pop(depth);

@@ -132,30 +132,26 @@ void wp_sigmask_set_signal(int sig)
 	}
 }
 
-/* The view a handler of the program's leaves behind it: whether the
- * program blocked the sampling signal, and our walk's state (a handler
- * that runs in the middle of our walk, SIGSYS's, makes real mask calls; one
- * that leaves by longjmp leaves no walk behind). */
-#define VIEW(blocked, capture) ((blocked) | (capture) << 1)
-
 /* async-signal-safe */
-WP_AS_SAFE int wp_sigmask_handler_enter(const sigset_t *mask)
+WP_AS_SAFE struct wp_sigmask_view wp_sigmask_handler_enter(const sigset_t *mask)
 {
-	int prev = VIEW(tls_blocked, tls_capture);
+	struct wp_sigmask_view prev = { tls_blocked, tls_capture, wp_sigmask_bypass };
 
 	tls_capture = CAPTURE_NONE;
+	wp_sigmask_bypass = 0;
 	if (the_signal && mask && sigismember(mask, the_signal) == 1)
 		tls_blocked = 1;
 	return prev;
 }
 
 /* async-signal-safe */
-WP_AS_SAFE void wp_sigmask_handler_leave(int prev)
+WP_AS_SAFE void wp_sigmask_handler_leave(struct wp_sigmask_view prev)
 {
 	int was = tls_blocked;
 
-	tls_blocked = prev & 1;
-	tls_capture = prev >> 1;
+	tls_blocked = prev.blocked;
+	tls_capture = prev.capture;
+	wp_sigmask_bypass = prev.bypass;
 	if (was && !tls_blocked)
 		raise_deferred();
 }

@@ -67,12 +67,21 @@ WP_AS_SAFE const sigset_t *wp_sigmask_wait_set(const sigset_t *set, sigset_t *tm
  * 0 when the program's handler should run now. async-signal-safe */
 WP_AS_SAFE int wp_sigmask_defer(const siginfo_t *si);
 
+/* What a handler of the program's sets aside while it runs: whether the
+ * program blocked the sampling signal, and our own state on the thread
+ * (our walk's, wp_sigmask_capture_begin, and wp_sigmask_bypass), so that a
+ * handler that runs in the middle of our walk (a SIGSYS, a fault) makes the
+ * program's mask calls, and keeps making them if it leaves by longjmp. */
+struct wp_sigmask_view {
+	int blocked, capture, bypass;
+};
+
 /* A handler of the program's with `mask` as its sa_mask starts / ends
  * (the sigaction trampoline): the kernel must not block the sampling signal
  * while it runs, so the program's view does. Returns / takes the view to
  * restore. async-signal-safe */
-WP_AS_SAFE int wp_sigmask_handler_enter(const sigset_t *mask);
-WP_AS_SAFE void wp_sigmask_handler_leave(int prev);
+WP_AS_SAFE struct wp_sigmask_view wp_sigmask_handler_enter(const sigset_t *mask);
+WP_AS_SAFE void wp_sigmask_handler_leave(struct wp_sigmask_view prev);
 
 /* A kept signal of the program's that the wait set `set` (as the program
  * passed it) asks for: returns its number and fills *info, or 0.

@@ -139,7 +139,6 @@ long wp_unwind_fake_write(const void *addr, size_t n)
 	return 1;
 }
 
-
 struct code_query {
 	uintptr_t addr;
 	uint64_t *lo, *hi;
