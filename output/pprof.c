@@ -242,8 +242,7 @@ static void write_mappings(struct pp *pp)
 		uint32_t blen;
 
 		blen = mod->build_id_len < WP_BUILD_ID_MAX ? mod->build_id_len : WP_BUILD_ID_MAX;
-		for (uint32_t k = 0; k < blen; k++)
-			snprintf(hex + 2 * k, 3, "%02x", mod->build_id[k]);
+		wp_sym_hex(mod->build_id, blen, hex);
 		hex[2 * blen] = 0;
 		wp_pb_reset(&pp->a);
 		wp_pb_varint(&pp->a, MAPPING_ID, id);

@@ -398,8 +398,8 @@ static json_t *image_json(const struct wp_module *m)
 	bad |= wp_jset(o, "code_file", wp_jstr(m->path ? m->path : ""));
 	if (len > 0) {
 		wp_out_debug_id(m->build_id, len, __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, id);
-		for (uint32_t i = 0; i < len; i++)
-			snprintf(code_id + 2 * i, 3, "%02x", m->build_id[i]);
+		wp_sym_hex(m->build_id, len, code_id);
+		code_id[2 * len] = 0;
 		bad |= wp_jset(o, "debug_id", json_string(id));
 		bad |= wp_jset(o, "code_id", json_string(code_id));
 	}

@@ -141,4 +141,17 @@ int wp_sym_build_id_note(const void *notes, size_t size, uint8_t *out, uint32_t 
  * NULL when `name` is not mangled or cannot be demangled. */
 char *wp_sym_demangle(const char *name);
 
+/* Writes `len` bytes of `id` (a build-id) as lowercase hex, 2 * len
+ * characters and no terminator, to `out`: the debug path's and the debug
+ * cache's names, and the formats' code ids. async-signal-safe */
+static inline void wp_sym_hex(const uint8_t *id, uint32_t len, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (uint32_t i = 0; i < len; i++) {
+		*out++ = digits[id[i] >> 4];
+		*out++ = digits[id[i] & 15];
+	}
+}
+
 #endif

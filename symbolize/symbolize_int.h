@@ -15,18 +15,6 @@
  * Without WALLPROF_DEBUGINFOD=1 they never reach debuginfod. */
 const Dwfl_Callbacks *wp_sym_callbacks(void);
 
-/* Writes `len` bytes of `id` as lowercase hex (2 * len characters, no
- * terminator) to `out`. */
-static inline void wp_sym_hex(const uint8_t *id, uint32_t len, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-
-	for (uint32_t i = 0; i < len; i++) {
-		*out++ = digits[id[i] >> 4];
-		*out++ = digits[id[i] & 15];
-	}
-}
-
 /* Writes "/usr/lib/debug/.build-id/xx/rest.debug" for a build-id into buf.
  * Returns 0, or -1 when there is no build-id or buf is too small. */
 int wp_sym_build_id_debug_path(const uint8_t *id, uint32_t len, char *buf, size_t size);
