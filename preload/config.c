@@ -353,6 +353,9 @@ void wp_config_load(struct wp_config *c)
 	/* Tests only: the page faults of libunwind's warm-up, on stderr. */
 	s = getenv("WALLPROF_TEST_WARMUP_REPORT");
 	c->test_warmup_report = s && !strcmp(s, "1");
+	/* Tests only: a forked child's sampler holds between giving up the
+	 * ring it had and making its own. */
+	env_uint("WALLPROF_TEST_FORK_RESET_HOLD_US", 0, 0, 1000000, &c->test_fork_reset_hold_us);
 #endif
 
 	env_uint("WALLPROF_HZ", WP_DEFAULT_HZ, 1, WP_MAX_HZ, &c->hz);

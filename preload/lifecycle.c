@@ -165,6 +165,7 @@ static void thread_exit(void *p)
 static void after_fork_child(void)
 {
 	wp_slot_forked();
+	wp_tick_forked();
 	/* No timer is inherited, and the placed-id lock may have been held
 	 * by a thread that is not here. */
 	wp_timers_forget_all();

@@ -104,13 +104,21 @@ static int on_object(struct dl_phdr_info *info, size_t size, void *arg)
 		}
 	}
 	if (m->nr == m->cap) {
+		/* Not realloc: the map is kept by a forked child, and the
+		 * program may fork at any instruction of ours. The new array is
+		 * stored before the old one is freed, and the capacity after
+		 * the array, so the child has a pointer to memory that is its
+		 * own, at worst with a copy left over. */
 		size_t cap = m->cap ? m->cap * 2 : 64;
-		struct wp_module *n = realloc(m->mods, cap * sizeof(*n));
+		struct wp_module *n = malloc(cap * sizeof(*n)), *old = m->mods;
 
 		if (!n)
 			return 0;
-		m->mods = n;
-		m->cap = cap;
+		if (m->nr)
+			memcpy(n, old, m->nr * sizeof(*n));
+		__atomic_store_n(&m->mods, n, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&m->cap, cap, __ATOMIC_SEQ_CST);
+		free(old);
 	}
 	if (mod.flags & WP_MOD_MAIN)
 		mod.path = main_path();
@@ -120,7 +128,8 @@ static int on_object(struct dl_phdr_info *info, size_t size, void *arg)
 		mod.path = strdup(info->dlpi_name);
 	if (!mod.path)
 		return 0;
-	m->mods[m->nr++] = mod;
+	m->mods[m->nr] = mod; /* counted once written (a fork, a dump) */
+	__atomic_store_n(&m->nr, m->nr + 1, __ATOMIC_RELEASE);
 	sc->nr_new++;
 	return 0;
 }

@@ -150,6 +150,14 @@ int wp_pm_add_own(const void *a, size_t alen, const void *b, size_t blen)
 	return 0;
 }
 
+void wp_pm_forked(void)
+{
+	pm.ro = pm.own = NULL;
+	pm.nr_ro = pm.nr_own = 0;
+	pm.tag = NULL;
+	pm.pages = NULL;
+}
+
 void wp_pm_forget(void)
 {
 	free(pm.ro);

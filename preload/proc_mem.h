@@ -48,4 +48,9 @@ int wp_pm_add_own(const void *a, size_t alen, const void *b, size_t blen);
  * the page cache (kept allocated). */
 void wp_pm_forget(void);
 
+/* In a forked child: everything above is the parent's sampler's, maybe
+ * caught in the middle of a change. Forgotten, not freed (the copies stay
+ * in the child's heap); the next session allocates its own. */
+void wp_pm_forked(void);
+
 #endif

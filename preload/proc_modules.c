@@ -41,6 +41,13 @@ void wp_pmod_free(void)
 	wp_pm_forget();
 }
 
+void wp_pmod_forked(void)
+{
+	pmod.mods = NULL;
+	pmod.nr_mods = pmod.last_mod = 0;
+	wp_pm_forked();
+}
+
 /* Size of a pointer of .eh_frame_hdr encoding `enc` (value format only:
  * the application bits do not change the size); 0 if unsupported. */
 static unsigned enc_size(uint8_t enc)

@@ -34,6 +34,11 @@ int wp_pmod_read(void);
  * (wp_pm_forget). */
 void wp_pmod_free(void);
 
+/* In a forked child: forgets, without freeing, the parent's module list
+ * (its sampler may have been changing it as the program forked) and what
+ * proc_mem derived from it (wp_pm_forked). */
+void wp_pmod_forked(void);
+
 /* The module whose code holds `ip`, or NULL. */
 struct wp_pmod *wp_pmod_find(uint64_t ip);
 

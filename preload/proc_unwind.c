@@ -221,13 +221,13 @@ static int open_session(uint64_t epoch)
 	pid_t pid = getpid();
 
 	if (u.proc != pid) {
-		/* A forked child: what it inherited are copies, freed as such;
-		 * the address space's cache lock may have been copied held by
-		 * the parent's sampler, so it is not used (freeing it takes no
-		 * lock), a new one is made. */
-		wp_pmod_free();
-		if (u.as)
-			unw_destroy_addr_space(u.as);
+		/* A forked child: what it inherited are copies of the parent's
+		 * sampler's, which may have been in the middle of a change (a
+		 * list half freed, a pointer not yet stored) when the program
+		 * forked. They are forgotten, not freed, and new ones made; so
+		 * is the address space, whose cache lock may have been copied
+		 * held. */
+		wp_pmod_forked();
 		u.as = NULL;
 		u.built = 0;
 		u.proc = pid;

@@ -119,6 +119,10 @@ struct wp_ring *wp_ring_create(const struct wp_ring_config *cfg)
 		    -1, 0);
 	if (base == MAP_FAILED)
 		return NULL;
+	/* Not inherited by a forked child (wp_tick_forked): the child's
+	 * sampler makes a ring of its own, and a fork in the middle of a
+	 * replacement of this one leaves the child nothing to free. */
+	(void)madvise(base, l.total + sizeof(*r), MADV_DONTFORK);
 	r = (struct wp_ring *)(base + l.total);
 	r->cfg = *cfg;
 	if (!r->cfg.nr_ticks)

@@ -50,7 +50,8 @@ WP_AS_SAFE size_t wp_ring_bytes(const struct wp_ring_config *cfg);
  * words. */
 void wp_ring_default_config(struct wp_ring_config *cfg, uint64_t samples, uint64_t window_ns);
 
-/* Maps and zero-fills all memory up front. Returns NULL on failure (errno). */
+/* Maps and zero-fills all memory up front. Returns NULL on failure (errno).
+ * The mapping is not inherited by a forked child (MADV_DONTFORK). */
 struct wp_ring *wp_ring_create(const struct wp_ring_config *cfg);
 
 void wp_ring_destroy(struct wp_ring *r);

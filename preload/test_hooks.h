@@ -14,4 +14,19 @@
 #define WP_TESTING 0
 #endif
 
+#include <sys/syscall.h>
+#include <time.h>
+
+#include "../output/sys.h"
+
+/* Holds the calling thread `us` microseconds in a nanosleep system call,
+ * which a test can see in /proc/self/task/T/syscall (no-op for 0). */
+static inline void wp_test_hold_us(unsigned us)
+{
+	struct timespec t = { (time_t)(us / 1000000), (long)(us % 1000000) * 1000 };
+
+	if (us)
+		wp_syscall(SYS_nanosleep, &t, NULL);
+}
+
 #endif

@@ -139,6 +139,7 @@ static int remap(struct tbuf *b, size_t cap)
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return -1;
+	(void)madvise(p, len, MADV_DONTFORK); /* wp_threads_forked */
 	if (b->e)
 		munmap(b->e, b->map_len);
 	b->e = p;
@@ -319,12 +320,8 @@ void wp_threads_scan(void)
 		}
 	}
 	close(fd);
-	if (WP_TESTING && g->fix.cfg.test_scan_hold_us) {
-		struct timespec hold = { (time_t)(g->fix.cfg.test_scan_hold_us / 1000000),
-					 (long)(g->fix.cfg.test_scan_hold_us % 1000000) * 1000 };
-
-		wp_syscall(SYS_nanosleep, &hold, NULL);
-	}
+	if (WP_TESTING)
+		wp_test_hold_us(g->fix.cfg.test_scan_hold_us);
 	/* Slots still on the claim stack are not to be released (active.h). */
 	wp_active_gather_claims();
 	hw = atomic_load(&g->tab.hiwater);
@@ -526,6 +523,13 @@ void wp_threads_restart(void)
 	const struct tbuf *b = published(&n);
 
 	publish(&thr.buf[b == &thr.buf[0]], 0);
+}
+
+void wp_threads_forked(void)
+{
+	memset(thr.buf, 0, sizeof(thr.buf));
+	atomic_store(&thr.pub, 0);
+	thr.name_cursor = thr.name_owed = 0;
 }
 
 /* async-signal-safe */

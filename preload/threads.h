@@ -122,4 +122,10 @@ WP_AS_SAFE uint32_t wp_threads_flags(const void *view, size_t k);
  * with wp_slot_reset, WP_SLOT_SAMPLER). */
 void wp_threads_restart(void);
 
+/* In a forked child, before its sampler starts: the table's two buffers
+ * stayed with the parent (MADV_DONTFORK; a rebuild may have been replacing
+ * one as the program forked). The child's table starts empty, with no
+ * buffer (the first rebuild maps one). */
+void wp_threads_forked(void);
+
 #endif

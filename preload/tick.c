@@ -29,6 +29,7 @@
 #include "sigmask.h"
 #include "slots.h"
 #include "stack_bounds.h"
+#include "test_hooks.h"
 #include "threads.h"
 #include "tick.h"
 #include "timers.h"
@@ -120,6 +121,12 @@ void wp_tick_mark_start(void)
 
 /* Sampler thread of a forked child, before its first tick: a fresh ring,
  * fresh names and counters; the module map is the parent's (same mappings). */
+void wp_tick_forked(void)
+{
+	g->smp.ring = NULL;
+	wp_threads_forked();
+}
+
 static void reset_after_fork(void)
 {
 	/* Threads that survive (a failed exec restarts us with the program's
@@ -135,6 +142,8 @@ static void reset_after_fork(void)
 	wp_slots_sampler_restart();
 	wp_threads_restart();
 	wp_ring_destroy(g->smp.ring);
+	if (WP_TESTING)
+		wp_test_hold_us(g->fix.cfg.test_fork_reset_hold_us);
 	g->smp.ring = wp_ring_create(&g->fix.ring_cfg);
 	if (!g->smp.ring) {
 		/* The sampler goes on ticking (the end of the process is still

@@ -16,6 +16,13 @@ void wp_tick_read_cmdline(void);
  * CLOCK_REALTIME. At start, and by a restarted sampler. */
 void wp_tick_mark_start(void);
 
+/* In a forked child, first thing: the program may have forked at any
+ * instruction of the parent's sampler, in the middle of replacing its ring
+ * or its thread table. Neither was inherited (MADV_DONTFORK); the child
+ * forgets them, and its sampler makes its own. Only the forking thread
+ * exists: plain stores. */
+void wp_tick_forked(void);
+
 /* Starts the sampler thread (g->smp.sampler) with every signal blocked.
  * With `restart`, it starts over first (a forked child, a failed exec): a
  * fresh ring, thread table and counters, and every slot's sampler fields

@@ -307,8 +307,32 @@ def tests(rt):
         check(r.stdout == "forknomem: 0 of 8 children did not exit 0\n",
               "stdout %r" % r.stdout)
 
+    def test_fork_during_reset(tmp):
+        """A child forks while its new sampler is between the ring it had
+        and its own (held there by the test build, and seen by the child
+        in /proc): the grandchild runs, exits 0 and is profiled. It died
+        of SIGSEGV when it inherited the child's pointer to the unmapped
+        ring (the daemon test's rare failure: a double fork at once)."""
+        r = rt.run_under_preload([rt.prog("processes"), "forkreset"],
+                                 {"WALLPROF_TEST_FORK_RESET_HOLD_US": "300000"}, cwd=tmp)
+        check(r.rc == 0 and r.stdout.startswith("sampler seen: yes\n"),
+              "the child did not see its sampler hold (%s)" % r.describe())
+        check("grandchild status: exited 0\n" in r.stdout and
+              r.stdout.endswith("child status: exited 0\n"),
+              "stdout %r (%s)" % (r.stdout, r.describe()))
+        check(not r.other_stderr(), "stderr besides wallprof lines: %s" % r.other_stderr()[:3])
+        gc = int(re.search(r"^grandchild (\d+)$", r.stdout, re.M).group(1))
+        path = pid_profile(tmp, gc)
+        check(rt.poll_for(path, timeout=WAIT_S), "no grandchild profile wallprof.%d.json "
+              "(files: %s; %s)" % (gc, sorted(os.listdir(tmp)), r.describe()))
+        obj = rt.load_profile(path)
+        rt.check_valid(obj, "grandchild profile")
+        check(fn_samples(obj, "wpt_grandchild_work"),
+              "the grandchild's profile has no wpt_grandchild_work sample")
+
     return [
         ("proc_fork_no_memory", test_fork_no_memory),
+        ("proc_fork_during_reset", test_fork_during_reset),
         ("proc_fork", test_fork),
         ("proc_fork_exec", test_fork_exec),
         ("proc_exec_fails", test_exec_fails),

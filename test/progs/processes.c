@@ -21,12 +21,20 @@
  *                                  below what it has mapped (its new sampler cannot map
  *                                  its ring), sleeps 0.2 s and _exit(0)s; prints how
  *                                  many children ended otherwise
+ *   processes forkreset            forks a child that waits (up to 10 s) until another of
+ *                                  its threads sleeps in nanosleep (the test build's
+ *                                  sampler holding in its restart between two rings,
+ *                                  WALLPROF_TEST_FORK_RESET_HOLD_US), then forks a
+ *                                  grandchild that works 0.6 s (wpt_grandchild_work) and
+ *                                  exits 0; prints "sampler seen: yes|no", the
+ *                                  grandchild's pid and status, and the child's status
  * The parent modes print "child PID" and "child status: exited N" /
  * "killed by N" on stdout (lines the test normalizes by pid). Every mode
  * retries its waits on EINTR. */
 /* noipa on the named functions: no inlining, cloning or identical-code folding
  * (two functions with the same body would otherwise share one name). */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -37,6 +45,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <signal.h>
@@ -54,6 +63,7 @@ WPT_WORK(wpt_child_work)
 WPT_WORK(wpt_exec_work)
 
 WPT_WORK(wpt_daemon_work)
+WPT_WORK(wpt_grandchild_work)
 
 static void print_status(int st)
 {
@@ -333,6 +343,73 @@ static int mode_forknomem(void)
 	return 0;
 }
 
+/* ---- forkreset ---- */
+
+/* Whether a thread other than the caller is inside nanosleep now. */
+static int other_thread_sleeps(void)
+{
+	char path[96], buf[64];
+	long self = (long)gettid(), tid;
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int found = 0;
+
+	if (!d)
+		return 0;
+	while (!found && (e = readdir(d)) != NULL) {
+		FILE *f;
+
+		tid = atol(e->d_name);
+		if (tid <= 0 || tid == self)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%ld/syscall", tid);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		found = fgets(buf, sizeof(buf), f) && atol(buf) == SYS_nanosleep;
+		fclose(f);
+	}
+	closedir(d);
+	return found;
+}
+
+static int mode_forkreset(void)
+{
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid == 0) {
+		struct timespec t0, t;
+		pid_t gc;
+		int seen = 0;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do { /* polling an observable condition */
+			seen = other_thread_sleeps();
+			clock_gettime(CLOCK_MONOTONIC, &t);
+		} while (!seen && t.tv_sec - t0.tv_sec < 10);
+		printf("sampler seen: %s\n", seen ? "yes" : "no");
+		fflush(stdout);
+		gc = fork();
+		if (gc < 0)
+			_exit(1);
+		if (gc == 0) {
+			wpt_grandchild_work(0.6);
+			exit(0);
+		}
+		printf("grandchild %d\n", (int)gc);
+		printf("grand");
+		wait_child(gc);
+		fflush(stdout);
+		_exit(0);
+	}
+	wait_child(pid);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && strcmp(argv[1], "fork") == 0)
@@ -355,6 +432,8 @@ int main(int argc, char **argv)
 		return mode_forknomem();
 	if (argc == 2 && strcmp(argv[1], "forkthread") == 0)
 		return mode_forkthread();
+	if (argc == 2 && strcmp(argv[1], "forkreset") == 0)
+		return mode_forkreset();
 	fprintf(stderr, "usage: processes fork|forkexec PROG ARGS|vfork PROG ARGS|spawn PROG ARGS|"
 			"system CMD|envwork|daemon MARKER LOG\n");
 	return 2;
