@@ -467,10 +467,17 @@ WP_AS_SAFE static int drain(struct wp_conv *cv, int as_safe)
  * async-signal-safe */
 WP_AS_SAFE void wp_convert_forget(struct wp_conv *cv)
 {
-	if (cv->pidfd >= 0)
+	/* Descriptors only while a converter runs (pid set): a conversion
+	 * never started may hold zeros, and 0 is the program's stdin. */
+	if (cv->pid && cv->pidfd >= 0)
 		wp_syscall(SYS_close, cv->pidfd);
-	if (cv->report >= 0)
+	if (cv->pid && cv->report >= 0)
 		wp_syscall(SYS_close, cv->report);
+	wp_convert_disown(cv);
+}
+
+WP_AS_SAFE void wp_convert_disown(struct wp_conv *cv)
+{
 	cv->pid = 0;
 	cv->pidfd = cv->report = -1;
 }

@@ -29,6 +29,10 @@ void wp_convert_init(const struct wp_config *c);
 WP_AS_SAFE const char *wp_convert_program(void);
 
 /* One conversion in flight. */
+/* pidfd and report are descriptors only while pid is set: a struct that
+ * never started a conversion may be all zeros (WP_CONV_NONE sets them). */
+#define WP_CONV_NONE { .pid = 0, .pidfd = -1, .report = -1 }
+
 struct wp_conv {
 	int pid;        /* 0: none */
 	int pidfd;      /* -1 when pidfd_open is not available */
@@ -84,6 +88,12 @@ WP_AS_SAFE int wp_convert_said_upload(void);
 /* In a forked child: the parent's conversion is none of its business; its
  * descriptors are closed. async-signal-safe */
 WP_AS_SAFE void wp_convert_forget(struct wp_conv *cv);
+
+/* The same for a conversion whose descriptors the child does not have
+ * (the parent's sampler started it in its private table): only their
+ * numbers are forgotten; in the child those numbers may be the program's.
+ * async-signal-safe */
+WP_AS_SAFE void wp_convert_disown(struct wp_conv *cv);
 
 /* Relays what the converter reported so far without waiting; returns 1 once
  * it has ended (and is reaped), else 0. Sampler thread. */

@@ -54,7 +54,9 @@ struct dump_space {
 	uint32_t chunk_k;     /* chunk_space: this chunk's number */
 	int no_tail;          /* exit_space: an exec from a handler, no chunk of its tail */
 };
-static struct dump_space exit_space, snap_space, chunk_space;
+static struct dump_space exit_space = { .conv = WP_CONV_NONE },
+			 snap_space = { .conv = WP_CONV_NONE },
+			 chunk_space = { .conv = WP_CONV_NONE };
 static struct dump_names exit_names; /* computed at start and in a forked child */
 static char out_base[WP_PATH_MAX]; /* the profile's name without ".json": exec dumps add to it */
 static int snapshot_seq;           /* snapshots taken (the sampler's) */
@@ -708,10 +710,18 @@ WP_AS_SAFE int wp_dump_fatal_ours(const struct sigaction *a)
 void wp_dump_forked(void)
 {
 	/* The parent's conversions: their descriptors are not the child's
-	 * business, and a dump the parent was writing is not the child's. */
-	wp_convert_forget(&snap_space.conv);
+	 * business, and a dump the parent was writing is not the child's.
+	 * The sampler's (snapshots, chunks) are in its private table when it
+	 * has one, which the child does not have: there, the same numbers may
+	 * be the program's (its stderr), and must not be closed. */
+	if (g->smp.fds_private) {
+		wp_convert_disown(&snap_space.conv);
+		wp_convert_disown(&chunk_space.conv);
+	} else {
+		wp_convert_forget(&snap_space.conv);
+		wp_convert_forget(&chunk_space.conv);
+	}
 	wp_convert_forget(&exit_space.conv);
-	wp_convert_forget(&chunk_space.conv);
 	chunk_seq = 0;
 	chunk_from_ns = 0;
 	atomic_store(&dump_once, DUMP_FREE);

@@ -196,7 +196,7 @@ void wp_tree_exiting(uint64_t upload_deadline_ms)
 
 static unsigned long wait_conversions(uint64_t deadline_ns, int *busy)
 {
-	static struct wp_conv cv;
+	static struct wp_conv cv = WP_CONV_NONE;
 	struct wp_dump_queue q;
 	unsigned long left = 0;
 	int starts = 0, rc;

@@ -330,7 +330,38 @@ def tests(rt):
         check(fn_samples(obj, "wpt_grandchild_work"),
               "the grandchild's profile has no wpt_grandchild_work sample")
 
+    def test_fork_keeps_stdin(tmp):
+        """A forked child reads the stdin it inherited: `(cat)` in a shell
+        prints what it is fed, as without the profiler. Every forked child
+        closed descriptor 0 when the parent had never converted anything
+        (a conversion's descriptors were zeros, closed as the child forgot
+        them)."""
+        argv = ["/bin/sh", "-c", "(cat); echo rc=$?"]
+        plain = rt.run_prog(argv, tmp, preload=False, stdin_data="hello\n")
+        check(plain.stdout == "hello\nrc=0\n", "without the preload: %r (shell?)" % plain.stdout)
+        r = rt.run_prog(argv, tmp, preload=True, stdin_data="hello\n")
+        check(r.rc == 0 and r.stdout == plain.stdout,
+              "under the preload the subshell printed %r (%s)" % (r.stdout, r.describe()))
+        check(r.other_stderr() == plain.other_stderr(),
+              "stderr differs: %s" % r.other_stderr()[:3])
+
+    def test_fork_during_snapshot(tmp):
+        """Children forked while a snapshot is converted keep descriptors
+        0, 1 and 2 as the parent has them. The sampler's conversion
+        descriptors live in its private table, where their numbers are
+        small: a forked child closed those numbers in the program's table
+        (its stderr)."""
+        r = rt.run_under_preload([rt.prog("processes"), "snapfork"], cwd=tmp)
+        m = re.search(r"^snapfork: (\d+) of (\d+) children lost a descriptor$", r.stdout, re.M)
+        check(r.rc == 0 and m, "stdout %r (%s)" % (r.stdout, r.describe()))
+        check(int(m.group(2)) >= 2, "only %s fork(s) while the snapshot was converted" % m.group(2))
+        check(m.group(1) == "0", "stdout %r (%s)" % (r.stdout, r.describe()))
+        check(os.path.exists(pid_profile(tmp, r.pid).replace(".json", ".1.json")),
+              "no snapshot profile (files: %s)" % sorted(os.listdir(tmp)))
+
     return [
+        ("proc_fork_keeps_stdin", test_fork_keeps_stdin),
+        ("proc_fork_during_snapshot", test_fork_during_snapshot),
         ("proc_fork_no_memory", test_fork_no_memory),
         ("proc_fork_during_reset", test_fork_during_reset),
         ("proc_fork", test_fork),

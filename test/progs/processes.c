@@ -28,6 +28,12 @@
  *                                  grandchild that works 0.6 s (wpt_grandchild_work) and
  *                                  exits 0; prints "sampler seen: yes|no", the
  *                                  grandchild's pid and status, and the child's status
+ *   processes snapfork             works 0.3 s, raises SIGUSR2 (a snapshot), then forks
+ *                                  a child every millisecond until the snapshot's
+ *                                  profile is in place (wallprof.PID.1.json, up to 10
+ *                                  s): each child checks that its descriptors 0, 1 and
+ *                                  2 are still the parent's files and exits 0, or 3;
+ *                                  prints "snapfork: N of M children lost a descriptor"
  * The parent modes print "child PID" and "child status: exited N" /
  * "killed by N" on stdout (lines the test normalizes by pid). Every mode
  * retries its waits on EINTR. */
@@ -64,6 +70,7 @@ WPT_WORK(wpt_exec_work)
 
 WPT_WORK(wpt_daemon_work)
 WPT_WORK(wpt_grandchild_work)
+WPT_WORK(wpt_snapfork_work)
 
 static void print_status(int st)
 {
@@ -410,6 +417,56 @@ static int mode_forkreset(void)
 	return 0;
 }
 
+/* ---- snapfork ---- */
+
+static int mode_snapfork(void)
+{
+	struct stat mine[3];
+	char path[64];
+	int lost = 0, n = 0;
+	struct timespec t0, t;
+
+	for (int fd = 0; fd < 3; fd++)
+		if (fstat(fd, &mine[fd]) < 0)
+			return 1;
+	wpt_snapfork_work(0.3);
+	snprintf(path, sizeof(path), "wallprof.%d.1.json", (int)getpid());
+	raise(SIGUSR2);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do { /* forks while the snapshot is being converted */
+		struct timespec ms = { 0, 1000000 };
+		pid_t pid;
+		int st;
+
+		fflush(stdout);
+		pid = fork();
+		if (pid < 0)
+			return 1;
+		if (pid == 0) {
+			for (int fd = 0; fd < 3; fd++) {
+				struct stat now;
+
+				if (fstat(fd, &now) < 0 || now.st_dev != mine[fd].st_dev ||
+				    now.st_ino != mine[fd].st_ino)
+					_exit(3 + fd);
+			}
+			_exit(0);
+		}
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			if (!lost)
+				printf("snapfork: a child ended with status 0x%x\n", st);
+			lost++;
+		}
+		n++;
+		nanosleep(&ms, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while (access(path, F_OK) != 0 && t.tv_sec - t0.tv_sec < 10);
+	printf("snapfork: %d of %d children lost a descriptor\n", lost, n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && strcmp(argv[1], "fork") == 0)
@@ -434,6 +491,8 @@ int main(int argc, char **argv)
 		return mode_forkthread();
 	if (argc == 2 && strcmp(argv[1], "forkreset") == 0)
 		return mode_forkreset();
+	if (argc == 2 && strcmp(argv[1], "snapfork") == 0)
+		return mode_snapfork();
 	fprintf(stderr, "usage: processes fork|forkexec PROG ARGS|vfork PROG ARGS|spawn PROG ARGS|"
 			"system CMD|envwork|daemon MARKER LOG\n");
 	return 2;
