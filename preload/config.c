@@ -356,6 +356,8 @@ void wp_config_load(struct wp_config *c)
 	/* Tests only: a forked child's sampler holds between giving up the
 	 * ring it had and making its own. */
 	env_uint("WALLPROF_TEST_FORK_RESET_HOLD_US", 0, 0, 1000000, &c->test_fork_reset_hold_us);
+	/* Tests only: every tick holds the loader's lock this long. */
+	env_uint("WALLPROF_TEST_LOADER_HOLD_US", 0, 0, 1000000, &c->test_loader_hold_us);
 #endif
 
 	env_uint("WALLPROF_HZ", WP_DEFAULT_HZ, 1, WP_MAX_HZ, &c->hz);

@@ -187,7 +187,8 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 	struct wp_raw_meta *meta = &sp->meta;
 	struct wp_conv_req rq;
 	const char *path = sp->n.raw, *json = sp->n.json, *abbrev = sig ? sigabbrev_np(sig) : NULL;
-	size_t n = 0, cap = sizeof(sp->line);
+	size_t n = 0, cap = sizeof(sp->line), nr_mods;
+	const struct wp_module *mods;
 	int fd = -1, rc = -1, i, xfsz_was_pending, taken = 0;
 	/* the kernel's 8-byte masks: a sigset_t is 128 bytes of stack each */
 	unsigned long xfsz = 1ul << (SIGXFSZ - 1), old_mask, pending;
@@ -256,9 +257,12 @@ WP_AS_SAFE static int dump(struct dump_space *sp, int sig, int snapshot, int det
 			taken |= i == 0;
 			continue;
 		}
-		rc = wp_raw_write_out(&sp->out, fd, meta, g->smp.ring, g->smp.mods.mods,
-				      g->smp.mods.nr, sp->threads.e, sp->threads.nr,
-				      wp_threads_flags, &sp->threads, &sp->ctr);
+		/* The count before the array (modules.c stores them the other
+		 * way round): a sampler that did not park may be adding one. */
+		nr_mods = __atomic_load_n(&g->smp.mods.nr, __ATOMIC_ACQUIRE);
+		mods = __atomic_load_n(&g->smp.mods.mods, __ATOMIC_ACQUIRE);
+		rc = wp_raw_write_out(&sp->out, fd, meta, g->smp.ring, mods, nr_mods, sp->threads.e,
+				      sp->threads.nr, wp_threads_flags, &sp->threads, &sp->ctr);
 		if (rc < 0) {
 			wp_syscall(SYS_close, fd);
 			wp_syscall(SYS_unlink, path);

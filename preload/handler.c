@@ -17,6 +17,7 @@
 #include "test_hooks.h"
 #include "../unwind/unwind.h"
 #include "active.h"
+#include "fork_guard.h"
 #include "handler.h"
 #include "loader_lock.h"
 #include "runtime.h"
@@ -398,10 +399,16 @@ WP_AS_SAFE static void capture(struct wp_slot *s, void *uc, uint32_t from)
 		s->hdl.nr = 1;
 		s->hdl.uflags = WP_UNW_FAILED | WP_UNW_DL_GUARD |
 				(wp_unwind_in_syscall(uc) ? WP_UNW_BLOCKED : 0);
+	} else if (wp_fork_guard_try() < 0) {
+		/* A fork is under way (fork_guard.h): the PC only. */
+		s->buf[0] = (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
+		s->hdl.nr = 1;
+		s->hdl.uflags = WP_UNW_FAILED | (wp_unwind_in_syscall(uc) ? WP_UNW_BLOCKED : 0);
 	} else {
 		wp_sigmask_capture_begin();
 		s->hdl.nr = (uint32_t)wp_unwind_capture(uc, s->buf, (int)g->fix.cfg.max_depth, &fl);
 		wp_sigmask_capture_end();
+		wp_fork_guard_leave();
 		s->hdl.uflags = fl;
 	}
 	wp_sigmask_bypass--;

@@ -18,6 +18,7 @@
 #include "../unwind/unwind.h"
 #include "convert.h"
 #include "dump.h"
+#include "fork_guard.h"
 #include "handler.h"
 #include "lifecycle.h"
 #include "loader_lock.h"
@@ -164,6 +165,7 @@ static void thread_exit(void *p)
  * on that thread, so a child that execs right away pays almost nothing. */
 static void after_fork_child(void)
 {
+	wp_fork_guard_child();
 	wp_slot_forked();
 	wp_tick_forked();
 	/* No timer is inherited, and the placed-id lock may have been held
@@ -193,6 +195,10 @@ static void after_fork_child(void)
 	if (g->fix.exit_key_ok)
 		pthread_setspecific(g->fix.exit_key, &wp_rt);
 	wp_slots_after_fork(1);
+	/* Only this thread may be inside our loader wrappers now (a fork
+	 * from a dl_iterate_phdr callback): the others' counts left with
+	 * them, and would stop the module map's refresh for good. */
+	atomic_store(&g->sh.loader_users, wp_tls_in_loader);
 	atomic_store(&g->sh.events, 0);
 	atomic_store(&g->sh.main_exited, 0);
 	/* Whether the parent's sampler was running or joined, the child's is
@@ -326,7 +332,7 @@ int wp_sampler_start(void)
 		return -1;
 	}
 	life_move(WP_LIFE_OFF, WP_LIFE_RUNNING);
-	pthread_atfork(NULL, NULL, after_fork_child);
+	pthread_atfork(wp_fork_guard_prepare, wp_fork_guard_parent, after_fork_child);
 	wp_log(WP_LOG_DEBUG, "sampling every thread at %u Hz with %s, window %u s, depth %u",
 	       g->fix.cfg.hz, wp_signal_name(g->sig.signal, a, sizeof(a)), g->fix.cfg.ring_seconds,
 	       g->fix.cfg.max_depth);

@@ -116,8 +116,8 @@ static int on_object(struct dl_phdr_info *info, size_t size, void *arg)
 			return 0;
 		if (m->nr)
 			memcpy(n, old, m->nr * sizeof(*n));
-		__atomic_store_n(&m->mods, n, __ATOMIC_SEQ_CST);
-		__atomic_store_n(&m->cap, cap, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&m->mods, n, __ATOMIC_RELEASE);
+		__atomic_store_n(&m->cap, cap, __ATOMIC_RELEASE);
 		free(old);
 	}
 	if (mod.flags & WP_MOD_MAIN)
@@ -128,7 +128,7 @@ static int on_object(struct dl_phdr_info *info, size_t size, void *arg)
 		mod.path = strdup(info->dlpi_name);
 	if (!mod.path)
 		return 0;
-	m->mods[m->nr] = mod; /* counted once written (a fork, a dump) */
+	m->mods[m->nr] = mod; /* counted once written (a fork; a dump loads nr first) */
 	__atomic_store_n(&m->nr, m->nr + 1, __ATOMIC_RELEASE);
 	sc->nr_new++;
 	return 0;

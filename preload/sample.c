@@ -20,6 +20,7 @@
 #include "test_hooks.h"
 #include "../unwind/unwind.h"
 #include "active.h"
+#include "fork_guard.h"
 #include "park.h"
 #include "timers.h"
 #include "proc_unwind.h"
@@ -370,9 +371,11 @@ static void record_blocked_proc(struct wp_slot *s, uint64_t now, uint64_t nr, ui
 	/* libdwfl keeps the modules' files open: only in our own descriptor
 	 * table, never the program's (kernels before 5.9). */
 	if (g->smp.fds_private) {
+		wp_fork_guard_wait(); /* libunwind's locks */
 		n = wp_proc_unwind((pid_t)atomic_load(&s->tid), sp, pc,
 				   g->smp.mods.adds ^ (g->smp.mods.subs << 32), s->stk,
 				   (int)g->fix.cfg.max_depth, &partial, &truncated);
+		wp_fork_guard_leave();
 	} else {
 		s->stk[0] = pc;
 		n = 1;

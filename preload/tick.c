@@ -7,6 +7,7 @@
  * signal blocked, from its first tick in a descriptor table of its own
  * (settle), and does all the work that is not async-signal-safe. */
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -22,6 +23,7 @@
 
 #include "active.h"
 #include "dump.h"
+#include "fork_guard.h"
 #include "runtime.h"
 #include "park.h"
 #include "sample.h"
@@ -119,14 +121,14 @@ void wp_tick_mark_start(void)
 			   (int64_t)g->smp.start_ns;
 }
 
-/* Sampler thread of a forked child, before its first tick: a fresh ring,
- * fresh names and counters; the module map is the parent's (same mappings). */
 void wp_tick_forked(void)
 {
 	g->smp.ring = NULL;
 	wp_threads_forked();
 }
 
+/* Sampler thread of a forked child, before its first tick: a fresh ring,
+ * fresh names and counters; the module map is the parent's (same mappings). */
 static void reset_after_fork(void)
 {
 	/* Threads that survive (a failed exec restarts us with the program's
@@ -141,7 +143,14 @@ static void reset_after_fork(void)
 	wp_timers_disarm_all();
 	wp_slots_sampler_restart();
 	wp_threads_restart();
-	wp_ring_destroy(g->smp.ring);
+	{
+		/* Forgotten before it is unmapped: a fatal signal's dump on
+		 * another thread (a failed exec's restart has them) reads it. */
+		struct wp_ring *old = g->smp.ring;
+
+		__atomic_store_n(&g->smp.ring, NULL, __ATOMIC_SEQ_CST);
+		wp_ring_destroy(old);
+	}
 	if (WP_TESTING)
 		wp_test_hold_us(g->fix.cfg.test_fork_reset_hold_us);
 	g->smp.ring = wp_ring_create(&g->fix.ring_cfg);
@@ -380,14 +389,8 @@ static void rest_over(uint64_t *next, uint64_t due, uint64_t end, uint64_t perio
 {
 	uint64_t now, moved, limit;
 
-#if WP_TESTING
-	if (g->fix.cfg.test_rest_wake_delay_us && (atomic_load(&g->sh.events) & EV_WAKE)) {
-		unsigned us = g->fix.cfg.test_rest_wake_delay_us;
-		struct timespec ts = { us / 1000000, (long)(us % 1000000) * 1000 };
-
-		wp_syscall(SYS_nanosleep, &ts, NULL);
-	}
-#endif
+	if (WP_TESTING && (atomic_load(&g->sh.events) & EV_WAKE))
+		wp_test_hold_us(g->fix.cfg.test_rest_wake_delay_us);
 	moved = wp_active_rest_end();
 	now = wp_mono_ns();
 	limit = moved > due && moved <= now ? moved : now + 1;
@@ -398,10 +401,24 @@ static void rest_over(uint64_t *next, uint64_t due, uint64_t end, uint64_t perio
 	}
 }
 
+/* WALLPROF_TEST_LOADER_HOLD_US: the tick holds the loader's lock that
+ * long, in a dl_iterate_phdr callback (once, whatever the modules). */
+static int hold_in_loader(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)info;
+	(void)size;
+	(void)data;
+	wp_test_hold_us(g->fix.cfg.test_loader_hold_us);
+	return 1;
+}
+
 static void tick(uint64_t now, uint64_t due)
 {
-	if (g->sig.sample_onstack && !g->smp.go_checked)
+	if (g->sig.sample_onstack && !g->smp.go_checked) {
+		wp_fork_guard_wait(); /* dlsym takes the loader's lock */
 		go_notice();
+		wp_fork_guard_leave();
+	}
 	/* This tick numbered first: the open records of parked threads reach
 	 * it, and those whose threads moved end at the one before. Without a
 	 * ring (a restart that could not map one) nothing is sampled. */
@@ -430,8 +447,13 @@ static void tick(uint64_t now, uint64_t due)
 	/* The refresh takes the loader's lock: not while a thread of the
 	 * program holds it in a dl_iterate_phdr callback (which may block
 	 * for long), or every tick would wait for it. The next tick will. */
-	if (!atomic_load(&g->sh.loader_users))
+	if (!atomic_load(&g->sh.loader_users)) {
+		wp_fork_guard_wait();
+		if (WP_TESTING && g->fix.cfg.test_loader_hold_us)
+			dl_iterate_phdr(hold_in_loader, NULL);
 		wp_modmap_refresh(&g->smp.mods);
+		wp_fork_guard_leave();
+	}
 	if (g->smp.want_stacks && g->smp.ctr.nr_ticks - g->smp.stacks_tick >= g->fix.ticks_per_scan)
 		wp_stack_bounds_find();
 	tick_end(now, 0);
@@ -542,7 +564,9 @@ static void settle(int restarted)
 	prctl(PR_SET_NAME, "wallprof");
 	be_punctual();
 	g->smp.batch_min = spread_batch_min();
+	wp_fork_guard_wait(); /* dl_iterate_phdr */
 	wp_sample_find_own_code();
+	wp_fork_guard_leave();
 	if (restarted) /* a forked child's command line is its parent's */
 		wp_tick_read_cmdline();
 }

@@ -37,6 +37,7 @@ struct wp_config {
 	int test_walk_mask_strict; /* WALLPROF_TEST_WALK_MASK_STRICT=1: tests only */
 	int test_warmup_report; /* WALLPROF_TEST_WARMUP_REPORT=1: tests only */
 	unsigned test_fork_reset_hold_us; /* WALLPROF_TEST_FORK_RESET_HOLD_US: tests only */
+	unsigned test_loader_hold_us; /* WALLPROF_TEST_LOADER_HOLD_US: tests only */
 	int follow_children; /* WALLPROF_FOLLOW_CHILDREN: exec'd children inherit the preload */
 	int cpu_timers; /* WALLPROF_CPU_TIMERS: running threads sampled by CPU-time timers */
 	int log_explicit; /* WALLPROF_LOG was set: it applies to every process of the tree */

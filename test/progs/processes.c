@@ -26,14 +26,20 @@
  *                                  sampler holding in its restart between two rings,
  *                                  WALLPROF_TEST_FORK_RESET_HOLD_US), then forks a
  *                                  grandchild that works 0.6 s (wpt_grandchild_work) and
- *                                  exits 0; prints "sampler seen: yes|no", the
- *                                  grandchild's pid and status, and the child's status
+ *                                  exits 0; prints "sampler seen: yes|no", whether the
+ *                                  hold lasted across the fork, the grandchild's pid and
+ *                                  status, and the child's status
  *   processes snapfork             works 0.3 s, raises SIGUSR2 (a snapshot), then forks
  *                                  a child every millisecond until the snapshot's
  *                                  profile is in place (wallprof.PID.1.json, up to 10
  *                                  s): each child checks that its descriptors 0, 1 and
  *                                  2 are still the parent's files and exits 0, or 3;
  *                                  prints "snapfork: N of M children lost a descriptor"
+ *   processes forkloader           works 0.2 s, then 10 times: forks a child that works
+ *                                  0.1 s and exits 0, waits for it up to 5 s (then kills
+ *                                  it); run with WALLPROF_TEST_LOADER_HOLD_US, the
+ *                                  sampler holds the loader's lock at every tick; prints
+ *                                  "forkloader: N of 10 children hung"
  * The parent modes print "child PID" and "child status: exited N" /
  * "killed by N" on stdout (lines the test normalizes by pid). Every mode
  * retries its waits on EINTR. */
@@ -71,15 +77,21 @@ WPT_WORK(wpt_exec_work)
 WPT_WORK(wpt_daemon_work)
 WPT_WORK(wpt_grandchild_work)
 WPT_WORK(wpt_snapfork_work)
+WPT_WORK(wpt_forkloader_work)
+
+static void print_status_of(const char *who, int st)
+{
+	if (WIFEXITED(st))
+		printf("%s status: exited %d\n", who, WEXITSTATUS(st));
+	else if (WIFSIGNALED(st))
+		printf("%s status: killed by %d\n", who, WTERMSIG(st));
+	else
+		printf("%s status: 0x%x\n", who, st);
+}
 
 static void print_status(int st)
 {
-	if (WIFEXITED(st))
-		printf("child status: exited %d\n", WEXITSTATUS(st));
-	else if (WIFSIGNALED(st))
-		printf("child status: killed by %d\n", WTERMSIG(st));
-	else
-		printf("child status: 0x%x\n", st);
+	print_status_of("child", st);
 }
 
 static int wait_child(pid_t pid)
@@ -391,7 +403,7 @@ static int mode_forkreset(void)
 	if (pid == 0) {
 		struct timespec t0, t;
 		pid_t gc;
-		int seen = 0;
+		int seen = 0, st;
 
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		do { /* polling an observable condition */
@@ -407,9 +419,12 @@ static int mode_forkreset(void)
 			wpt_grandchild_work(0.6);
 			exit(0);
 		}
+		/* still holding: the fork was made inside the hold */
+		printf("held across the fork: %s\n", other_thread_sleeps() ? "yes" : "no");
 		printf("grandchild %d\n", (int)gc);
-		printf("grand");
-		wait_child(gc);
+		while (waitpid(gc, &st, 0) < 0 && errno == EINTR)
+			;
+		print_status_of("grandchild", st);
 		fflush(stdout);
 		_exit(0);
 	}
@@ -467,6 +482,44 @@ static int mode_snapfork(void)
 	return 0;
 }
 
+/* ---- forkloader ---- */
+
+static int mode_forkloader(void)
+{
+	int hung = 0;
+
+	wpt_forkloader_work(0.2);
+	for (int i = 0; i < 10; i++) {
+		struct timespec t0, t, step = { 0, 5000000 };
+		pid_t pid;
+		int st, w = 0;
+
+		fflush(stdout);
+		pid = fork();
+		if (pid < 0)
+			return 1;
+		if (pid == 0) {
+			wpt_forkloader_work(0.1);
+			exit(0);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do { /* polling the child's end, with a bound */
+			w = waitpid(pid, &st, WNOHANG);
+			if (w == 0)
+				nanosleep(&step, NULL);
+			clock_gettime(CLOCK_MONOTONIC, &t);
+		} while (w == 0 && t.tv_sec - t0.tv_sec < 5);
+		if (w == 0) {
+			hung++;
+			kill(pid, SIGKILL);
+			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+				;
+		}
+	}
+	printf("forkloader: %d of 10 children hung\n", hung);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && strcmp(argv[1], "fork") == 0)
@@ -493,6 +546,8 @@ int main(int argc, char **argv)
 		return mode_forkreset();
 	if (argc == 2 && strcmp(argv[1], "snapfork") == 0)
 		return mode_snapfork();
+	if (argc == 2 && strcmp(argv[1], "forkloader") == 0)
+		return mode_forkloader();
 	fprintf(stderr, "usage: processes fork|forkexec PROG ARGS|vfork PROG ARGS|spawn PROG ARGS|"
 			"system CMD|envwork|daemon MARKER LOG\n");
 	return 2;
