@@ -367,14 +367,34 @@ WP_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *t
 /* A profiling signal landing in here takes a PC-only sample (see the
  * handler): unwinding would walk the loader's structures again. dlopen is
  * not wrapped: it resolves RUNPATH and $ORIGIN from its caller's address. */
+struct held_phdr {
+	int (*cb)(struct dl_phdr_info *, size_t, void *);
+	void *data;
+	unsigned hold_us; /* held before the first module, then 0 */
+};
+
+/* Tests (wp_sampler_loader_hold_us): the lock held a while, inside. */
+static int hold_then_call(struct dl_phdr_info *info, size_t size, void *p)
+{
+	struct held_phdr *h = p;
+	struct timespec t = { (time_t)(h->hold_us / 1000000), (long)(h->hold_us % 1000000) * 1000 };
+
+	if (h->hold_us)
+		nanosleep(&t, NULL);
+	h->hold_us = 0;
+	return h->cb(info, size, h->data);
+}
+
 WP_EXPORT int dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data)
 {
+	struct held_phdr h = { cb, data, 0 };
 	int rc;
 
 	if (!RESOLVE(dl_iterate_phdr))
 		return 0;
 	wp_sampler_loader_enter();
-	rc = real_dl_iterate_phdr(cb, data);
+	h.hold_us = wp_sampler_loader_hold_us();
+	rc = h.hold_us ? real_dl_iterate_phdr(hold_then_call, &h) : real_dl_iterate_phdr(cb, data);
 	wp_sampler_loader_leave();
 	return rc;
 }

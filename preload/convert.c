@@ -262,6 +262,7 @@ WP_AS_SAFE int wp_convert_start(struct wp_conv *cv, const struct wp_conv_req *rq
 	cv->pid = 0;
 	cv->pidfd = -1;
 	cv->report = -1;
+	cv->in_private = wp_fds_private_here();
 	cv->len = 0;
 	cv->final = 0;
 	wp_put_str(cv->raw, 0, sizeof(cv->raw), rq->raw);
@@ -465,21 +466,40 @@ WP_AS_SAFE static int drain(struct wp_conv *cv, int as_safe)
 
 /* The converter is not our child (see intermediate): forgetting it is all.
  * async-signal-safe */
-WP_AS_SAFE void wp_convert_forget(struct wp_conv *cv)
+/* Forgets the conversion's descriptors, and returns them (-1 for none):
+ * cleared before they are closed, so that a fork on another thread meanwhile
+ * never leaves a child a number the program may have got back. Descriptors
+ * exist only while a converter runs (pid set): a conversion never started
+ * may hold zeros, and 0 is the program's stdin. async-signal-safe */
+WP_AS_SAFE static void take_fds(struct wp_conv *cv, int *pidfd, int *report)
 {
-	/* Descriptors only while a converter runs (pid set): a conversion
-	 * never started may hold zeros, and 0 is the program's stdin. */
-	if (cv->pid && cv->pidfd >= 0)
-		wp_syscall(SYS_close, cv->pidfd);
-	if (cv->pid && cv->report >= 0)
-		wp_syscall(SYS_close, cv->report);
-	wp_convert_disown(cv);
+	*pidfd = cv->pid ? cv->pidfd : -1;
+	*report = cv->pid ? cv->report : -1;
+	__atomic_store_n(&cv->pidfd, -1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&cv->report, -1, __ATOMIC_SEQ_CST);
+	cv->pid = 0;
 }
 
-WP_AS_SAFE void wp_convert_disown(struct wp_conv *cv)
+WP_AS_SAFE void wp_convert_forget(struct wp_conv *cv)
 {
-	cv->pid = 0;
-	cv->pidfd = cv->report = -1;
+	int pidfd, report;
+
+	take_fds(cv, &pidfd, &report);
+	if (pidfd >= 0)
+		wp_syscall(SYS_close, pidfd);
+	if (report >= 0)
+		wp_syscall(SYS_close, report);
+}
+
+WP_AS_SAFE void wp_convert_forked(struct wp_conv *cv)
+{
+	int pidfd, report;
+
+	if (!cv->in_private) {
+		wp_convert_forget(cv);
+		return;
+	}
+	take_fds(cv, &pidfd, &report);
 }
 
 /* One error line: `why` (and `what`), then where the raw dump stays.
@@ -507,10 +527,7 @@ WP_AS_SAFE int wp_convert_wait(struct wp_conv *cv, uint64_t deadline_ns, int as_
 		return 0;
 	if (cv->report < 0) {
 		/* detached: the process that started it leaves it running */
-		if (cv->pidfd >= 0)
-			wp_syscall(SYS_close, cv->pidfd);
-		cv->pid = 0;
-		cv->pidfd = -1;
+		wp_convert_forget(cv);
 		return 0;
 	}
 	wp_syscall(SYS_fcntl, cv->report, F_SETFL, O_NONBLOCK);

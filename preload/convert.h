@@ -38,6 +38,7 @@ struct wp_conv {
 	int pidfd;      /* -1 when pidfd_open is not available */
 	int final;      /* a final event (wrote, short, error) was relayed */
 	int report;     /* read end of its report pipe, -1 when detached */
+	int in_private; /* both are in the sampler's private table (fds.c) */
 	size_t len;     /* bytes of a partial line in buf */
 	/* a report line: a path and a message of at most 1 KiB (convert/job.c) */
 	char buf[WP_PATH_MAX + 1536];
@@ -85,15 +86,16 @@ WP_AS_SAFE int wp_convert_wait(struct wp_conv *cv, uint64_t deadline_ns, int as_
  * async-signal-safe */
 WP_AS_SAFE int wp_convert_said_upload(void);
 
-/* In a forked child: the parent's conversion is none of its business; its
- * descriptors are closed. async-signal-safe */
+/* Done with the conversion (not waited for): its descriptors are closed.
+ * async-signal-safe */
 WP_AS_SAFE void wp_convert_forget(struct wp_conv *cv);
 
-/* The same for a conversion whose descriptors the child does not have
- * (the parent's sampler started it in its private table): only their
- * numbers are forgotten; in the child those numbers may be the program's.
- * async-signal-safe */
-WP_AS_SAFE void wp_convert_disown(struct wp_conv *cv);
+/* In a forked child: the parent's conversion is none of its business. Its
+ * descriptors are closed if they are in the table the child copied; if the
+ * parent's sampler started it in its private table, which the child does
+ * not have, only their numbers are forgotten (in the child they may be the
+ * program's). async-signal-safe */
+WP_AS_SAFE void wp_convert_forked(struct wp_conv *cv);
 
 /* Relays what the converter reported so far without waiting; returns 1 once
  * it has ended (and is reaped), else 0. Sampler thread. */

@@ -714,18 +714,10 @@ WP_AS_SAFE int wp_dump_fatal_ours(const struct sigaction *a)
 void wp_dump_forked(void)
 {
 	/* The parent's conversions: their descriptors are not the child's
-	 * business, and a dump the parent was writing is not the child's.
-	 * The sampler's (snapshots, chunks) are in its private table when it
-	 * has one, which the child does not have: there, the same numbers may
-	 * be the program's (its stderr), and must not be closed. */
-	if (g->smp.fds_private) {
-		wp_convert_disown(&snap_space.conv);
-		wp_convert_disown(&chunk_space.conv);
-	} else {
-		wp_convert_forget(&snap_space.conv);
-		wp_convert_forget(&chunk_space.conv);
-	}
-	wp_convert_forget(&exit_space.conv);
+	 * business, and a dump the parent was writing is not the child's. */
+	wp_convert_forked(&snap_space.conv);
+	wp_convert_forked(&chunk_space.conv);
+	wp_convert_forked(&exit_space.conv);
 	chunk_seq = 0;
 	chunk_from_ns = 0;
 	atomic_store(&dump_once, DUMP_FREE);

@@ -2,11 +2,10 @@
  *
  * open() hands out the lowest free number, and programs rely on it: a daemon
  * closes 0, 1 and 2 and expects open("/dev/null") to return 0. The sampler
- * opens /proc files every tick and a snapshot opens every ELF file it
- * symbolizes; in the program's descriptor table either would, now and then,
- * take the number the program was about to get. So the sampler thread (and
- * the dumper threads it starts, which share its table) work in a private
- * copy of the table, made with unshare(CLONE_FILES) and emptied of the
+ * opens /proc files every tick and a snapshot opens its dump and the
+ * converter's pipe; in the program's descriptor table either would, now
+ * and then, take the number the program was about to get. So the sampler
+ * thread works in a private copy of the table, made with unshare(CLONE_FILES) and emptied of the
  * program's descriptors at once: a pipe or socket the program closes is
  * closed, not kept alive by our copy. Messages from those threads reach the
  * program's stderr of the moment through pidfd_getfd(2).
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "../output/sys.h"
+#include "as_safe.h"
 #include "wallprof.h"
 
 #ifndef SYS_pidfd_open
@@ -59,9 +59,9 @@ int wp_fds_go_private(void)
 	return 0;
 }
 
-void wp_fds_mark_private(void)
+WP_AS_SAFE int wp_fds_private_here(void)
 {
-	tls_private = 1;
+	return tls_private;
 }
 
 int wp_fds_stderr(void)

@@ -4,7 +4,6 @@
  * for walkers. Both sides are seq_cst, so at least one sees the other. */
 #include <stdatomic.h>
 #include <stdint.h>
-
 #include <sys/syscall.h>
 
 #include "fork_guard.h"
@@ -16,12 +15,15 @@
 
 static _Atomic uint32_t walkers; /* walks under way */
 static _Atomic uint32_t forks;   /* threads between prepare and parent */
-static __thread int tls_forking __attribute__((tls_model("initial-exec")));
-static __thread uint32_t tls_walks __attribute__((tls_model("initial-exec"))); /* this thread's */
+static int no_walks;             /* this process was forked mid-walk */
+static int unsafe_fork;          /* prepare to child: a walk was under way */
+/* this thread's forks under way (nested: a handler that forks) and walks */
+static __thread uint32_t tls_forking __attribute__((tls_model("initial-exec")));
+static __thread uint32_t tls_walks __attribute__((tls_model("initial-exec")));
 
-WP_AS_SAFE int wp_fork_guard_try(void)
+WP_AS_SAFE int wp_fork_guard_try_enter(void)
 {
-	if (tls_forking)
+	if (tls_forking || no_walks)
 		return -1;
 	atomic_fetch_add(&walkers, 1);
 	tls_walks++;
@@ -32,15 +34,17 @@ WP_AS_SAFE int wp_fork_guard_try(void)
 	return 0;
 }
 
-void wp_fork_guard_wait(void)
+int wp_fork_guard_enter(void)
 {
 	for (;;) {
 		uint32_t f;
 
+		if (no_walks || (atomic_load(&g->sh.events) & (EV_STOP | EV_FREEZE)))
+			return -1;
 		atomic_fetch_add(&walkers, 1);
 		tls_walks++;
 		if (!(f = atomic_load(&forks)))
-			return;
+			return 0;
 		wp_fork_guard_leave();
 		wp_futex_wait_until(&forks, f, wp_mono_ns() + 10000000ull);
 	}
@@ -57,30 +61,40 @@ WP_AS_SAFE void wp_fork_guard_leave(void)
 void wp_fork_guard_prepare(void)
 {
 	uint64_t deadline = wp_mono_ns() + FORK_GUARD_WAIT_MS * 1000000ull;
+	pid_t tid = (pid_t)wp_syscall(SYS_gettid);
 	uint32_t w;
 
-	tls_forking = 1;
+	tls_forking++;
 	atomic_fetch_add(&forks, 1);
 	/* The walks may wait for the loader's lock if this thread holds it
-	 * (a dl_iterate_phdr callback, a library's constructor that forks). */
-	if (wp_tls_in_loader || wp_loader_lock_unsafe((pid_t)wp_syscall(SYS_gettid)))
-		return;
-	/* Not for this thread's own walk, which a handler of the program's
-	 * that forks may have interrupted. */
-	while ((w = atomic_load(&walkers)) > tls_walks && wp_mono_ns() < deadline)
-		wp_futex_wait_until(&walkers, w, deadline);
+	 * (a fork from a dl_iterate_phdr callback): no wait. Not for this
+	 * thread's own walk either, which a handler of the program's that
+	 * forks may have interrupted. */
+	if (!wp_tls_in_loader && !wp_loader_lock_unsafe(tid))
+		while ((w = atomic_load(&walkers)) > tls_walks && wp_mono_ns() < deadline)
+			wp_futex_wait_until(&walkers, w, deadline);
+	/* What the child will inherit: a lock of libunwind's or the loader's
+	 * taken by a walk still under way, or the loader's held by another
+	 * thread (its dl_iterate_phdr callback; dlopen). */
+	unsafe_fork = atomic_load(&walkers) > tls_walks || wp_loader_lock_held_by_other(tid);
 }
 
 void wp_fork_guard_parent(void)
 {
-	tls_forking = 0;
+	unsafe_fork = 0;
+	tls_forking--;
 	if (atomic_fetch_sub(&forks, 1) == 1)
 		wp_futex_wake(&forks);
 }
 
-void wp_fork_guard_child(void)
+int wp_fork_guard_child(void)
 {
-	tls_forking = 0;
+	int now_unsafe = unsafe_fork && !no_walks;
+
+	tls_forking--;
 	atomic_store(&forks, 0);
 	atomic_store(&walkers, tls_walks);
+	no_walks |= unsafe_fork;
+	unsafe_fork = 0;
+	return now_unsafe;
 }

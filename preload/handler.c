@@ -333,6 +333,15 @@ WP_AS_SAFE static int room_for_unwind(const void *ucp)
 /* The capture into the thread's own slot `s` (which it holds in S_SENT or
  * S_TIMED), for the context `uc` our signal interrupted; ends in S_READY.
  * async-signal-safe */
+/* A capture of the interrupted PC alone, not unwound (`why`: a flag to
+ * add). async-signal-safe */
+WP_AS_SAFE static void pc_only(struct wp_slot *s, void *uc, unsigned why)
+{
+	s->buf[0] = (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
+	s->hdl.nr = 1;
+	s->hdl.uflags = WP_UNW_FAILED | why | (wp_unwind_in_syscall(uc) ? WP_UNW_BLOCKED : 0);
+}
+
 WP_AS_SAFE static void capture(struct wp_slot *s, void *uc, uint32_t from)
 {
 	uint32_t seq = atomic_load_explicit(&s->thr.blk_seq, memory_order_relaxed);
@@ -387,23 +396,17 @@ WP_AS_SAFE static void capture(struct wp_slot *s, void *uc, uint32_t from)
 	wp_sigmask_bypass++;
 	if (g->sig.sample_onstack && !room_for_unwind(uc)) {
 		/* On an alternate signal stack too small for the unwinder. */
-		s->buf[0] = (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
-		s->hdl.nr = 1;
-		s->hdl.uflags = WP_UNW_FAILED | (wp_unwind_in_syscall(uc) ? WP_UNW_BLOCKED : 0);
+		pc_only(s, uc, 0);
 	} else if (wp_tls_in_loader || wp_loader_lock_unsafe((pid_t)atomic_load(&s->tid))) {
 		/* Inside the dynamic loader (our wrappers), or holding its lock,
 		 * or in the middle of taking or releasing it (dlopen, which is
 		 * not wrapped): unwinding would take that lock again and could
 		 * wait for this very thread. Keep the PC only. */
-		s->buf[0] = (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
-		s->hdl.nr = 1;
-		s->hdl.uflags = WP_UNW_FAILED | WP_UNW_DL_GUARD |
-				(wp_unwind_in_syscall(uc) ? WP_UNW_BLOCKED : 0);
-	} else if (wp_fork_guard_try() < 0) {
-		/* A fork is under way (fork_guard.h): the PC only. */
-		s->buf[0] = (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
-		s->hdl.nr = 1;
-		s->hdl.uflags = WP_UNW_FAILED | (wp_unwind_in_syscall(uc) ? WP_UNW_BLOCKED : 0);
+		pc_only(s, uc, WP_UNW_DL_GUARD);
+	} else if (wp_fork_guard_try_enter() < 0) {
+		/* A fork is under way, or this child must not walk
+		 * (fork_guard.h). */
+		pc_only(s, uc, 0);
 	} else {
 		wp_sigmask_capture_begin();
 		s->hdl.nr = (uint32_t)wp_unwind_capture(uc, s->buf, (int)g->fix.cfg.max_depth, &fl);

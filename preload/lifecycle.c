@@ -165,7 +165,8 @@ static void thread_exit(void *p)
  * on that thread, so a child that execs right away pays almost nothing. */
 static void after_fork_child(void)
 {
-	wp_fork_guard_child();
+	int no_walks = wp_fork_guard_child();
+
 	wp_slot_forked();
 	wp_tick_forked();
 	/* No timer is inherited, and the placed-id lock may have been held
@@ -189,6 +190,11 @@ static void after_fork_child(void)
 	g->fix.uid = getuid();
 	wp_threads_note_leader();
 	wp_log_forked();
+	if (no_walks)
+		wp_log(WP_LOG_ERROR,
+		       "forked child %d: the fork came while a stack walk held a lock, which "
+		       "the child has copied held; its samples keep the PC alone",
+		       g->fix.pid);
 	/* This thread is the child's leader now, whatever it was in the
 	 * parent: its exit must be seen (thread_exit). A key below 32 is
 	 * stored without allocating. */

@@ -85,6 +85,13 @@ int wp_loader_lock_find(void)
 }
 
 /* async-signal-safe */
+WP_AS_SAFE int wp_loader_lock_held_by_other(pid_t tid)
+{
+	int owner = the_lock ? the_lock->owner : 0;
+
+	return owner != 0 && owner != tid;
+}
+
 WP_AS_SAFE int wp_loader_lock_unsafe(pid_t tid)
 {
 	if (!the_lock)

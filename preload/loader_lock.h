@@ -30,6 +30,10 @@ int wp_loader_lock_find(void);
  * loads of the lock's words. async-signal-safe */
 WP_AS_SAFE int wp_loader_lock_unsafe(pid_t tid);
 
+/* Whether a thread other than `tid` owns the lock now. Plain loads (0 when
+ * the lock was not found). async-signal-safe */
+WP_AS_SAFE int wp_loader_lock_held_by_other(pid_t tid);
+
 /* The rule, on the lock's futex word and owner as read. async-signal-safe */
 WP_AS_SAFE static inline int wp_loader_lock_unsafe_words(int lock, int owner, pid_t tid)
 {

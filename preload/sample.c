@@ -165,6 +165,7 @@ static uint32_t walk_regs(struct wp_slot *s, uint64_t *out, uint32_t cap, int *t
 			  struct wp_unw_site *site)
 {
 	ucontext_t uc;
+	uint32_t n;
 
 	memset(&uc, 0, sizeof(uc));
 	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)s->thr.blk_regs.rip;
@@ -175,7 +176,17 @@ static uint32_t walk_regs(struct wp_slot *s, uint64_t *out, uint32_t cap, int *t
 	uc.uc_mcontext.gregs[REG_R13] = (greg_t)s->thr.blk_regs.r13;
 	uc.uc_mcontext.gregs[REG_R14] = (greg_t)s->thr.blk_regs.r14;
 	uc.uc_mcontext.gregs[REG_R15] = (greg_t)s->thr.blk_regs.r15;
-	return (uint32_t)wp_unwind_regs(&uc, out, (int)cap, truncated, site);
+	/* libunwind's locks and the loader's (fork_guard.h): without them,
+	 * no caller (the blocking call alone), and nothing to replay */
+	if (wp_fork_guard_enter() < 0) {
+		if (site)
+			site->nr = site->nr_chk = 0;
+		*truncated = 0;
+		return 0;
+	}
+	n = (uint32_t)wp_unwind_regs(&uc, out, (int)cap, truncated, site);
+	wp_fork_guard_leave();
+	return n;
 }
 
 static int site_matches(const struct wp_unw_site *e, const struct wp_slot *s, uint64_t epoch,
@@ -370,8 +381,7 @@ static void record_blocked_proc(struct wp_slot *s, uint64_t now, uint64_t nr, ui
 	memset(&s->smp.stk_ref, 0, sizeof(s->smp.stk_ref));
 	/* libdwfl keeps the modules' files open: only in our own descriptor
 	 * table, never the program's (kernels before 5.9). */
-	if (g->smp.fds_private) {
-		wp_fork_guard_wait(); /* libunwind's locks */
+	if (g->smp.fds_private && wp_fork_guard_enter() == 0) { /* libunwind's locks */
 		n = wp_proc_unwind((pid_t)atomic_load(&s->tid), sp, pc,
 				   g->smp.mods.adds ^ (g->smp.mods.subs << 32), s->stk,
 				   (int)g->fix.cfg.max_depth, &partial, &truncated);

@@ -40,6 +40,11 @@ WP_AS_SAFE int wp_sampler_sigaction(int sig, const struct sigaction *act, struct
 WP_AS_SAFE void wp_sampler_loader_enter(void);
 WP_AS_SAFE void wp_sampler_loader_leave(void);
 
+/* Test build: how long the sampler thread's dl_iterate_phdr calls hold the
+ * loader's lock (WALLPROF_TEST_LOADER_HOLD_US; 0 elsewhere, and always in
+ * the production build). */
+unsigned wp_sampler_loader_hold_us(void);
+
 /* slots.c: a wrapped call retried after our signal interrupted it.
  * async-signal-safe */
 WP_AS_SAFE void wp_sampler_count_eintr_retry(void);

@@ -454,6 +454,11 @@ WP_AS_SAFE void wp_sampler_loader_enter(void)
 		atomic_fetch_add(&s->thr.in_loader, 1);
 }
 
+unsigned wp_sampler_loader_hold_us(void)
+{
+	return WP_TESTING && wp_tls_internal ? g->fix.cfg.test_loader_hold_us : 0;
+}
+
 /* async-signal-safe */
 WP_AS_SAFE void wp_sampler_loader_leave(void)
 {

@@ -7,7 +7,6 @@
  * signal blocked, from its first tick in a descriptor table of its own
  * (settle), and does all the work that is not async-signal-safe. */
 #include <dlfcn.h>
-#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -401,21 +400,10 @@ static void rest_over(uint64_t *next, uint64_t due, uint64_t end, uint64_t perio
 	}
 }
 
-/* WALLPROF_TEST_LOADER_HOLD_US: the tick holds the loader's lock that
- * long, in a dl_iterate_phdr callback (once, whatever the modules). */
-static int hold_in_loader(struct dl_phdr_info *info, size_t size, void *data)
-{
-	(void)info;
-	(void)size;
-	(void)data;
-	wp_test_hold_us(g->fix.cfg.test_loader_hold_us);
-	return 1;
-}
-
 static void tick(uint64_t now, uint64_t due)
 {
-	if (g->sig.sample_onstack && !g->smp.go_checked) {
-		wp_fork_guard_wait(); /* dlsym takes the loader's lock */
+	if (g->sig.sample_onstack && !g->smp.go_checked &&
+	    wp_fork_guard_enter() == 0) { /* dlsym takes the loader's lock */
 		go_notice();
 		wp_fork_guard_leave();
 	}
@@ -447,10 +435,7 @@ static void tick(uint64_t now, uint64_t due)
 	/* The refresh takes the loader's lock: not while a thread of the
 	 * program holds it in a dl_iterate_phdr callback (which may block
 	 * for long), or every tick would wait for it. The next tick will. */
-	if (!atomic_load(&g->sh.loader_users)) {
-		wp_fork_guard_wait();
-		if (WP_TESTING && g->fix.cfg.test_loader_hold_us)
-			dl_iterate_phdr(hold_in_loader, NULL);
+	if (!atomic_load(&g->sh.loader_users) && wp_fork_guard_enter() == 0) {
 		wp_modmap_refresh(&g->smp.mods);
 		wp_fork_guard_leave();
 	}
@@ -564,9 +549,10 @@ static void settle(int restarted)
 	prctl(PR_SET_NAME, "wallprof");
 	be_punctual();
 	g->smp.batch_min = spread_batch_min();
-	wp_fork_guard_wait(); /* dl_iterate_phdr */
-	wp_sample_find_own_code();
-	wp_fork_guard_leave();
+	if (wp_fork_guard_enter() == 0) { /* dl_iterate_phdr */
+		wp_sample_find_own_code();
+		wp_fork_guard_leave();
+	}
 	if (restarted) /* a forked child's command line is its parent's */
 		wp_tick_read_cmdline();
 }

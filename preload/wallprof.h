@@ -124,10 +124,13 @@ int wp_modmap_refresh(struct wp_modmap *m);
  * from then on it works in a private copy of the descriptor table holding
  * none of the program's descriptors, so its opens never take a number the
  * program would have got. Returns 0, or -1 (unsupported kernel: it stays in
- * the shared table). Threads it starts share the private table and say so
- * with wp_fds_mark_private(). */
+ * the shared table). */
 int wp_fds_go_private(void);
-void wp_fds_mark_private(void);
+
+/* Whether the calling thread works in the private table (its descriptor
+ * numbers mean nothing in the program's, nor in a forked child's).
+ * async-signal-safe */
+WP_AS_SAFE int wp_fds_private_here(void);
 
 /* The program's current fd 2 as a descriptor this thread can write to (from
  * a private table: a duplicate through pidfd_getfd), or -1. Give it back with

@@ -34,7 +34,8 @@
  *                                  profile is in place (wallprof.PID.1.json, up to 10
  *                                  s): each child checks that its descriptors 0, 1 and
  *                                  2 are still the parent's files and exits 0, or 3;
- *                                  prints "snapfork: N of M children lost a descriptor"
+ *                                  prints "snapfork: N of M children lost a descriptor
+ *                                  (K forked during the conversion)"
  *   processes forkloader           works 0.2 s, then 10 times: forks a child that works
  *                                  0.1 s and exits 0, waits for it up to 5 s (then kills
  *                                  it); run with WALLPROF_TEST_LOADER_HOLD_US, the
@@ -437,8 +438,8 @@ static int mode_forkreset(void)
 static int mode_snapfork(void)
 {
 	struct stat mine[3];
-	char path[64];
-	int lost = 0, n = 0;
+	char path[64], raw[64];
+	int lost = 0, n = 0, during = 0;
 	struct timespec t0, t;
 
 	for (int fd = 0; fd < 3; fd++)
@@ -446,6 +447,7 @@ static int mode_snapfork(void)
 			return 1;
 	wpt_snapfork_work(0.3);
 	snprintf(path, sizeof(path), "wallprof.%d.1.json", (int)getpid());
+	snprintf(raw, sizeof(raw), "wallprof.%d.1.raw", (int)getpid());
 	raise(SIGUSR2);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	do { /* forks while the snapshot is being converted */
@@ -454,6 +456,7 @@ static int mode_snapfork(void)
 		int st;
 
 		fflush(stdout);
+		during += access(raw, F_OK) == 0; /* the dump is being converted */
 		pid = fork();
 		if (pid < 0)
 			return 1;
@@ -478,7 +481,9 @@ static int mode_snapfork(void)
 		nanosleep(&ms, NULL);
 		clock_gettime(CLOCK_MONOTONIC, &t);
 	} while (access(path, F_OK) != 0 && t.tv_sec - t0.tv_sec < 10);
-	printf("snapfork: %d of %d children lost a descriptor\n", lost, n);
+	printf("snapfork: %d of %d children lost a descriptor (%d forked during the "
+	       "conversion)\n",
+	       lost, n, during);
 	return 0;
 }
 
