@@ -89,8 +89,15 @@ void wp_fork_guard_parent(void)
 
 int wp_fork_guard_child(void)
 {
-	int now_unsafe = unsafe_fork && !no_walks;
+	int now_unsafe;
 
+	/* The loader's lock, held in the parent by a thread the child does
+	 * not have (the program's dlopen or dlclose, taken after our prepare
+	 * looked: it cannot be kept from being taken in between), is held
+	 * for good here: no dl_iterate_phdr of ours may wait on it. */
+	if (!wp_tls_in_loader && wp_loader_lock_taken())
+		unsafe_fork = 1;
+	now_unsafe = unsafe_fork && !no_walks;
 	tls_forking--;
 	atomic_store(&forks, 0);
 	atomic_store(&walkers, tls_walks);

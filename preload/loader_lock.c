@@ -92,6 +92,11 @@ WP_AS_SAFE int wp_loader_lock_held_by_other(pid_t tid)
 	return owner != 0 && owner != tid;
 }
 
+WP_AS_SAFE int wp_loader_lock_taken(void)
+{
+	return the_lock && (the_lock->lock != 0 || the_lock->owner != 0);
+}
+
 WP_AS_SAFE int wp_loader_lock_unsafe(pid_t tid)
 {
 	if (!the_lock)

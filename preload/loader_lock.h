@@ -34,6 +34,11 @@ WP_AS_SAFE int wp_loader_lock_unsafe(pid_t tid);
  * the lock was not found). async-signal-safe */
 WP_AS_SAFE int wp_loader_lock_held_by_other(pid_t tid);
 
+/* Whether the lock is held, or being taken or released, by anyone. In a
+ * forked child, by a thread of the parent's (glibc does not reset this
+ * lock): then it is held for good. Plain loads. async-signal-safe */
+WP_AS_SAFE int wp_loader_lock_taken(void);
+
 /* The rule, on the lock's futex word and owner as read. async-signal-safe */
 WP_AS_SAFE static inline int wp_loader_lock_unsafe_words(int lock, int owner, pid_t tid)
 {

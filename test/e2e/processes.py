@@ -378,7 +378,18 @@ def tests(rt):
         check(r.rc == 0 and r.stdout == "forkloader: 0 of 10 children hung\n",
               "stdout %r (%s)" % (r.stdout, r.describe()))
 
+    def test_fork_with_loader_held(tmp):
+        """A thread of the program holds the loader's lock (it waits in a
+        dl_iterate_phdr callback for main) while main forks and then
+        sleeps: the parent and the child both go on. The parent hung: the
+        sampler, walking main's published sleep, waited for the lock, the
+        thread for main, and main (pinned) for the sampler."""
+        r = rt.run_bounded([rt.prog("processes"), "forkinloader"], tmp, timeout=30)
+        check(r.rc == 0 and r.stdout == "forkinloader: the child exited 0\n",
+              "stdout %r (%s)" % (r.stdout, r.describe()))
+
     return [
+        ("proc_fork_with_loader_held", test_fork_with_loader_held),
         ("proc_fork_while_sampler_in_loader", test_fork_while_sampler_in_loader),
         ("proc_fork_keeps_stdin", test_fork_keeps_stdin),
         ("proc_fork_during_snapshot", test_fork_during_snapshot),

@@ -41,6 +41,11 @@
  *                                  it); run with WALLPROF_TEST_LOADER_HOLD_US, the
  *                                  sampler holds the loader's lock at every tick; prints
  *                                  "forkloader: N of 10 children hung"
+ *   processes forkinloader         a thread holds the loader's lock (it waits inside a
+ *                                  dl_iterate_phdr callback) while main forks a child
+ *                                  that works 0.1 s and exits 0; main waits for it up
+ *                                  to 5 s (then kills it), lets the thread go; prints
+ *                                  "forkinloader: the child exited 0" or "... hung"
  * The parent modes print "child PID" and "child status: exited N" /
  * "killed by N" on stdout (lines the test normalizes by pid). Every mode
  * retries its waits on EINTR. */
@@ -50,6 +55,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -525,6 +531,81 @@ static int mode_forkloader(void)
 	return 0;
 }
 
+/* ---- forkinloader ---- */
+
+static int inloader_pipes[2][2]; /* [0]: the thread is in; [1]: let it go */
+
+static int inloader_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	char c = 1;
+	int *first = data;
+
+	(void)info;
+	(void)size;
+	if (*first) {
+		*first = 0;
+		if (write(inloader_pipes[0][1], &c, 1) != 1 ||
+		    read(inloader_pipes[1][0], &c, 1) != 1)
+			return 1;
+	}
+	return 0;
+}
+
+static void *inloader_thread(void *arg)
+{
+	int first = 1;
+
+	(void)arg;
+	dl_iterate_phdr(inloader_cb, &first);
+	return NULL;
+}
+
+static int mode_forkinloader(void)
+{
+	pthread_t t;
+	struct timespec t0, now, step = { 0, 5000000 };
+	pid_t pid;
+	char c = 1;
+	int st, w = 0;
+
+	wpt_forkloader_work(0.2);
+	if (pipe(inloader_pipes[0]) < 0 || pipe(inloader_pipes[1]) < 0 ||
+	    pthread_create(&t, NULL, inloader_thread, NULL) != 0)
+		return 1;
+	if (read(inloader_pipes[0][0], &c, 1) != 1) /* the thread holds the lock */
+		return 1;
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid == 0) {
+		wpt_forkloader_work(0.1);
+		_exit(0);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do { /* polling the child's end, with a bound */
+		w = waitpid(pid, &st, WNOHANG);
+		if (w == 0)
+			nanosleep(&step, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (w == 0 && now.tv_sec - t0.tv_sec < 5);
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (write(inloader_pipes[1][1], &c, 1) != 1)
+		return 1;
+	pthread_join(t, NULL);
+	if (w == 0)
+		printf("forkinloader: the child hung\n");
+	else if (WIFEXITED(st))
+		printf("forkinloader: the child exited %d\n", WEXITSTATUS(st));
+	else
+		printf("forkinloader: the child was killed by %d\n", WTERMSIG(st));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && strcmp(argv[1], "fork") == 0)
@@ -553,6 +634,8 @@ int main(int argc, char **argv)
 		return mode_snapfork();
 	if (argc == 2 && strcmp(argv[1], "forkloader") == 0)
 		return mode_forkloader();
+	if (argc == 2 && strcmp(argv[1], "forkinloader") == 0)
+		return mode_forkinloader();
 	fprintf(stderr, "usage: processes fork|forkexec PROG ARGS|vfork PROG ARGS|spawn PROG ARGS|"
 			"system CMD|envwork|daemon MARKER LOG\n");
 	return 2;
