@@ -392,6 +392,10 @@ WP_EXPORT int dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), 
 
 	if (!RESOLVE(dl_iterate_phdr))
 		return 0;
+	/* Our own walk's lookups (libunwind's, in a handler or the sampler):
+	 * not a program thread in the loader, whose callback may wait. */
+	if (wp_unwind_active())
+		return real_dl_iterate_phdr(cb, data);
 	wp_sampler_loader_enter();
 	h.hold_us = wp_sampler_loader_hold_us();
 	rc = h.hold_us ? real_dl_iterate_phdr(hold_then_call, &h) : real_dl_iterate_phdr(cb, data);

@@ -21,7 +21,6 @@
 #include "../unwind/unwind.h"
 #include "active.h"
 #include "fork_guard.h"
-#include "loader_lock.h"
 #include "park.h"
 #include "timers.h"
 #include "proc_unwind.h"
@@ -290,13 +289,13 @@ static int unwind_blocked(struct wp_slot *s, uint32_t seq)
 		goto unpin;
 	memset(&s->smp.stk_ref, 0, sizeof(s->smp.stk_ref));
 	if (atomic_load_explicit(&s->thr.in_loader, memory_order_seq_cst) ||
-	    atomic_load(&g->sh.loader_users) || wp_loader_lock_taken()) {
+	    atomic_load(&g->sh.loader_users)) {
 		/* Blocked inside a dl_iterate_phdr callback: the thread holds the
 		 * loader's lock, which libunwind would wait for while the thread
-		 * waits for us. Or another thread holds it, in a callback that
+		 * waits for us. Or another thread is in such a callback, which
 		 * may wait for this one, which waits for us (it is pinned). The
-		 * blocking call alone, as in a handler. A lock taken just after
-		 * this look is not seen: a callback that then waits for a thread
+		 * blocking call alone, as in a handler. A callback entered just
+		 * after this look is not seen: one that then waits for a thread
 		 * we walk still holds both (docs/DESIGN.md). */
 		s->stk[n++] = s->thr.blk_fn;
 		g->smp.ctr.nr_dl_guarded++;

@@ -199,13 +199,11 @@ void wp_unwind_resume(int was)
 	tls_in_unw = was;
 }
 
-#ifdef WP_TEST_HOOKS
 /* async-signal-safe */
 int wp_unwind_active(void)
 {
 	return tls_in_unw;
 }
-#endif
 
 /* async-signal-safe */
 int wp_unwind_owns(const void *addr)

@@ -38,12 +38,10 @@ void wp_unwind_init(void);
 int wp_unwind_suspend(void);
 void wp_unwind_resume(int was);
 
-#ifdef WP_TEST_HOOKS
 /* Whether this thread is inside libunwind on the library's behalf (a
- * capture, a walk from published registers, the warm-up); for a check of
- * the test build. async-signal-safe */
+ * capture, a walk from published registers, the warm-up).
+ * async-signal-safe */
 int wp_unwind_active(void);
-#endif
 
 /* Whether `addr` lies in the code of libunwind.so.8, the copy the library
  * links and a program that calls libunwind itself shares (found by
