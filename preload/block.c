@@ -29,6 +29,7 @@
 #include "block.h"
 #include "block_int.h"
 #include "sigmask.h"
+#include "test_hooks.h"
 #include "../unwind/unwind.h"
 
 
@@ -377,10 +378,8 @@ struct held_phdr {
 static int hold_then_call(struct dl_phdr_info *info, size_t size, void *p)
 {
 	struct held_phdr *h = p;
-	struct timespec t = { (time_t)(h->hold_us / 1000000), (long)(h->hold_us % 1000000) * 1000 };
 
-	if (h->hold_us)
-		nanosleep(&t, NULL);
+	wp_test_hold_us(h->hold_us);
 	h->hold_us = 0;
 	return h->cb(info, size, h->data);
 }

@@ -495,15 +495,37 @@ static int mode_snapfork(void)
 
 /* ---- forkloader ---- */
 
+/* Waits up to `secs` for child `pid` (polling its end every 5 ms); kills it
+ * past that. Returns 1 when it ended by itself (*st its status), 0 when it
+ * was killed. */
+static int wait_bounded(pid_t pid, int *st, int secs)
+{
+	struct timespec t0, t, step = { 0, 5000000 };
+	int w;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do { /* polling the child's end, with a bound */
+		w = waitpid(pid, st, WNOHANG);
+		if (w == 0)
+			nanosleep(&step, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while (w == 0 && t.tv_sec - t0.tv_sec < secs);
+	if (w != 0)
+		return 1;
+	kill(pid, SIGKILL);
+	while (waitpid(pid, st, 0) < 0 && errno == EINTR)
+		;
+	return 0;
+}
+
 static int mode_forkloader(void)
 {
 	int hung = 0;
 
 	wpt_forkloader_work(0.2);
 	for (int i = 0; i < 10; i++) {
-		struct timespec t0, t, step = { 0, 5000000 };
 		pid_t pid;
-		int st, w = 0;
+		int st;
 
 		fflush(stdout);
 		pid = fork();
@@ -513,19 +535,7 @@ static int mode_forkloader(void)
 			wpt_forkloader_work(0.1);
 			exit(0);
 		}
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		do { /* polling the child's end, with a bound */
-			w = waitpid(pid, &st, WNOHANG);
-			if (w == 0)
-				nanosleep(&step, NULL);
-			clock_gettime(CLOCK_MONOTONIC, &t);
-		} while (w == 0 && t.tv_sec - t0.tv_sec < 5);
-		if (w == 0) {
-			hung++;
-			kill(pid, SIGKILL);
-			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-				;
-		}
+		hung += !wait_bounded(pid, &st, 5);
 	}
 	printf("forkloader: %d of 10 children hung\n", hung);
 	return 0;
@@ -563,7 +573,6 @@ static void *inloader_thread(void *arg)
 static int mode_forkinloader(void)
 {
 	pthread_t t;
-	struct timespec t0, now, step = { 0, 5000000 };
 	pid_t pid;
 	char c = 1;
 	int st, w = 0;
@@ -582,22 +591,11 @@ static int mode_forkinloader(void)
 		wpt_forkloader_work(0.1);
 		_exit(0);
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	do { /* polling the child's end, with a bound */
-		w = waitpid(pid, &st, WNOHANG);
-		if (w == 0)
-			nanosleep(&step, NULL);
-		clock_gettime(CLOCK_MONOTONIC, &now);
-	} while (w == 0 && now.tv_sec - t0.tv_sec < 5);
-	if (w == 0) {
-		kill(pid, SIGKILL);
-		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-			;
-	}
+	w = wait_bounded(pid, &st, 5) ? 1 : 0;
 	if (write(inloader_pipes[1][1], &c, 1) != 1)
 		return 1;
 	pthread_join(t, NULL);
-	if (w == 0)
+	if (!w)
 		printf("forkinloader: the child hung\n");
 	else if (WIFEXITED(st))
 		printf("forkinloader: the child exited %d\n", WEXITSTATUS(st));
