@@ -1,4 +1,4 @@
-/* config: WALLPROF_* environment variables and the library's log line.
+/* config: WALLPROF_* environment variables.
  * A bad value never stops the host: it is reported once and replaced. */
 #include <errno.h>
 #include <signal.h>
@@ -18,132 +18,6 @@
 
 #include "tree.h"
 #include "wallprof.h"
-
-int wp_log_level = WP_LOG_INFO;
-static int log_explicit;   /* WALLPROF_LOG was set */
-static dev_t stderr_dev;
-static ino_t stderr_ino;
-static int stderr_ok = -1; /* -1: not yet looked at */
-
-/* Whether `fd` (the program's fd 2) is still the stderr we started with. */
-WP_AS_SAFE static int stderr_same(int fd)
-{
-	struct stat st;
-
-	if (fd < 0)
-		return 0;
-	if (stderr_ok < 0) {
-		stderr_ok = fstat(fd, &st) == 0;
-		stderr_dev = st.st_dev;
-		stderr_ino = st.st_ino;
-		return stderr_ok;
-	}
-	return stderr_ok && fstat(fd, &st) == 0 && st.st_dev == stderr_dev &&
-	       st.st_ino == stderr_ino;
-}
-
-/* async-signal-safe (from a thread of the program's, where fd 2 is direct) */
-WP_AS_SAFE int wp_log_stderr_ok(void)
-{
-	return stderr_same(STDERR_FILENO);
-}
-
-/* Whether an event goes to the tree's index: all of a descendant's lines,
- * the root's files and too-short notes. async-signal-safe */
-WP_AS_SAFE static int records(int level, const char *kind)
-{
-	if (!wp_tree_is_root())
-		return level <= WP_LOG_INFO;
-	return !strcmp(kind, "wrote") || !strcmp(kind, "short");
-}
-
-static void log_line(int level, const char *kind, const char *path, unsigned long long lost,
-		     const char *fmt, va_list ap)
-{
-	char buf[1024];
-	int n, fd, saved = errno, shown = 0, speak = level <= wp_log_level;
-	size_t len, off = 0;
-	int record = records(level, kind);
-
-	if (!speak && !record)
-		return;
-	memcpy(buf, "wallprof: ", 10);
-	n = vsnprintf(buf + 10, sizeof(buf) - 11, fmt, ap);
-	if (n < 0)
-		n = 0;
-	len = 10 + ((size_t)n < sizeof(buf) - 11 ? (size_t)n : sizeof(buf) - 12);
-	/* One line, always: a control character from a variable's value
-	 * (a newline, an escape) must not forge or hide a line. */
-	for (off = 10; off < len; off++)
-		if ((unsigned char)buf[off] < 0x20 || buf[off] == 0x7f)
-			buf[off] = '?';
-	if (speak) {
-		fd = wp_fds_stderr();
-		if (stderr_same(fd)) {
-			shown = 1;
-			off = 0;
-			buf[len] = '\n';
-			/* write(2), not stdio: the host's stderr buffer stays untouched. */
-			while (off < len + 1) {
-				ssize_t w = write(fd, buf + off, len + 1 - off);
-
-				if (w < 0 && errno == EINTR)
-					continue;
-				if (w <= 0)
-					break;
-				off += (size_t)w;
-			}
-		}
-		wp_fds_stderr_done(fd);
-	}
-	/* A line the program's closed or replaced stderr could not show goes
-	 * to the index, created if need be, never into the program's file. */
-	if (record || (speak && !shown))
-		wp_tree_record(kind, path, lost, buf + 10, len - 10, speak && !shown);
-	errno = saved;
-}
-
-/* async-signal-safe (from a thread of the program's, where fd 2 is direct) */
-WP_AS_SAFE void wp_log_raw(int level, const char *kind, const char *path, unsigned long long lost,
-			   const char *msg, size_t len)
-{
-	int saved = errno, shown = 0, speak = level <= wp_log_level;
-	int record = records(level, kind);
-	struct iovec v[3] = { { "wallprof: ", 10 }, { (void *)msg, len }, { "\n", 1 } };
-
-	if (speak && stderr_same(STDERR_FILENO))
-		shown = wp_syscall(SYS_writev, STDERR_FILENO, v, 3) > 0;
-	if (record || (speak && !shown))
-		wp_tree_record(kind, path, lost, msg, len, speak && !shown);
-	errno = saved;
-}
-
-void wp_log(int level, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	log_line(level, level <= WP_LOG_ERROR ? "error" : "info", NULL, 0, fmt, ap);
-	va_end(ap);
-}
-
-void wp_log_event(int level, const char *kind, const char *path, unsigned long long lost,
-		  const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	log_line(level, kind, path, lost, fmt, ap);
-	va_end(ap);
-}
-
-/* async-signal-safe */
-WP_AS_SAFE void wp_log_forked(void)
-{
-	wp_tree_forked();
-	if (!log_explicit)
-		wp_log_level = WP_LOG_QUIET;
-}
 
 static int parse_uint(const char *s, unsigned long min, unsigned long max, unsigned *out)
 {
@@ -299,26 +173,7 @@ void wp_config_load(struct wp_config *c)
 	 * default the root of the profiled tree speaks, its descendants
 	 * record in the tree's index (tree.h). */
 	wp_tree_load();
-	s = getenv("WALLPROF_LOG");
-	log_explicit = s && *s;
-	wp_log_level = wp_tree_is_root() ? WP_LOG_INFO : WP_LOG_QUIET;
-	if (s && *s) {
-		if (!strcasecmp(s, "quiet") || !strcasecmp(s, "off") || !strcmp(s, "0"))
-			wp_log_level = WP_LOG_QUIET;
-		else if (!strcasecmp(s, "error") || !strcmp(s, "1"))
-			wp_log_level = WP_LOG_ERROR;
-		else if (!strcasecmp(s, "info") || !strcmp(s, "2"))
-			wp_log_level = WP_LOG_INFO;
-		else if (!strcasecmp(s, "debug") || !strcmp(s, "3"))
-			wp_log_level = WP_LOG_DEBUG;
-		else
-			wp_log(WP_LOG_ERROR,
-			       "WALLPROF_LOG='%.64s' is not quiet, error, info or debug; using info",
-			       s);
-	}
-	c->log_level = wp_log_level;
-	c->log_explicit = log_explicit;
-	(void)stderr_same(STDERR_FILENO); /* remember which file stderr is */
+	wp_log_init(&c->log_level, &c->log_explicit);
 
 	s = getenv("WALLPROF_ENABLE");
 	c->enabled = 1;

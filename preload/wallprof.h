@@ -79,13 +79,22 @@ int wp_config_parse_signal(const char *s, int allow_off);
  * `len` as snprintf would). async-signal-safe */
 WP_AS_SAFE const char *wp_signal_name(int sig, char *buf, size_t len);
 
-/* Logging: one line "wallprof: ..." on stderr with write(2), no stdio, when
- * `level` <= wp_log_level. Nothing is written once fd 2 is no longer the file
- * it was at start (a daemon closed it and the number went to one of its own
- * files). wp_log_level is WALLPROF_LOG when set; else info in the root of the
- * profiled tree and quiet in its descendants, whose error and info lines go
- * to the tree's index instead (tree.h) for the root's report. */
+/* Logging (log.c): one line "wallprof: ..." on stderr with write(2), no
+ * stdio, when `level` <= wp_log_level. Only while fd 2 is still the file it
+ * was at start; once the program has closed it (coreutils do at exit) or
+ * given the number to another file (a daemon), the line goes to the file
+ * stderr was at start, opened again by its path, when that was a terminal
+ * or a regular file still under that path; else to the tree's index. Never
+ * into whatever file now has number 2. wp_log_level is WALLPROF_LOG when
+ * set; else info in the root of the profiled tree and quiet in its
+ * descendants, whose error and info lines go to the tree's index instead
+ * (tree.h) for the root's report. */
 extern int wp_log_level;
+
+/* In wp_config_load, first: WALLPROF_LOG (into `level` and whether it was
+ * set, `explicit_`), and which file stderr is (and its path, when this
+ * process may speak). */
+void wp_log_init(int *level, int *explicit_);
 
 /* Whether fd 2 is still the stderr we started with. async-signal-safe */
 WP_AS_SAFE int wp_log_stderr_ok(void);

@@ -7,8 +7,12 @@ processes). WALLPROF_LOG, when set, applies to every process again."""
 
 import json
 import os
+import pty
 import re
+import select
+import subprocess
 import sys
+import time
 
 PY = sys.executable or "/usr/bin/python3"
 
@@ -172,6 +176,94 @@ def tests(rt):
         lines = index_lines(index)
         check(any(l[0] == str(r.pid) and l[1] == "wrote" for l in lines), "index: %s" % lines)
 
+    def run_stderr_to(tmp, argv, path, timeout=60):
+        """Runs `argv` under the preload with its stderr on the file `path`
+        (the shell's `2>path`); returns (rc, pid)."""
+        with open(path, "w") as err:
+            proc = subprocess.Popen(argv, cwd=tmp, env=rt.clean_env(), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=err,
+                                    start_new_session=True)
+        try:
+            return proc.wait(timeout=timeout), proc.pid
+        except subprocess.TimeoutExpired:
+            rt.kill_group(proc)
+            raise rt.Failure("%s did not end in %d s" % (argv[0], timeout))
+
+    def test_tree_closed_stderr_file(tmp):
+        """coreutils' `sleep` closes its stderr at exit (close_stdout), before
+        our exit dump: the line still reaches the file its stderr was, opened
+        again by its path; no index is made for it."""
+        err = os.path.join(tmp, "err.txt")
+        rc, pid = run_stderr_to(tmp, ["sleep", "0.3"], err)
+        check(rc == 0, "sleep: rc %s" % rc)
+        with open(err) as f:
+            lines = f.read().splitlines()
+        own = os.path.join(tmp, "wallprof.%d.json" % pid)
+        check(len(lines) == 1 and lines[0].startswith("wallprof: wrote %s " % own),
+              "want the one line for %s in the stderr file, got %s" % (own, lines))
+        check(not [n for n in os.listdir(tmp) if n.endswith(".index")],
+              "an index for a line stderr showed: %s" % os.listdir(tmp))
+
+    def test_tree_closed_stderr_tty(tmp):
+        """On a terminal: a program that closes its stderr and opens a file
+        that takes number 2; our line goes to the terminal, not that file."""
+        code = CHILD + ("import os\nos.close(2)\n"
+                        "fd = os.open('own.log', os.O_WRONLY | os.O_CREAT, 0o644)\n"
+                        "print('fd', fd, flush=True)\n")
+        master, slave = pty.openpty()
+        try:
+            proc = subprocess.Popen([PY, "-c", code], cwd=tmp, env=rt.clean_env(),
+                                    stdin=slave, stdout=slave, stderr=slave,
+                                    start_new_session=True)
+            os.close(slave)
+            slave = -1
+            out = b""
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([master], [], [], max(0.0, deadline - time.monotonic()))
+                if not ready:
+                    break
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # EIO: every writer of the terminal is gone
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            try:
+                rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                rt.kill_group(proc)
+                raise rt.Failure("the program on a terminal did not end")
+        finally:
+            os.close(master)
+            if slave >= 0:
+                os.close(slave)
+        text = out.decode(errors="replace").replace("\r\n", "\n")
+        check(rc == 0 and "fd 2" in text, "rc %s, terminal: %r" % (rc, text))
+        own = os.path.join(tmp, "wallprof.%d.json" % proc.pid)
+        lines = [l for l in text.splitlines() if l.startswith("wallprof:")]
+        check(len(lines) == 1 and lines[0].startswith("wallprof: wrote %s " % own),
+              "want the one line for %s on the terminal, got %r" % (own, text))
+        with open(os.path.join(tmp, "own.log")) as f:
+            check(f.read() == "", "our line went into the program's own file")
+
+    def test_tree_closed_stderr_replaced(tmp):
+        """The file stderr was is removed and another made under its name
+        before the program closes its stderr: that other file gets nothing,
+        the line goes to the index."""
+        err = os.path.join(tmp, "err.txt")
+        code = CHILD + ("import os\nos.unlink('err.txt')\n"
+                        "open('err.txt', 'w').close()\nos.close(2)\n")
+        rc, pid = run_stderr_to(tmp, [PY, "-c", code], err)
+        check(rc == 0, "rc %s" % rc)
+        with open(err) as f:
+            check(f.read() == "", "our line went into another file under stderr's name")
+        index = os.path.join(tmp, "wallprof.%d.index" % pid)
+        check(os.path.exists(index), "no index for the line: %s" % os.listdir(tmp))
+        check(any(l[0] == str(pid) and l[1] == "wrote" for l in index_lines(index)),
+              "index: %s" % index_lines(index))
+
     def test_tree_child_crash(tmp):
         """A child dying of SIGSEGV: its profile, converted in the background
         from its raw dump, is listed in the index (the root's report waited
@@ -244,6 +336,9 @@ def tests(rt):
             ("tree_exec_root", test_tree_exec_root),
             ("tree_child_crash", test_tree_child_crash),
             ("tree_closed_stderr", test_tree_closed_stderr),
+            ("tree_closed_stderr_file", test_tree_closed_stderr_file),
+            ("tree_closed_stderr_tty", test_tree_closed_stderr_tty),
+            ("tree_closed_stderr_replaced", test_tree_closed_stderr_replaced),
             ("tree_fork_child", test_tree_fork_child),
             ("tree_fallback_reported", test_tree_fallback_reported),
             ("tree_log_raises", test_tree_log_raises),

@@ -1,0 +1,248 @@
+/* log: the library's one-line messages ("wallprof: ...") and where they go.
+ *
+ * A line goes to the program's stderr with write(2), never stdio (the
+ * program's stderr buffer stays untouched), and only while fd 2 is still
+ * the file it was at start. Programs close their stderr before they end
+ * (coreutils, xz and others do, at exit, to catch write errors), and a
+ * daemon gives the number to a file of its own. Then the line goes to the
+ * file stderr was at start, opened again by the path it had then, when that
+ * was a terminal or a regular file and the path still names that very file
+ * (same device and inode); else to the tree's index (tree.h). Never into
+ * whatever file now has number 2, and no descriptor of ours keeps the
+ * program's stderr open: a pipe it closed must end. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "../output/sys.h"
+#include "as_safe.h"
+#include "tree.h"
+#include "wallprof.h"
+
+int wp_log_level = WP_LOG_INFO;
+static int log_explicit; /* WALLPROF_LOG was set */
+
+/* The stderr we started with: which file, and, for a terminal or a regular
+ * file, the path to open it again by (empty: none). */
+static struct {
+	int known; /* -1: not yet looked at; 0: fd 2 was not open */
+	dev_t dev;
+	ino_t ino;
+	char path[PATH_MAX];
+} orig = { .known = -1 };
+
+/* Whether `fd` (the program's fd 2) is still the stderr we started with. */
+WP_AS_SAFE static int stderr_same(int fd)
+{
+	struct stat st;
+
+	if (fd < 0 || orig.known <= 0)
+		return 0;
+	return wp_syscall(SYS_fstat, fd, &st) == 0 && st.st_dev == orig.dev &&
+	       st.st_ino == orig.ino;
+}
+
+/* At start: which file fd 2 is; and its path when this process may speak
+ * and the file can be opened again to say something after the program
+ * closed it (not a pipe or socket: those cannot be opened by a path). */
+static void remember_stderr(void)
+{
+	struct stat st;
+	ssize_t n;
+
+	orig.known = fstat(STDERR_FILENO, &st) == 0;
+	if (!orig.known)
+		return;
+	orig.dev = st.st_dev;
+	orig.ino = st.st_ino;
+	if (wp_log_level == WP_LOG_QUIET ||
+	    !(S_ISREG(st.st_mode) || (S_ISCHR(st.st_mode) && isatty(STDERR_FILENO))))
+		return;
+	n = readlink("/proc/self/fd/2", orig.path, sizeof(orig.path) - 1);
+	if (n <= 0 || orig.path[0] != '/')
+		n = 0;
+	orig.path[n] = 0;
+}
+
+/* The stderr we started with, opened again by its path, or -1 when that is
+ * not possible or the path now names another file. Close it after use.
+ * async-signal-safe */
+WP_AS_SAFE static int open_original(void)
+{
+	int fd;
+
+	if (orig.known <= 0 || !orig.path[0])
+		return -1;
+	fd = (int)wp_syscall(SYS_openat, AT_FDCWD, orig.path,
+			     O_WRONLY | O_APPEND | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (!stderr_same(fd)) {
+		wp_syscall(SYS_close, fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Writes the whole of `iov` to `fd`; 1 when all of it went. async-signal-safe */
+WP_AS_SAFE static int write_all(int fd, struct iovec *iov, int cnt)
+{
+	while (cnt > 0) {
+		long w = wp_syscall(SYS_writev, fd, iov, cnt);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return 0;
+		while (cnt > 0 && (size_t)w >= iov->iov_len) {
+			w -= (long)iov->iov_len;
+			iov++;
+			cnt--;
+		}
+		if (cnt > 0) {
+			iov->iov_base = (char *)iov->iov_base + w;
+			iov->iov_len -= (size_t)w;
+		}
+	}
+	return 1;
+}
+
+/* `msg` as one line on the stderr we started with: fd 2 while it is still
+ * that file (`fd`: the program's fd 2 as this thread can write to it), else
+ * that file opened again. Returns whether it was shown. async-signal-safe */
+WP_AS_SAFE static int show(int fd, const char *msg, size_t len)
+{
+	struct iovec v[3] = { { "wallprof: ", 10 }, { (void *)msg, len }, { "\n", 1 } };
+	int shown;
+
+	if (stderr_same(fd))
+		return write_all(fd, v, 3);
+	fd = open_original();
+	if (fd < 0)
+		return 0;
+	shown = write_all(fd, v, 3);
+	wp_syscall(SYS_close, fd);
+	return shown;
+}
+
+/* async-signal-safe (from a thread of the program's, where fd 2 is direct) */
+WP_AS_SAFE int wp_log_stderr_ok(void)
+{
+	return stderr_same(STDERR_FILENO);
+}
+
+/* Whether an event goes to the tree's index: all of a descendant's lines,
+ * the root's files and too-short notes. async-signal-safe */
+WP_AS_SAFE static int records(int level, const char *kind)
+{
+	if (!wp_tree_is_root())
+		return level <= WP_LOG_INFO;
+	return !strcmp(kind, "wrote") || !strcmp(kind, "short");
+}
+
+static void log_line(int level, const char *kind, const char *path, unsigned long long lost,
+		     const char *fmt, va_list ap)
+{
+	char buf[1024];
+	int n, fd, saved = errno, shown = 0, speak = level <= wp_log_level;
+	size_t len, off;
+	int record = records(level, kind);
+
+	if (!speak && !record)
+		return;
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	if (n < 0)
+		n = 0;
+	len = (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1;
+	/* One line, always: a control character from a variable's value
+	 * (a newline, an escape) must not forge or hide a line. */
+	for (off = 0; off < len; off++)
+		if ((unsigned char)buf[off] < 0x20 || buf[off] == 0x7f)
+			buf[off] = '?';
+	if (speak) {
+		fd = wp_fds_stderr();
+		shown = show(fd, buf, len);
+		wp_fds_stderr_done(fd);
+	}
+	/* A line the program's closed or replaced stderr could not show goes
+	 * to the index, created if need be, never into the program's file. */
+	if (record || (speak && !shown))
+		wp_tree_record(kind, path, lost, buf, len, speak && !shown);
+	errno = saved;
+}
+
+/* async-signal-safe (from a thread of the program's, where fd 2 is direct) */
+WP_AS_SAFE void wp_log_raw(int level, const char *kind, const char *path, unsigned long long lost,
+			   const char *msg, size_t len)
+{
+	int saved = errno, shown = 0, speak = level <= wp_log_level;
+	int record = records(level, kind);
+
+	if (speak)
+		shown = show(STDERR_FILENO, msg, len);
+	if (record || (speak && !shown))
+		wp_tree_record(kind, path, lost, msg, len, speak && !shown);
+	errno = saved;
+}
+
+void wp_log(int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_line(level, level <= WP_LOG_ERROR ? "error" : "info", NULL, 0, fmt, ap);
+	va_end(ap);
+}
+
+void wp_log_event(int level, const char *kind, const char *path, unsigned long long lost,
+		  const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_line(level, kind, path, lost, fmt, ap);
+	va_end(ap);
+}
+
+/* async-signal-safe */
+WP_AS_SAFE void wp_log_forked(void)
+{
+	wp_tree_forked();
+	if (!log_explicit)
+		wp_log_level = WP_LOG_QUIET;
+}
+
+void wp_log_init(int *level, int *explicit_)
+{
+	const char *s = getenv("WALLPROF_LOG");
+	int bad = 0;
+
+	log_explicit = s && *s;
+	wp_log_level = wp_tree_is_root() ? WP_LOG_INFO : WP_LOG_QUIET;
+	if (s && *s) {
+		if (!strcasecmp(s, "quiet") || !strcasecmp(s, "off") || !strcmp(s, "0"))
+			wp_log_level = WP_LOG_QUIET;
+		else if (!strcasecmp(s, "error") || !strcmp(s, "1"))
+			wp_log_level = WP_LOG_ERROR;
+		else if (!strcasecmp(s, "info") || !strcmp(s, "2"))
+			wp_log_level = WP_LOG_INFO;
+		else if (!strcasecmp(s, "debug") || !strcmp(s, "3"))
+			wp_log_level = WP_LOG_DEBUG;
+		else
+			bad = 1;
+	}
+	remember_stderr();
+	if (bad)
+		wp_log(WP_LOG_ERROR,
+		       "WALLPROF_LOG='%.64s' is not quiet, error, info or debug; using info", s);
+	*level = wp_log_level;
+	*explicit_ = log_explicit;
+}
