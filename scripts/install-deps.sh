@@ -76,6 +76,12 @@ missing() {
 	[ -f /usr/lib/python3.11/test/test_eintr.py ] || need libpython3.11-testsuite
 	dpkg -s libc6-dbg >/dev/null 2>&1 || need libc6-dbg # libc's file:line; test/e2e/debug_cache.py
 	command -v chromium >/dev/null 2>&1 || need chromium # test/e2e/html.py (headless, DevTools pipe)
+	# test/e2e/programs.py: programs nobody here wrote
+	command -v xz >/dev/null 2>&1 || need xz-utils
+	command -v git >/dev/null 2>&1 || need git
+	command -v sqlite3 >/dev/null 2>&1 || need sqlite3
+	command -v redis-server >/dev/null 2>&1 || need redis-server
+	command -v redis-benchmark >/dev/null 2>&1 || need redis-tools
 	[ -n "$PKGS" ]
 }
 

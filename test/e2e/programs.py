@@ -1,0 +1,221 @@
+"""Programs nobody here wrote, under the preload: each does what it does
+without it (the same output, the same stderr apart from our lines, the same
+exit status, the same files), and its profile shows its own code.
+
+xz's threads, git's and make's process trees (with the compiler), sqlite3's
+library, and redis-server (a daemon's event loop, a fork for its background
+save, a snapshot on SIGUSR2) each found bugs our own test programs did not,
+in this project or in the peers it learns from."""
+
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+# The same commits, hashes and log on every run.
+GIT_ENV = {"GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
+           "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent"}
+
+
+def tests(rt):
+    check = rt.check
+
+    def need(*names):
+        missing = [n for n in names if not shutil.which(n)]
+        check(not missing, "%s not installed (make deps installs it)" % ", ".join(missing))
+
+    def pair(tmp, script, env=None, setup=None, timeout=300):
+        """`script` (sh) in two fresh directories, without and with the
+        preload; fails unless both behave the same. Returns (bare, preloaded,
+        preloaded run's directory)."""
+        runs = []
+        for name, preload in (("bare", False), ("pre", True)):
+            d = os.path.join(tmp, name)
+            os.mkdir(d)
+            if setup:
+                setup(d)
+            r = rt.run_bounded(["sh", "-c", script], d, env, preload=preload, timeout=timeout)
+            check(r.rc is not None, "%s run did not end in %d s" % (name, timeout))
+            runs.append(r)
+        bare, pre = runs
+        check(bare.rc == 0, "without the preload: %s" % bare.describe())
+        check(pre.rc == bare.rc, "exit status %s, %s without the preload (%s)"
+              % (pre.rc, bare.rc, pre.describe()))
+        check(pre.stdout == bare.stdout, "stdout differs: %r against %r"
+              % (pre.stdout[-300:], bare.stdout[-300:]))
+        check(pre.other_stderr() == bare.other_stderr(), "stderr differs: %s against %s"
+              % (pre.other_stderr()[-5:], bare.other_stderr()[-5:]))
+        return bare, pre, os.path.join(tmp, "pre")
+
+    def index_profiles(run):
+        """The profiles the tree's index lists as written, loaded."""
+        path = os.path.join(run.cwd, "wallprof.%d.index" % run.pid)
+        check(os.path.exists(path), "no index: %s" % run.wallprof_lines())
+        out = []
+        with open(path) as f:
+            for line in f:
+                parts = line.rstrip("\n").split("\t", 4)
+                if parts[1] == "wrote" and parts[2].endswith(".json"):
+                    out.append((parts[2], rt.load_profile(parts[2])))
+        return out
+
+    def functions(obj):
+        p = rt.profile_part(obj)
+        return {p["frames"][i].get("function") for st in p["stacks"] for i in st}
+
+    def modules(obj):
+        p = rt.profile_part(obj)
+        return {p["frames"][i].get("module") for st in p["stacks"] for i in st}
+
+    def test_xz_threads(tmp):
+        """xz -T2 with small blocks (two compressing threads and a main
+        thread that waits for them): byte for byte the same .xz, and a
+        profile with the workers on CPU and the main thread waiting."""
+        need("xz")
+        data = os.path.join(tmp, "data.txt")
+        with open(data, "w") as f:
+            for i in range(400000):
+                f.write("%d %x line of text %d\n" % (i, i * 2654435761 % 2**32, i % 97))
+        script = ("xz -T2 --block-size=1MiB -6 -c ../data.txt > out.xz && xz -t out.xz && "
+                  "xz -dc out.xz | cmp - ../data.txt && echo same")
+        bare, pre, d = pair(tmp, script)
+        with open(os.path.join(tmp, "bare", "out.xz"), "rb") as a, \
+                open(os.path.join(d, "out.xz"), "rb") as b:
+            check(a.read() == b.read(), "xz made another file under the preload")
+        # the sh root's report: xz is its child
+        found = [(p, o) for p, o in index_profiles(pre) if any(
+            "xz" in (m or "") for m in modules(o))]
+        check(found, "no profile of xz in the index")
+        path, obj = found[0]
+        rt.check_valid(obj, os.path.basename(path))
+        by_thread = rt.samples_by_thread(obj)
+        busy = [t for t, s in by_thread.items() if len(s) >= 5 and rt.on_cpu_share(s) > 0.5]
+        check(len(by_thread) >= 3 and len(busy) >= 2,
+              "want xz's main thread and two busy workers: %s"
+              % {t: (len(s), round(rt.on_cpu_share(s), 2)) for t, s in by_thread.items()})
+
+    def test_git(tmp):
+        """git init, three commits, log, gc (which runs pack-objects and
+        others as children), fsck: the same output and objects, and every
+        profile the tree wrote is valid."""
+        need("git")
+        script = ("git init -q r && cd r && for i in 1 2 3; do seq $i 20000 > f$i && "
+                  "git add f$i && git commit -q -m c$i; done && git log --format='%H %s' && "
+                  "git gc -q && git fsck --no-progress 2>&1 && git count-objects -v | "
+                  "grep -v size")
+        bare, pre, d = pair(tmp, script, GIT_ENV)
+        check(len(bare.stdout.splitlines()) >= 3, "git log: %r" % bare.stdout)
+        check(any(l.startswith("wallprof: wrote") for l in pre.wallprof_lines()),
+              "no profile of the root: %s" % pre.wallprof_lines())
+        for path, obj in index_profiles(pre):
+            rt.check_valid(obj, os.path.basename(path))
+
+    def test_make_compiler(tmp):
+        """make -j2 of a small C tree: the same output and objects; the
+        compiler (cc1, a program nobody here wrote, a descendant three
+        levels down) has a profile of its own code."""
+        need("make", "cc")
+
+        def setup(d):
+            for i in range(6):
+                with open(os.path.join(d, "f%d.c" % i), "w") as f:
+                    for k in range(300):
+                        f.write("int f%d_%d(int x) { int s = 0; for (int i = 0; i < x; i++) "
+                                "s += i * %d ^ (s >> 3); return s; }\n" % (i, k, k + 1))
+            with open(os.path.join(d, "Makefile"), "w") as f:
+                f.write("OBJS := $(patsubst %.c,%.o,$(wildcard f*.c))\n"
+                        "all: $(OBJS)\n\t@echo built $(words $(OBJS))\n"
+                        "%.o: %.c\n\t@cc -O2 -c $< -o $@\n")
+
+        bare, pre, d = pair(tmp, "make -j2 -s && ls *.o", setup=setup)
+        for o in glob.glob(os.path.join(tmp, "bare", "*.o")):
+            check(os.path.exists(os.path.join(d, os.path.basename(o))), "%s missing" % o)
+        cc1 = [(p, o) for p, o in index_profiles(pre)
+               if any((m or "").endswith("/cc1") for m in modules(o))]
+        check(cc1, "no profile of cc1 in the index")
+        named = [f for f in functions(cc1[0][1]) if f and f not in ("main", "_start")]
+        check(len(named) >= 20, "cc1's profile names few functions: %s" % sorted(named)[:20])
+
+    def test_sqlite(tmp):
+        """sqlite3's shell on a recursive query: the same result, and the
+        library's exported entry point in the profile's stacks."""
+        need("sqlite3")
+        query = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE "
+                 "x < 1500000) SELECT count(*), sum(x * x % 7) FROM c;")
+        bare, pre, d = pair(tmp, "sqlite3 :memory: '%s'" % query)
+        found = [(p, o) for p, o in index_profiles(pre) if "sqlite3_step" in functions(o)]
+        check(found, "no profile with sqlite3_step in its stacks")
+        rt.check_valid(found[0][1], "sqlite3's profile")
+
+    def free_port():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    def cli(port, *args):
+        return subprocess.run(["redis-cli", "-p", str(port)] + list(args), capture_output=True,
+                              text=True, timeout=30)
+
+    def test_redis(tmp):
+        """redis-server under the preload: a benchmark against it, a
+        background save (a fork), a snapshot (SIGUSR2), a shutdown: it exits
+        0, says nothing of its own on stderr that it would not say without
+        us, and its profiles show its event loop waiting in epoll_wait."""
+        need("redis-server", "redis-cli", "redis-benchmark")
+        port = free_port()
+        proc = subprocess.Popen(["redis-server", "--port", str(port), "--save", "",
+                                 "--appendonly", "no", "--dir", tmp, "--logfile", ""],
+                                cwd=tmp, env=rt.clean_env(), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        try:
+            deadline = time.monotonic() + 30
+            while cli(port, "ping").stdout.strip() != "PONG":
+                check(proc.poll() is None and time.monotonic() < deadline,
+                      "redis-server did not answer (rc %s)" % proc.poll())
+                time.sleep(0.05)
+            b = subprocess.run(["redis-benchmark", "-p", str(port), "-q", "-n", "20000", "-c", "8",
+                                "-t", "set,get,lpush"], capture_output=True, text=True,
+                               timeout=120)
+            check(b.returncode == 0 and "requests per second" in b.stdout,
+                  "redis-benchmark: %r" % b.stdout[-300:])
+            check(cli(port, "bgsave").returncode == 0, "bgsave")
+            while "rdb_bgsave_in_progress:1" in cli(port, "info", "persistence").stdout:
+                check(time.monotonic() < deadline + 60, "the background save did not end")
+                time.sleep(0.05)
+            check("rdb_last_bgsave_status:ok" in cli(port, "info", "persistence").stdout,
+                  "the background save failed")
+            snap = os.path.join(tmp, "wallprof.%d.1.json" % proc.pid)
+            proc.send_signal(signal.SIGUSR2)
+            rt.poll_for(snap, proc=proc)
+            cli(port, "shutdown", "nosave")
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                rt.kill_group(proc)
+        err = err.decode(errors="replace").splitlines()
+        check(proc.returncode == 0, "redis-server: rc %s, stderr %s" % (proc.returncode, err[-5:]))
+        ours = [l for l in err if l.startswith("wallprof:")]
+        check(len(ours) == len(err), "stderr beyond our lines: %s" % [l for l in err
+                                                                     if l not in ours][:5])
+        exit_path = os.path.join(tmp, "wallprof.%d.json" % proc.pid)
+        for path in (snap, exit_path):
+            obj = rt.load_profile(path)
+            rt.check_valid(obj, os.path.basename(path))
+            main = rt.thread_samples(obj, "redis-server")
+            share = rt.share_with_function(obj, main, "epoll_wait")
+            check(share > 0.3, "%s: the event loop in epoll_wait in %.0f %% of the main "
+                  "thread's %d samples" % (os.path.basename(path), 100 * share, len(main)))
+        check(any("child process" in l for l in ours), "no report of the save's child: %s" % ours)
+
+    return [("programs_xz_threads", test_xz_threads),
+            ("programs_git", test_git),
+            ("programs_make_compiler", test_make_compiler),
+            ("programs_sqlite", test_sqlite),
+            ("programs_redis", test_redis)]
