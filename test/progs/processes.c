@@ -635,6 +635,7 @@ int main(int argc, char **argv)
 	if (argc == 2 && strcmp(argv[1], "forkinloader") == 0)
 		return mode_forkinloader();
 	fprintf(stderr, "usage: processes fork|forkexec PROG ARGS|vfork PROG ARGS|spawn PROG ARGS|"
-			"system CMD|envwork|daemon MARKER LOG\n");
+			"system CMD|envwork|daemon MARKER LOG|execfail|forknomem|forkthread|"
+			"forkreset|snapfork|forkloader|forkinloader\n");
 	return 2;
 }
