@@ -26,16 +26,11 @@ static int printable(const char *s, size_t n)
  * there does not hang us), or -1. async-signal-safe */
 static int open_index(const char *index_path, int create)
 {
-	int flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, fd;
 	struct stat st;
+	/* the tree's converter trusts an index nobody else can write: 0644 */
+	int fd = wp_sys_open_append(index_path, create, &st);
 
-	if (!index_path || !index_path[0])
-		return -1;
-	if (create)
-		flags |= O_CREAT;
-	/* the tree's converter trusts an index nobody else can write */
-	fd = (int)wp_syscall(SYS_openat, AT_FDCWD, index_path, flags, 0644);
-	if (fd >= 0 && (wp_syscall(SYS_fstat, fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+	if (fd >= 0 && !S_ISREG(st.st_mode)) {
 		wp_syscall(SYS_close, fd);
 		fd = -1;
 	}
@@ -46,17 +41,13 @@ static int open_index(const char *index_path, int create)
  * ENOSPC or EFBIG, would glue half a line to the next). async-signal-safe */
 static int append(const char *index_path, int create, struct iovec *v, int n)
 {
-	size_t want = 0;
-	long w;
-	int fd = open_index(index_path, create), i;
+	int fd = open_index(index_path, create), rc;
 
 	if (fd < 0)
 		return -1;
-	for (i = 0; i < n; i++)
-		want += v[i].iov_len;
-	w = wp_syscall(SYS_writev, fd, v, n);
+	rc = wp_sys_writev_whole(fd, v, n);
 	wp_syscall(SYS_close, fd);
-	return w == (long)want ? 0 : -1;
+	return rc;
 }
 
 /* async-signal-safe */

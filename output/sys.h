@@ -12,7 +12,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 
 static inline long wp_sys6(long nr, long a, long b, long c, long d, long e, long f)
 {
@@ -75,6 +77,42 @@ static inline long wp_sys_read_file(const char *path, char *buf, size_t len)
 	if (n >= 0)
 		buf[n] = 0;
 	return n;
+}
+
+/* `path` opened for appending a line: write-only, O_APPEND, never through a
+ * symbolic link as its last part, never waiting (a FIFO there does not hang
+ * us), never our controlling terminal; `create` adds O_CREAT (mode 0644).
+ * Its fstat in *st. Returns the descriptor, or -1. */
+static inline int wp_sys_open_append(const char *path, int create, struct stat *st)
+{
+	int flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
+	long fd;
+
+	if (!path || !path[0])
+		return -1;
+	fd = wp_syscall(SYS_openat, AT_FDCWD, path, flags | (create ? O_CREAT : 0), 0644);
+	if (fd >= 0 && wp_syscall(SYS_fstat, fd, st) < 0) {
+		wp_syscall(SYS_close, fd);
+		fd = -1;
+	}
+	return (int)fd;
+}
+
+/* v[0..n) with one writev: 0 when all of it went, else -1 (a short write,
+ * ENOSPC, EAGAIN: the caller has its line elsewhere, not half of it here
+ * and all of it there). */
+static inline int wp_sys_writev_whole(int fd, const struct iovec *v, int n)
+{
+	size_t want = 0;
+	long w;
+	int i;
+
+	for (i = 0; i < n; i++)
+		want += v[i].iov_len;
+	do
+		w = wp_syscall(SYS_writev, fd, v, n);
+	while (w < 0 && errno == EINTR);
+	return w == (long)want ? 0 : -1;
 }
 
 #endif

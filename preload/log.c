@@ -6,8 +6,8 @@
  * (coreutils, xz and others do, at exit, to catch write errors), and a
  * daemon gives the number to a file of its own. Then the line goes to the
  * file stderr was at start, opened again by the path it had then, when that
- * was a terminal or a regular file and the path still names that very file
- * (same device and inode); else to the tree's index (tree.h). Never into
+ * was a terminal or a regular file the program appended to, and the path
+ * still names that very file; else to the tree's index (tree.h). Never into
  * whatever file now has number 2, and no descriptor of ours keeps the
  * program's stderr open: a pipe it closed must end. */
 #include <errno.h>
@@ -30,12 +30,17 @@
 int wp_log_level = WP_LOG_INFO;
 static int log_explicit; /* WALLPROF_LOG was set */
 
-/* The stderr we started with: which file, and, for a terminal or a regular
- * file, the path to open it again by (empty: none). */
+/* The stderr we started with: which file and, when a line can be added to
+ * it after the program closed it, the path to open it again by (empty:
+ * none) and what tells that file from a later one under the same path and
+ * inode number (a terminal /dev/pts/N made again, an inode reused). */
 static struct {
 	int known; /* -1: not yet looked at; 0: fd 2 was not open */
 	dev_t dev;
 	ino_t ino;
+	int is_tty;
+	struct statx_timestamp born; /* regular file: birth time (0: unknown) */
+	struct timespec ctime;       /* terminal: when its node was made */
 	char path[PATH_MAX];
 } orig = { .known = -1 };
 
@@ -50,22 +55,45 @@ WP_AS_SAFE static int stderr_same(int fd)
 	       st.st_ino == orig.ino;
 }
 
-/* At start: which file fd 2 is; and its path when this process may speak
- * and the file can be opened again to say something after the program
- * closed it (not a pipe or socket: those cannot be opened by a path). */
+/* The birth time of the file open on `fd`, or zero when the file system
+ * does not keep one. async-signal-safe */
+WP_AS_SAFE static struct statx_timestamp born(int fd)
+{
+	struct statx sx;
+	struct statx_timestamp none = { 0 };
+
+	if (wp_syscall(SYS_statx, fd, "", AT_EMPTY_PATH, STATX_BTIME, &sx) < 0 ||
+	    !(sx.stx_mask & STATX_BTIME))
+		return none;
+	return sx.stx_btime;
+}
+
+/* At start: which file fd 2 is; and, when this process may speak, whether a
+ * line can still be added to that file once the program has closed it: a
+ * terminal, or a regular file the program appends to (written at a shared
+ * offset instead, a line of ours would be written over, or write over the
+ * program's next output). Pipes and sockets cannot be opened by a path. */
 static void remember_stderr(void)
 {
 	struct stat st;
 	ssize_t n;
+	int fl;
 
 	orig.known = fstat(STDERR_FILENO, &st) == 0;
 	if (!orig.known)
 		return;
 	orig.dev = st.st_dev;
 	orig.ino = st.st_ino;
-	if (wp_log_level == WP_LOG_QUIET ||
-	    !(S_ISREG(st.st_mode) || (S_ISCHR(st.st_mode) && isatty(STDERR_FILENO))))
+	if (wp_log_level == WP_LOG_QUIET)
 		return;
+	fl = fcntl(STDERR_FILENO, F_GETFL);
+	orig.is_tty = S_ISCHR(st.st_mode) && isatty(STDERR_FILENO);
+	if (!orig.is_tty &&
+	    !(S_ISREG(st.st_mode) && fl >= 0 && (fl & O_APPEND) && (fl & O_ACCMODE) != O_RDONLY))
+		return;
+	orig.ctime = st.st_ctim;
+	if (!orig.is_tty)
+		orig.born = born(STDERR_FILENO);
 	n = readlink("/proc/self/fd/2", orig.path, sizeof(orig.path) - 1);
 	if (n <= 0 || orig.path[0] != '/')
 		n = 0;
@@ -77,66 +105,44 @@ static void remember_stderr(void)
  * async-signal-safe */
 WP_AS_SAFE static int open_original(void)
 {
+	struct stat st;
+	struct statx_timestamp b;
 	int fd;
 
 	if (orig.known <= 0 || !orig.path[0])
 		return -1;
-	fd = (int)wp_syscall(SYS_openat, AT_FDCWD, orig.path,
-			     O_WRONLY | O_APPEND | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
+	fd = wp_sys_open_append(orig.path, 0, &st);
 	if (fd < 0)
 		return -1;
-	if (!stderr_same(fd)) {
-		wp_syscall(SYS_close, fd);
-		return -1;
+	if (st.st_dev == orig.dev && st.st_ino == orig.ino) {
+		if (orig.is_tty && st.st_ctim.tv_sec == orig.ctime.tv_sec &&
+		    st.st_ctim.tv_nsec == orig.ctime.tv_nsec)
+			return fd;
+		b = born(fd);
+		if (!orig.is_tty && b.tv_sec == orig.born.tv_sec && b.tv_nsec == orig.born.tv_nsec)
+			return fd;
 	}
-	return fd;
-}
-
-/* Writes the whole of `iov` to `fd`; 1 when all of it went. async-signal-safe */
-WP_AS_SAFE static int write_all(int fd, struct iovec *iov, int cnt)
-{
-	while (cnt > 0) {
-		long w = wp_syscall(SYS_writev, fd, iov, cnt);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return 0;
-		while (cnt > 0 && (size_t)w >= iov->iov_len) {
-			w -= (long)iov->iov_len;
-			iov++;
-			cnt--;
-		}
-		if (cnt > 0) {
-			iov->iov_base = (char *)iov->iov_base + w;
-			iov->iov_len -= (size_t)w;
-		}
-	}
-	return 1;
+	wp_syscall(SYS_close, fd);
+	return -1;
 }
 
 /* `msg` as one line on the stderr we started with: fd 2 while it is still
  * that file (`fd`: the program's fd 2 as this thread can write to it), else
- * that file opened again. Returns whether it was shown. async-signal-safe */
+ * that file opened again. Returns whether the whole line was written.
+ * async-signal-safe */
 WP_AS_SAFE static int show(int fd, const char *msg, size_t len)
 {
 	struct iovec v[3] = { { "wallprof: ", 10 }, { (void *)msg, len }, { "\n", 1 } };
 	int shown;
 
 	if (stderr_same(fd))
-		return write_all(fd, v, 3);
+		return wp_sys_writev_whole(fd, v, 3) == 0;
 	fd = open_original();
 	if (fd < 0)
 		return 0;
-	shown = write_all(fd, v, 3);
+	shown = wp_sys_writev_whole(fd, v, 3) == 0;
 	wp_syscall(SYS_close, fd);
 	return shown;
-}
-
-/* async-signal-safe (from a thread of the program's, where fd 2 is direct) */
-WP_AS_SAFE int wp_log_stderr_ok(void)
-{
-	return stderr_same(STDERR_FILENO);
 }
 
 /* Whether an event goes to the tree's index: all of a descendant's lines,
@@ -239,6 +245,8 @@ void wp_log_init(int *level, int *explicit_)
 		else
 			bad = 1;
 	}
+	if (bad) /* set: it applies to every process of the tree */
+		wp_log_level = WP_LOG_INFO;
 	remember_stderr();
 	if (bad)
 		wp_log(WP_LOG_ERROR,

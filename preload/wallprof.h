@@ -96,8 +96,6 @@ extern int wp_log_level;
  * process may speak). */
 void wp_log_init(int *level, int *explicit_);
 
-/* Whether fd 2 is still the stderr we started with. async-signal-safe */
-WP_AS_SAFE int wp_log_stderr_ok(void);
 void wp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* wp_log with the index line's kind ("wrote", "short"; see tree.h), the

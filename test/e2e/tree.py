@@ -5,6 +5,7 @@ user started reports once for the whole tree, from the index file its
 descendants append to (files written, where fallbacks went, too-short
 processes). WALLPROF_LOG, when set, applies to every process again."""
 
+import glob
 import json
 import os
 import pty
@@ -176,12 +177,13 @@ def tests(rt):
         lines = index_lines(index)
         check(any(l[0] == str(r.pid) and l[1] == "wrote" for l in lines), "index: %s" % lines)
 
-    def run_stderr_to(tmp, argv, path, timeout=60):
-        """Runs `argv` under the preload with its stderr on the file `path`
-        (the shell's `2>path`); returns (rc, pid)."""
-        with open(path, "w") as err:
-            proc = subprocess.Popen(argv, cwd=tmp, env=rt.clean_env(), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=err,
+    def run_stderr_to(tmp, argv, path, mode="a", timeout=60, preload=True):
+        """Runs `argv` (under the preload unless told) with stdout and stderr
+        on the file `path`, opened as the shell's `>>path 2>&1` (mode "a")
+        or `>path 2>&1` ("w"); returns (rc, pid)."""
+        with open(path, mode) as out:
+            proc = subprocess.Popen(argv, cwd=tmp, env=rt.clean_env(preload=preload),
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                     start_new_session=True)
         try:
             return proc.wait(timeout=timeout), proc.pid
@@ -189,10 +191,17 @@ def tests(rt):
             rt.kill_group(proc)
             raise rt.Failure("%s did not end in %d s" % (argv[0], timeout))
 
+    def indexed_line(tmp, pid):
+        """The index in `tmp` holds the root's "wrote" line."""
+        indexes = glob.glob(os.path.join(tmp, "*.index"))
+        check(indexes, "no index for the line stderr could not show: %s" % os.listdir(tmp))
+        lines = [l for i in indexes for l in index_lines(i)]
+        check(any(l[0] == str(pid) and l[1] == "wrote" for l in lines), "index: %s" % lines)
+
     def test_tree_closed_stderr_file(tmp):
         """coreutils' `sleep` closes its stderr at exit (close_stdout), before
-        our exit dump: the line still reaches the file its stderr was, opened
-        again by its path; no index is made for it."""
+        our exit dump: the line still reaches the file its stderr was (opened
+        for appending), opened again by its path; no index is made for it."""
         err = os.path.join(tmp, "err.txt")
         rc, pid = run_stderr_to(tmp, ["sleep", "0.3"], err)
         check(rc == 0, "sleep: rc %s" % rc)
@@ -201,8 +210,37 @@ def tests(rt):
         own = os.path.join(tmp, "wallprof.%d.json" % pid)
         check(len(lines) == 1 and lines[0].startswith("wallprof: wrote %s " % own),
               "want the one line for %s in the stderr file, got %s" % (own, lines))
-        check(not [n for n in os.listdir(tmp) if n.endswith(".index")],
+        check(not glob.glob(os.path.join(tmp, "*.index")),
               "an index for a line stderr showed: %s" % os.listdir(tmp))
+
+    def test_tree_closed_stderr_shared_offset(tmp):
+        """A log opened without O_APPEND (`>log 2>&1`) that the shell goes on
+        writing after the profiled `sleep` closed its stderr: a line of ours
+        appended there would be written over by the shell's next line (they
+        share one offset, ours would not). The log is what the shell and
+        sleep wrote, byte for byte; the line goes to the index."""
+        log = os.path.join(tmp, "log")
+        script = ("echo before; LD_PRELOAD=%s sleep 0.3; echo after the profiled program"
+                  % rt.clean_env()["LD_PRELOAD"])
+        rc, _ = run_stderr_to(tmp, ["sh", "-c", script], log, mode="w", preload=False)
+        check(rc == 0, "rc %s" % rc)
+        with open(log) as f:
+            text = f.read()
+        check(text == "before\nafter the profiled program\n", "the log: %r" % text)
+        profiles = glob.glob(os.path.join(tmp, "wallprof.*.json"))
+        check(len(profiles) == 1, "profiles: %s" % os.listdir(tmp))
+        indexed_line(tmp, int(os.path.basename(profiles[0]).split(".")[1]))
+
+    def test_tree_closed_stderr_fifo(tmp):
+        """The path of the stderr file names a FIFO by the time the program
+        closes its stderr: opening it again must not wait for a reader (the
+        program would hang at exit); the line goes to the index."""
+        err = os.path.join(tmp, "err.txt")
+        code = CHILD + ("import os\nos.unlink('err.txt')\nos.mkfifo('err.txt')\n"
+                        "os.close(1)\nos.close(2)\n")
+        rc, pid = run_stderr_to(tmp, [PY, "-c", code], err, timeout=30)
+        check(rc == 0, "rc %s" % rc)
+        indexed_line(tmp, pid)
 
     def test_tree_closed_stderr_tty(tmp):
         """On a terminal: a program that closes its stderr and opens a file
@@ -254,15 +292,12 @@ def tests(rt):
         the line goes to the index."""
         err = os.path.join(tmp, "err.txt")
         code = CHILD + ("import os\nos.unlink('err.txt')\n"
-                        "open('err.txt', 'w').close()\nos.close(2)\n")
+                        "open('err.txt', 'w').close()\nos.close(1)\nos.close(2)\n")
         rc, pid = run_stderr_to(tmp, [PY, "-c", code], err)
         check(rc == 0, "rc %s" % rc)
         with open(err) as f:
             check(f.read() == "", "our line went into another file under stderr's name")
-        index = os.path.join(tmp, "wallprof.%d.index" % pid)
-        check(os.path.exists(index), "no index for the line: %s" % os.listdir(tmp))
-        check(any(l[0] == str(pid) and l[1] == "wrote" for l in index_lines(index)),
-              "index: %s" % index_lines(index))
+        indexed_line(tmp, pid)
 
     def test_tree_child_crash(tmp):
         """A child dying of SIGSEGV: its profile, converted in the background
@@ -337,6 +372,8 @@ def tests(rt):
             ("tree_child_crash", test_tree_child_crash),
             ("tree_closed_stderr", test_tree_closed_stderr),
             ("tree_closed_stderr_file", test_tree_closed_stderr_file),
+            ("tree_closed_stderr_shared_offset", test_tree_closed_stderr_shared_offset),
+            ("tree_closed_stderr_fifo", test_tree_closed_stderr_fifo),
             ("tree_closed_stderr_tty", test_tree_closed_stderr_tty),
             ("tree_closed_stderr_replaced", test_tree_closed_stderr_replaced),
             ("tree_fork_child", test_tree_fork_child),
