@@ -101,8 +101,8 @@ def tests(rt):
         rt.check_valid(child)
         fns = set()
         for s in rt.profile_part(child)["samples"]:
-            fns.update(rt.stack_functions(child, s["stack_id"]))
-        check(any("_PyEval_EvalFrameDefault" in f or "PyEval" in f for f in fns),
+            fns.update(f for f in rt.stack_functions(child, s["stack_id"]) if f)
+        check(any("PyEval" in f for f in fns),
               "the child's profile shows no interpreter frames: %s" % sorted(fns)[:10])
         own = [l for l in index_lines(index) if l[0] == str(r.pid)]
         check([l for l in own if l[1] == "wrote"], "the root's own file is not in the index: %s"
@@ -344,7 +344,7 @@ def tests(rt):
         rt.check_valid(obj)
         fns = set()
         for smp in rt.profile_part(obj)["samples"]:
-            fns.update(rt.stack_functions(obj, smp["stack_id"]))
+            fns.update(f for f in rt.stack_functions(obj, smp["stack_id"]) if f)
         check(any("PyEval" in f for f in fns), "the exec'd image's frames are not in the "
               "root's profile: %s" % sorted(fns)[:10])
 
