@@ -99,19 +99,20 @@ static inline int wp_sys_open_append(const char *path, int create, struct stat *
 }
 
 /* v[0..n) with one writev: 0 when all of it went, else -1 (a short write,
- * ENOSPC, EAGAIN: the caller has its line elsewhere, not half of it here
- * and all of it there). */
+ * ENOSPC, EAGAIN: the caller puts its line elsewhere; a regular file opened
+ * O_APPEND takes all of it or none, a terminal may take part). A write a
+ * signal interrupted before it wrote anything is tried again, a few times. */
 static inline int wp_sys_writev_whole(int fd, const struct iovec *v, int n)
 {
 	size_t want = 0;
 	long w;
-	int i;
+	int i, tries = 0;
 
 	for (i = 0; i < n; i++)
 		want += v[i].iov_len;
 	do
 		w = wp_syscall(SYS_writev, fd, v, n);
-	while (w < 0 && errno == EINTR);
+	while (w < 0 && errno == EINTR && ++tries < 4);
 	return w == (long)want ? 0 : -1;
 }
 

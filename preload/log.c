@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,13 +89,20 @@ static void remember_stderr(void)
 	if (wp_log_level == WP_LOG_QUIET)
 		return;
 	fl = fcntl(STDERR_FILENO, F_GETFL);
+	if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY)
+		return;
 	orig.is_tty = S_ISCHR(st.st_mode) && isatty(STDERR_FILENO);
-	if (!orig.is_tty &&
-	    !(S_ISREG(st.st_mode) && fl >= 0 && (fl & O_APPEND) && (fl & O_ACCMODE) != O_RDONLY))
+	if (!orig.is_tty && !(S_ISREG(st.st_mode) && (fl & O_APPEND)))
 		return;
 	orig.ctime = st.st_ctim;
-	if (!orig.is_tty)
+	if (!orig.is_tty) {
+		/* without a birth time, a file made again under the path
+		 * after the program closed it could take the old inode's
+		 * number: such a file is not opened again */
 		orig.born = born(STDERR_FILENO);
+		if (!orig.born.tv_sec && !orig.born.tv_nsec)
+			return;
+	}
 	n = readlink("/proc/self/fd/2", orig.path, sizeof(orig.path) - 1);
 	if (n <= 0 || orig.path[0] != '/')
 		n = 0;
@@ -126,21 +135,38 @@ WP_AS_SAFE static int open_original(void)
 	return -1;
 }
 
+/* One line to `fd`; whether all of it went. A write to a terminal from a
+ * background process group, under `stty tostop`, stops the whole group
+ * with SIGTTOU: a program that writes nothing there itself (`sleep 1 &`)
+ * would be stopped by our line alone. With SIGTTOU blocked for the write,
+ * the kernel lets it through instead of sending the signal.
+ * async-signal-safe */
+WP_AS_SAFE static int write_line(int fd, const char *msg, size_t len)
+{
+	struct iovec v[3] = { { "wallprof: ", 10 }, { (void *)msg, len }, { "\n", 1 } };
+	uint64_t ttou = 1ull << (SIGTTOU - 1), old = 0;
+	int blocked = wp_syscall(SYS_rt_sigprocmask, SIG_BLOCK, &ttou, &old, sizeof(old)) == 0;
+	int rc = wp_sys_writev_whole(fd, v, 3);
+
+	if (blocked)
+		wp_syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, sizeof(old));
+	return rc == 0;
+}
+
 /* `msg` as one line on the stderr we started with: fd 2 while it is still
  * that file (`fd`: the program's fd 2 as this thread can write to it), else
  * that file opened again. Returns whether the whole line was written.
  * async-signal-safe */
 WP_AS_SAFE static int show(int fd, const char *msg, size_t len)
 {
-	struct iovec v[3] = { { "wallprof: ", 10 }, { (void *)msg, len }, { "\n", 1 } };
 	int shown;
 
 	if (stderr_same(fd))
-		return wp_sys_writev_whole(fd, v, 3) == 0;
+		return write_line(fd, msg, len);
 	fd = open_original();
 	if (fd < 0)
 		return 0;
-	shown = wp_sys_writev_whole(fd, v, 3) == 0;
+	shown = write_line(fd, msg, len);
 	wp_syscall(SYS_close, fd);
 	return shown;
 }

@@ -5,6 +5,7 @@ user started reports once for the whole tree, from the index file its
 descendants append to (files written, where fallbacks went, too-short
 processes). WALLPROF_LOG, when set, applies to every process again."""
 
+import fcntl
 import glob
 import json
 import os
@@ -13,6 +14,7 @@ import re
 import select
 import subprocess
 import sys
+import termios
 import time
 
 PY = sys.executable or "/usr/bin/python3"
@@ -242,21 +244,23 @@ def tests(rt):
         check(rc == 0, "rc %s" % rc)
         indexed_line(tmp, pid)
 
-    def test_tree_closed_stderr_tty(tmp):
-        """On a terminal: a program that closes its stderr and opens a file
-        that takes number 2; our line goes to the terminal, not that file."""
-        code = CHILD + ("import os\nos.close(2)\n"
-                        "fd = os.open('own.log', os.O_WRONLY | os.O_CREAT, 0o644)\n"
-                        "print('fd', fd, flush=True)\n")
+    def on_terminal(tmp, argv, controlling=False, preload=True, timeout=60):
+        """Runs `argv` (under the preload unless told) with stdin, stdout and
+        stderr on a new terminal (its controlling terminal when asked, in a
+        session of its own); returns (rc, pid, what the terminal showed)."""
         master, slave = pty.openpty()
+
+        def take_terminal():
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
         try:
-            proc = subprocess.Popen([PY, "-c", code], cwd=tmp, env=rt.clean_env(),
-                                    stdin=slave, stdout=slave, stderr=slave,
-                                    start_new_session=True)
+            proc = subprocess.Popen(argv, cwd=tmp, env=rt.clean_env(preload=preload), stdin=slave,
+                                    stdout=slave, stderr=slave, start_new_session=True,
+                                    preexec_fn=take_terminal if controlling else None)
             os.close(slave)
             slave = -1
             out = b""
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 ready, _, _ = select.select([master], [], [], max(0.0, deadline - time.monotonic()))
                 if not ready:
@@ -272,32 +276,67 @@ def tests(rt):
                 rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 rt.kill_group(proc)
-                raise rt.Failure("the program on a terminal did not end")
+                raise rt.Failure("the program on a terminal did not end: %r" % out[-300:])
         finally:
             os.close(master)
             if slave >= 0:
                 os.close(slave)
-        text = out.decode(errors="replace").replace("\r\n", "\n")
+        return rc, proc.pid, out.decode(errors="replace").replace("\r\n", "\n")
+
+    def test_tree_closed_stderr_tty(tmp):
+        """On a terminal: a program that closes its stderr and opens a file
+        that takes number 2; our line goes to the terminal, not that file."""
+        code = CHILD + ("import os\nos.close(2)\n"
+                        "fd = os.open('own.log', os.O_WRONLY | os.O_CREAT, 0o644)\n"
+                        "print('fd', fd, flush=True)\n")
+        rc, pid, text = on_terminal(tmp, [PY, "-c", code])
         check(rc == 0 and "fd 2" in text, "rc %s, terminal: %r" % (rc, text))
-        own = os.path.join(tmp, "wallprof.%d.json" % proc.pid)
+        own = os.path.join(tmp, "wallprof.%d.json" % pid)
         lines = [l for l in text.splitlines() if l.startswith("wallprof:")]
         check(len(lines) == 1 and lines[0].startswith("wallprof: wrote %s " % own),
               "want the one line for %s on the terminal, got %r" % (own, text))
         with open(os.path.join(tmp, "own.log")) as f:
             check(f.read() == "", "our line went into the program's own file")
 
+    def test_tree_background_tostop(tmp):
+        """A background job on a terminal with `stty tostop`: writing there
+        would stop it (SIGTTOU), and `sleep` and a program that only works
+        write nothing there themselves. Under the preload both still end
+        (`Done`, status 0) and our line is on the terminal: for `sleep` from
+        the reopened terminal (it closed its stderr), for the other from fd
+        2."""
+        lib = rt.clean_env()["LD_PRELOAD"]
+        quiet = "import time; t = time.time()\nwhile time.time() - t < 0.3: pass"
+        for what, cmd in (("sleep", "sleep 0.3"), ("python", "%s -c '%s'" % (PY, quiet))):
+            script = ("set -m; stty tostop; LD_PRELOAD=%s %s & wait $!; echo status=$?"
+                      % (lib, cmd))
+            rc, _, text = on_terminal(tmp, ["bash", "-c", script], controlling=True,
+                                      preload=False)
+            check(rc == 0 and "status=0" in text,
+                  "%s in the background was stopped or failed: rc %s, terminal %r"
+                  % (what, rc, text[-400:]))
+            check(re.search(r"^wallprof: wrote \S+ ", text, re.M),
+                  "%s: no line of ours on the terminal: %r" % (what, text[-400:]))
+
     def test_tree_closed_stderr_replaced(tmp):
-        """The file stderr was is removed and another made under its name
-        before the program closes its stderr: that other file gets nothing,
-        the line goes to the index."""
+        """The program closes its stderr, removes the file it was and makes
+        another under its name (which may get the freed inode's number:
+        ext4 gives it at once): that other file gets nothing, the line goes
+        to the index."""
         err = os.path.join(tmp, "err.txt")
-        code = CHILD + ("import os\nos.unlink('err.txt')\n"
-                        "open('err.txt', 'w').close()\nos.close(1)\nos.close(2)\n")
+        code = CHILD + ("import os\nold = os.fstat(2).st_ino\nos.close(1)\nos.close(2)\n"
+                        "os.unlink('err.txt')\n"
+                        "fd = os.open('err.txt', os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)\n"
+                        "reused = os.fstat(fd).st_ino == old\nos.close(fd)\n"
+                        "with open('reused.txt', 'w') as f: f.write(str(reused))\n")
         rc, pid = run_stderr_to(tmp, [PY, "-c", code], err)
         check(rc == 0, "rc %s" % rc)
         with open(err) as f:
             check(f.read() == "", "our line went into another file under stderr's name")
         indexed_line(tmp, pid)
+        with open(os.path.join(tmp, "reused.txt")) as f:
+            rt.note("the new file %s the old one's inode number"
+                    % ("got" if f.read() == "True" else "did not get"))
 
     def test_tree_child_crash(tmp):
         """A child dying of SIGSEGV: its profile, converted in the background
@@ -375,6 +414,7 @@ def tests(rt):
             ("tree_closed_stderr_shared_offset", test_tree_closed_stderr_shared_offset),
             ("tree_closed_stderr_fifo", test_tree_closed_stderr_fifo),
             ("tree_closed_stderr_tty", test_tree_closed_stderr_tty),
+            ("tree_background_tostop", test_tree_background_tostop),
             ("tree_closed_stderr_replaced", test_tree_closed_stderr_replaced),
             ("tree_fork_child", test_tree_fork_child),
             ("tree_fallback_reported", test_tree_fallback_reported),
