@@ -30,7 +30,8 @@ PYTHON = "/usr/bin/python3.11"
 TEST_PKG = "/usr/lib/python3.11/test"
 DEB_PACKAGE = "libpython3.11-testsuite"
 MODULES = ["_test_eintr", "test_eintr", "test_signal", "test_threading", "test_subprocess",
-           "test_os", "test_selectors"]
+           "test_os", "test_selectors", "test_io", "test_faulthandler", "test_pty",
+           "test_multiprocessing_fork"]
 MODULE_TIMEOUT = 180   # the runner's --timeout, per test module (test_signal takes ~50 s)
 RUN_TIMEOUT = 900      # both whole runs; past it they are killed and what they printed is used
 TAG_VAR = "CPYTHON_TIER_TAG"   # marks every process of a run, to find leftovers
