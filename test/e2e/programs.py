@@ -4,7 +4,7 @@ exit status, the same files; redis-server, whose log has times and pids, by
 what it says of its own work), and its profile shows its own code.
 
 xz's threads, git's and make's process trees (with the compiler), sqlite3's
-library, and redis-server (a daemon's event loop, a fork for its background
+library, Node.js (V8 and libuv's threads), and redis-server (a daemon's event loop, a fork for its background
 save, a snapshot on SIGUSR2) each found bugs our own test programs did not,
 in this project or in the peers it learns from."""
 
@@ -153,6 +153,53 @@ def tests(rt):
         check(found, "no profile with sqlite3_step in its stacks")
         rt.check_valid(found[0][1], "sqlite3's profile")
 
+    NODE_SCRIPT = r"""
+const { Worker, isMainThread, parentPort } = require('worker_threads');
+const crypto = require('crypto');
+const cp = require('child_process');
+const fs = require('fs');
+if (isMainThread) {
+  let done = 0;
+  for (let i = 0; i < 2; i++) {
+    const w = new Worker(__filename);
+    w.on('message', (m) => { console.log('worker', m.length); if (++done == 2) next(); });
+  }
+  function next() {
+    crypto.pbkdf2('pw', 'salt', 300000, 32, 'sha256', (e, k) => {
+      console.log('pbkdf2', k.toString('hex').slice(0, 16));
+      console.log(cp.execSync('echo child').toString().trim());
+      fs.writeFileSync('x.txt', 'a'.repeat(100000));
+      console.log(fs.readFileSync('x.txt').length);
+      setTimeout(() => { console.log('end'); }, 200);
+    });
+  }
+} else {
+  let s = '';
+  for (let i = 0; i < 300000; i++) s += String.fromCharCode(65 + i % 26);
+  parentPort.postMessage(s);
+}
+"""
+
+    def test_node(tmp):
+        """Node.js (V8, libuv's thread pool, worker threads, a child
+        process): the same output, and a profile of its many threads whose
+        C++ frames are demangled (v8::internal::...)."""
+        need("node")
+        script = os.path.join(tmp, "prog.js")
+        with open(script, "w") as f:
+            f.write(NODE_SCRIPT)
+        bare, pre, d = pair(tmp, "node %s" % script)
+        check("pbkdf2" in bare.stdout and "end" in bare.stdout, "node: %r" % bare.stdout)
+        found = [(p, o) for p, o in index_profiles(pre)
+                 if any((m or "").endswith("/node") for m in modules(o))]
+        check(found, "no profile of node in the index")
+        path, obj = max(found, key=lambda po: len(rt.samples_by_thread(po[1])))
+        rt.check_valid(obj, os.path.basename(path))
+        threads = rt.samples_by_thread(obj)
+        v8 = [f for f in functions(obj) if f and f.startswith("v8::")]
+        check(len(threads) >= 5 and v8, "node's profile: %d threads, V8 frames %s"
+              % (len(threads), v8[:3]))
+
     def test_redis(tmp):
         """redis-server under the preload (on a Unix socket of its own): a
         benchmark against it, a background save (a fork whose child must end
@@ -220,4 +267,5 @@ def tests(rt):
             ("programs_git", test_git),
             ("programs_make_compiler", test_make_compiler),
             ("programs_sqlite", test_sqlite),
+            ("programs_node", test_node),
             ("programs_redis", test_redis)]
