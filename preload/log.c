@@ -37,44 +37,50 @@ static int log_explicit; /* WALLPROF_LOG was set */
  * none) and what tells that file from a later one under the same path and
  * inode number (a terminal /dev/pts/N made again, an inode reused). */
 static struct {
-	int known; /* -1: not yet looked at; 0: fd 2 was not open */
+	int known; /* fd 2 was open at start */
 	dev_t dev;
 	ino_t ino;
-	int is_tty;
-	struct statx_timestamp born; /* regular file: birth time (0: unknown) */
-	struct timespec ctime;       /* terminal: when its node was made */
+	struct timespec made; /* see made() */
 	char path[PATH_MAX];
-} orig = { .known = -1 };
+} orig;
+
+/* What tells the file open on `fd` (`st`: its fstat) from a later one
+ * under the same path and inode number: a terminal node's ctime (a later
+ * /dev/pts/N has a new one; writes, reads and stty do not change it), a
+ * regular file's birth time; zero when there is none. async-signal-safe */
+WP_AS_SAFE static struct timespec made(int fd, const struct stat *st)
+{
+	struct statx sx;
+
+	if (S_ISCHR(st->st_mode))
+		return st->st_ctim;
+	if (wp_syscall(SYS_statx, fd, "", AT_EMPTY_PATH, STATX_BTIME, &sx) < 0 ||
+	    !(sx.stx_mask & STATX_BTIME))
+		return (struct timespec){ 0, 0 };
+	return (struct timespec){ sx.stx_btime.tv_sec, sx.stx_btime.tv_nsec };
+}
+
+/* Whether `st` is the file stderr was at start. async-signal-safe */
+WP_AS_SAFE static int is_orig(const struct stat *st)
+{
+	return orig.known && st->st_dev == orig.dev && st->st_ino == orig.ino;
+}
 
 /* Whether `fd` (the program's fd 2) is still the stderr we started with. */
 WP_AS_SAFE static int stderr_same(int fd)
 {
 	struct stat st;
 
-	if (fd < 0 || orig.known <= 0)
-		return 0;
-	return wp_syscall(SYS_fstat, fd, &st) == 0 && st.st_dev == orig.dev &&
-	       st.st_ino == orig.ino;
-}
-
-/* The birth time of the file open on `fd`, or zero when the file system
- * does not keep one. async-signal-safe */
-WP_AS_SAFE static struct statx_timestamp born(int fd)
-{
-	struct statx sx;
-	struct statx_timestamp none = { 0 };
-
-	if (wp_syscall(SYS_statx, fd, "", AT_EMPTY_PATH, STATX_BTIME, &sx) < 0 ||
-	    !(sx.stx_mask & STATX_BTIME))
-		return none;
-	return sx.stx_btime;
+	return fd >= 0 && wp_syscall(SYS_fstat, fd, &st) == 0 && is_orig(&st);
 }
 
 /* At start: which file fd 2 is; and, when this process may speak, whether a
  * line can still be added to that file once the program has closed it: a
  * terminal, or a regular file the program appends to (written at a shared
  * offset instead, a line of ours would be written over, or write over the
- * program's next output). Pipes and sockets cannot be opened by a path. */
+ * program's next output). Pipes and sockets cannot be opened by a path,
+ * and without a birth time a file made again under the path could take the
+ * old inode's number. */
 static void remember_stderr(void)
 {
 	struct stat st;
@@ -91,18 +97,12 @@ static void remember_stderr(void)
 	fl = fcntl(STDERR_FILENO, F_GETFL);
 	if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY)
 		return;
-	orig.is_tty = S_ISCHR(st.st_mode) && isatty(STDERR_FILENO);
-	if (!orig.is_tty && !(S_ISREG(st.st_mode) && (fl & O_APPEND)))
+	if (!(S_ISCHR(st.st_mode) && isatty(STDERR_FILENO)) &&
+	    !(S_ISREG(st.st_mode) && (fl & O_APPEND)))
 		return;
-	orig.ctime = st.st_ctim;
-	if (!orig.is_tty) {
-		/* without a birth time, a file made again under the path
-		 * after the program closed it could take the old inode's
-		 * number: such a file is not opened again */
-		orig.born = born(STDERR_FILENO);
-		if (!orig.born.tv_sec && !orig.born.tv_nsec)
-			return;
-	}
+	orig.made = made(STDERR_FILENO, &st);
+	if (!orig.made.tv_sec && !orig.made.tv_nsec)
+		return;
 	n = readlink("/proc/self/fd/2", orig.path, sizeof(orig.path) - 1);
 	if (n <= 0 || orig.path[0] != '/')
 		n = 0;
@@ -115,20 +115,14 @@ static void remember_stderr(void)
 WP_AS_SAFE static int open_original(void)
 {
 	struct stat st;
-	struct statx_timestamp b;
+	struct timespec t;
 	int fd;
 
-	if (orig.known <= 0 || !orig.path[0])
+	if (!orig.path[0] || (fd = wp_sys_open_append(orig.path, 0, &st)) < 0)
 		return -1;
-	fd = wp_sys_open_append(orig.path, 0, &st);
-	if (fd < 0)
-		return -1;
-	if (st.st_dev == orig.dev && st.st_ino == orig.ino) {
-		if (orig.is_tty && st.st_ctim.tv_sec == orig.ctime.tv_sec &&
-		    st.st_ctim.tv_nsec == orig.ctime.tv_nsec)
-			return fd;
-		b = born(fd);
-		if (!orig.is_tty && b.tv_sec == orig.born.tv_sec && b.tv_nsec == orig.born.tv_nsec)
+	if (is_orig(&st)) {
+		t = made(fd, &st);
+		if (t.tv_sec == orig.made.tv_sec && t.tv_nsec == orig.made.tv_nsec)
 			return fd;
 	}
 	wp_syscall(SYS_close, fd);

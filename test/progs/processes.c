@@ -86,6 +86,14 @@ WPT_WORK(wpt_grandchild_work)
 WPT_WORK(wpt_snapfork_work)
 WPT_WORK(wpt_forkloader_work)
 
+/* fork() with stdout flushed first: a child that exits would print the
+ * parent's buffered lines again. */
+static pid_t fork_flushed(void)
+{
+	fflush(stdout);
+	return fork();
+}
+
 static void print_status_of(const char *who, int st)
 {
 	if (WIFEXITED(st))
@@ -119,8 +127,7 @@ static int mode_fork(void)
 {
 	pid_t pid;
 
-	fflush(stdout);
-	pid = fork();
+	pid = fork_flushed();
 	if (pid < 0) {
 		perror("fork");
 		return 1;
@@ -211,8 +218,7 @@ static int mode_daemon(const char *marker, const char *log)
 	int fd;
 	char tmp[4096], buf[64];
 
-	fflush(stdout);
-	pid = fork();
+	pid = fork_flushed();
 	if (pid < 0)
 		return 1;
 	if (pid > 0) {
@@ -403,8 +409,7 @@ static int mode_forkreset(void)
 {
 	pid_t pid;
 
-	fflush(stdout);
-	pid = fork();
+	pid = fork_flushed();
 	if (pid < 0)
 		return 1;
 	if (pid == 0) {
@@ -418,8 +423,7 @@ static int mode_forkreset(void)
 			clock_gettime(CLOCK_MONOTONIC, &t);
 		} while (!seen && t.tv_sec - t0.tv_sec < 10);
 		printf("sampler seen: %s\n", seen ? "yes" : "no");
-		fflush(stdout);
-		gc = fork();
+		gc = fork_flushed();
 		if (gc < 0)
 			_exit(1);
 		if (gc == 0) {
@@ -527,8 +531,7 @@ static int mode_forkloader(void)
 		pid_t pid;
 		int st;
 
-		fflush(stdout);
-		pid = fork();
+		pid = fork_flushed();
 		if (pid < 0)
 			return 1;
 		if (pid == 0) {
@@ -583,8 +586,7 @@ static int mode_forkinloader(void)
 		return 1;
 	if (read(inloader_pipes[0][0], &c, 1) != 1) /* the thread holds the lock */
 		return 1;
-	fflush(stdout);
-	pid = fork();
+	pid = fork_flushed();
 	if (pid < 0)
 		return 1;
 	if (pid == 0) {
